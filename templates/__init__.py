@@ -1,0 +1,1 @@
+"""Jinja2 templates and our CUDA headers (package data)."""
