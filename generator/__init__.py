@@ -1,1 +1,49 @@
-"""Generator: kernel variants, Jinja2 rendering and nvcc builds (installed as ozaki_cutlass.generator)."""
+"""Generator: kernel variants, Jinja2 rendering and nvcc builds (installed as ozaki_cutlass.generator).
+
+Data flows one way: `GemmVariant` -> `render()` -> `build()` -> `Artifact` (a shared
+library plus its `artifact.json`). Nothing here imports the runtime.
+"""
+
+from .build import (
+    ARTIFACT_ABI_VERSION,
+    Artifact,
+    BuildReport,
+    Toolchain,
+    build,
+    cache_key,
+    find_artifact,
+    list_artifacts,
+    load_metadata,
+    resolve_toolchain,
+)
+from .environment import default_out_dir
+from .errors import CompileError, GeneratorError, IllegalVariantError, ToolchainError
+from .render import render, write_if_different
+from .variants import Arch, Epilogue, GemmVariant, Schedule, StagesVariant, catalog, default_variant
+
+__all__ = [
+    "ARTIFACT_ABI_VERSION",
+    "Arch",
+    "Artifact",
+    "BuildReport",
+    "CompileError",
+    "Epilogue",
+    "GemmVariant",
+    "GeneratorError",
+    "IllegalVariantError",
+    "Schedule",
+    "StagesVariant",
+    "Toolchain",
+    "ToolchainError",
+    "build",
+    "cache_key",
+    "catalog",
+    "default_out_dir",
+    "default_variant",
+    "find_artifact",
+    "list_artifacts",
+    "load_metadata",
+    "render",
+    "resolve_toolchain",
+    "write_if_different",
+]

@@ -1,2 +1,232 @@
-def main(argv=None):
-    raise SystemExit("not yet")
+"""`ozaki-cutlass`: build the INT8 GEMM kernels for this GPU, list them, run the demo.
+
+    ozaki-cutlass build [--arch sm_90a|sm_80] [--variants GLOB] [--jobs N] [--out DIR]
+    ozaki-cutlass list  [--arch ...] [--variants GLOB] [--full] [--out DIR]
+    ozaki-cutlass demo  [--n N] [--seed S] [--cpu]
+    ozaki-cutlass accuracy [--n N] [--phi ...] [--min-moduli A] [--max-moduli B]
+    ozaki-cutlass bench-int8 [--arch ...] [--size N]       (GPU)
+
+Tables and summaries go to stdout, diagnostics to stderr through `logging`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["main"]
+
+log = logging.getLogger("ozaki_cutlass.cli")
+
+# Exit statuses.
+_OK = 0
+_FAILED = 1  # a build failed or the toolchain is missing
+_USAGE = 2  # what to do is unclear: missing --arch without a GPU, a pattern matching nothing
+
+_ARCHES = ("sm_90a", "sm_80")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ozaki-cutlass",
+        description="FP64 GEMM emulation (Ozaki scheme II) on INT8 tensor cores with CUTLASS.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more diagnostics on stderr (-vv for debug)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    build = commands.add_parser(
+        "build", help="render and compile kernel variants (cached)",
+        description="Render and compile INT8 GEMM kernel variants with nvcc. Variants "
+                    "already built with the same sources and toolchain are not recompiled.")
+    build.add_argument("--arch", choices=_ARCHES,
+                       help="target architecture (default: that of the visible GPU)")
+    build.add_argument("--variants", metavar="PATTERN",
+                       help="glob over variant names, matched against the full sweep "
+                            "(default: the arch's default set)")
+    build.add_argument("--jobs", type=_positive_int, metavar="N",
+                       help="parallel nvcc processes (default: OZAKI_BUILD_JOBS, else CPUs "
+                            "capped by memory)")
+    build.add_argument("--out", type=Path, metavar="DIR",
+                       help="artifact directory (default: OZAKI_CACHE_DIR, else build/ in a "
+                            "checkout, else the user cache dir)")
+    build.set_defaults(handler=_build)
+
+    listing = commands.add_parser("list", help="show the variant catalog and what is built")
+    listing.add_argument("--arch", choices=_ARCHES, help="one architecture (default: all)")
+    listing.add_argument("--variants", metavar="PATTERN",
+                         help="glob over variant names (implies the full sweep)")
+    listing.add_argument("--full", action="store_true", help="the full sweep, not the defaults")
+    listing.add_argument("--out", type=Path, metavar="DIR", help="artifact directory to check")
+    listing.set_defaults(handler=_list)
+
+    demo = commands.add_parser("demo", help="multiply random matrices and check the result")
+    demo.add_argument("--n", type=_positive_int, metavar="INT", help="matrix size")
+    demo.add_argument("--seed", type=int, metavar="INT", help="random seed")
+    demo.add_argument("--cpu", action="store_true", help="use the NumPy reference only")
+    demo.set_defaults(handler=_demo)
+
+    acc = commands.add_parser("accuracy", help="error table: moduli count x mode x phi (CPU)",
+                              description="Normwise error of the NumPy reference against an exact "
+                                          "(n <= 128) or double-double product, next to float64 @.")
+    acc.add_argument("--n", type=_positive_int, default=256, metavar="INT")
+    acc.add_argument("--phi", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    acc.add_argument("--min-moduli", type=_positive_int, default=6)
+    acc.add_argument("--max-moduli", type=_positive_int, default=20)
+    acc.add_argument("--reference", choices=["auto", "exact", "dd"], default="auto")
+    acc.add_argument("--seed", type=int, default=0)
+    acc.set_defaults(handler=_accuracy)
+
+    from .bench import add_bench_parser, add_int8_parser
+
+    add_int8_parser(commands)
+    add_bench_parser(commands)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    return args.handler(args)
+
+
+def _target_arch(requested: str | None):
+    """The arch to build: --arch, else the visible GPU's; None (after saying why) if neither."""
+    from .generator import Arch
+
+    if requested is not None:
+        return Arch(requested)
+    from . import _device
+
+    capability = _device.compute_capability()
+    if capability is None:
+        log.error("no GPU found: pass --arch sm_90a or --arch sm_80 to choose what to build")
+        return None
+    arch = _device.arch_for_capability(*capability)
+    if arch is None:
+        log.error("the GPU's compute capability %d.%d is not supported (8.0 or newer is "
+                  "needed); pass --arch to build anyway", *capability)
+        return None
+    log.info("building for the visible GPU (compute capability %d.%d): %s",
+             capability[0], capability[1], arch.value)
+    return arch
+
+
+def _select(arch, pattern: str | None, full: bool):
+    from .generator import catalog
+
+    return catalog(arch, pattern, full=full or pattern is not None)
+
+
+def _build_targets(arch, pattern: str | None):
+    """The GEMM variants selected, plus the arch's stage-kernel library (which the staged
+    pipeline needs) unless a pattern leaves it out."""
+    import fnmatch
+
+    from .generator import StagesVariant
+
+    targets = list(_select(arch, pattern, full=False))
+    stages = StagesVariant(arch=arch)
+    if pattern is None or fnmatch.fnmatchcase(stages.name, pattern):
+        targets.append(stages)
+    return targets
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .generator import CompileError, ToolchainError, build, default_out_dir
+
+    arch = _target_arch(args.arch)
+    if arch is None:
+        return _USAGE
+    variants = _build_targets(arch, args.variants)
+    if not variants:
+        log.error("no %s variant matches %r (see `ozaki-cutlass list --full --arch %s`)",
+                  arch.value, args.variants, arch.value)
+        return _USAGE
+    out = (args.out or default_out_dir()).resolve()
+    try:
+        report = build(variants, out, jobs=args.jobs)
+    except (CompileError, ToolchainError) as exc:
+        log.error("%s", exc)
+        return _FAILED
+    print(report.summary())
+    print(f"artifacts in {out}")
+    return _OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    from .generator import Arch, ToolchainError, default_out_dir, list_artifacts, resolve_toolchain
+
+    variants = _select(args.arch, args.variants, full=args.full)
+    if not variants:
+        log.error("no variant matches %r", args.variants)
+        return _USAGE
+    out = (args.out or default_out_dir()).resolve()
+    built: dict[str, set[str]] = {}
+    for artifact in list_artifacts(out):
+        built.setdefault(artifact.variant.name, set()).add(artifact.key)
+    try:
+        toolchain = resolve_toolchain()
+    except ToolchainError as exc:
+        log.warning("cannot tell whether the artifacts are current: %s", exc)
+        toolchain = None
+
+    rows = [("name", "arch", "tile", "cluster", "schedule", "stages", "built")]
+    for v in variants:
+        rows.append((
+            v.name,
+            v.arch.value,
+            f"{v.tile_m}x{v.tile_n}x{v.tile_k}",
+            f"{v.cluster_m}x{v.cluster_n}" if v.arch is Arch.SM90A else "-",
+            v.schedule.value,
+            "auto" if v.stages == 0 else str(v.stages),
+            _built_status(v, built.get(v.name, set()), toolchain),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    print(f"{len(variants)} variants, {sum(r[-1] == 'yes' for r in rows[1:])} built, in {out}")
+    return _OK
+
+
+def _built_status(variant, keys: set[str], toolchain) -> str:
+    """yes: built from the current sources and toolchain; stale: built from others;
+    unverified: built, but the current key cannot be computed; no: never built."""
+    from .generator import ToolchainError, cache_key
+
+    if not keys:
+        return "no"
+    if toolchain is None:
+        return "unverified"
+    try:
+        return "yes" if cache_key(variant, toolchain) in keys else "stale"
+    except ToolchainError as exc:  # e.g. a template is missing
+        log.warning("%s: %s", variant.name, exc)
+        return "unverified"
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return demo.main(args)
+
+
+def _accuracy(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return demo.accuracy_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

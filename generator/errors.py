@@ -1,0 +1,62 @@
+"""The generator's typed errors: what went wrong is in the type, the details in the fields."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .variants import GemmVariant
+
+__all__ = ["GeneratorError", "IllegalVariantError", "ToolchainError", "CompileError"]
+
+# How many lines at the end of an nvcc log a CompileError message quotes.
+LOG_TAIL_LINES = 20
+
+
+class GeneratorError(Exception):
+    """Base class of every error the generator raises on purpose."""
+
+
+class IllegalVariantError(GeneratorError, ValueError):
+    """A GemmVariant whose fields CUTLASS cannot instantiate (the message says which rule)."""
+
+
+class ToolchainError(GeneratorError):
+    """nvcc, the CUTLASS headers, our templates or a build setting is missing or invalid."""
+
+
+class CompileError(GeneratorError):
+    """nvcc failed on a variant's translation unit.
+
+    Carries the variant, the exact command (an argument list) and the path of the full
+    log, which survives the failure (it is kept next to where the artifact would have gone).
+    """
+
+    def __init__(self, variant: GemmVariant, command: Sequence[str], log_path: Path,
+                 returncode: int) -> None:
+        self.variant = variant
+        self.command = list(command)
+        self.log_path = Path(log_path)
+        self.returncode = returncode
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            lines = [f"(log unreadable: {exc})"]
+        tail = "\n".join("    " + line for line in lines[-LOG_TAIL_LINES:])
+        return (
+            f"nvcc failed (exit {self.returncode}) for variant {self.variant.name}\n"
+            f"  command (run in {self.log_path.parent}): {shlex.join(self.command)}\n"
+            f"  log: {self.log_path}\n"
+            f"  last {min(len(lines), LOG_TAIL_LINES)} lines of the log:\n{tail}"
+        )
+
+    def __reduce__(self):
+        # Exceptions pickle through their args; rebuild from the fields instead, so a
+        # CompileError crosses process boundaries intact.
+        return (type(self), (self.variant, self.command, self.log_path, self.returncode))

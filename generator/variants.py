@@ -1,0 +1,482 @@
+"""Kernel variants as data: every choice that changes a generated INT8 GEMM.
+
+A `GemmVariant` is one CUTLASS instantiation of C = A B^T with A (m x k) and B (n x k)
+int8, K contiguous (the TN layout INT8 tensor cores need), and C int32. Its fields are the
+only inputs of its template; its legality is checked when it is made; its `name` is derived
+from every field and names the source file, the exported symbol and the cache entry.
+
+Adding a tile is one entry in `_DEFAULTS` (or nothing at all: `catalog(full=True)` sweeps
+tiles); adding an epilogue is one `Epilogue` member, its row in `EPILOGUE_TAGS` and the
+template code that wires it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import fnmatch
+import functools
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import IllegalVariantError
+
+__all__ = [
+    "Arch",
+    "Schedule",
+    "Epilogue",
+    "ScheduleSpelling",
+    "SCHEDULES",
+    "EPILOGUE_TAGS",
+    "ARCH_TAGS",
+    "SM80_MMA_SHAPE",
+    "GemmVariant",
+    "StagesVariant",
+    "Variant",
+    "variant_from_dict",
+    "catalog",
+    "default_variant",
+]
+
+
+class Arch(str, enum.Enum):
+    """Target architecture, spelled as nvcc's `code=` names it."""
+
+    SM90A = "sm_90a"
+    SM80 = "sm_80"
+
+
+class Schedule(str, enum.Enum):
+    """How the kernel's warps share the work of a tile."""
+
+    COOPERATIVE = "cooperative"  # sm_90a: two consumer warpgroups split each tile along M
+    PINGPONG = "pingpong"  # sm_90a: two consumer warpgroups alternate whole tiles
+    MULTISTAGE = "multistage"  # sm_80: CUTLASS 2.x cp.async multistage mainloop
+
+
+class Epilogue(str, enum.Enum):
+    """What the kernel does with the int32 accumulators of a tile."""
+
+    INT32_STORE = "int32_store"  # store them as they are: one modulus per launch
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpelling:
+    """A schedule's arch, its short form in variant names and its CUTLASS C++ tags."""
+
+    arch: Arch
+    short: str
+    kernel: str  # CUTLASS 3.x kernel schedule tag; "" where the arch has none
+    epilogue: str  # CUTLASS 3.x epilogue schedule tag; "" where the arch has none
+    consumer_warpgroups: int  # warpgroups sharing one tile's accumulators (sm_90a)
+
+
+# The one table from schedule to C++ (the sm_80 template needs no schedule tag: CUTLASS
+# 2.x picks its multistage mainloop from the stage count).
+SCHEDULES: Mapping[Schedule, ScheduleSpelling] = {
+    Schedule.COOPERATIVE: ScheduleSpelling(
+        arch=Arch.SM90A,
+        short="coop",
+        kernel="cutlass::gemm::KernelTmaWarpSpecializedCooperative",
+        epilogue="cutlass::epilogue::TmaWarpSpecializedCooperative",
+        consumer_warpgroups=2,
+    ),
+    Schedule.PINGPONG: ScheduleSpelling(
+        arch=Arch.SM90A,
+        short="pp",
+        kernel="cutlass::gemm::KernelTmaWarpSpecializedPingpong",
+        epilogue="cutlass::epilogue::TmaWarpSpecialized",
+        consumer_warpgroups=1,
+    ),
+    Schedule.MULTISTAGE: ScheduleSpelling(
+        arch=Arch.SM80, short="ms", kernel="", epilogue="", consumer_warpgroups=0,
+    ),
+}
+
+# Short forms in variant names.
+ARCH_TAGS: Mapping[Arch, str] = {Arch.SM90A: "sm90a", Arch.SM80: "sm80"}
+EPILOGUE_TAGS: Mapping[Epilogue, str] = {Epilogue.INT32_STORE: "int32"}
+
+# --- hardware and CUTLASS limits the legality rules use -------------------------------
+SM80_MMA_SHAPE = (16, 8, 32)  # mma.sync.m16n8k32.s32.s8.s8
+_SM90_WGMMA_M = 64  # one warpgroup's wgmma M
+_SM90_TILE_K_MULTIPLE = 64  # two wgmma k=32 steps: at least a 64-byte swizzle row of int8
+_SM90_SMEM_BYTES = 232448  # 227 KiB: sm_90 dynamic shared memory per block
+_SM90_BARRIER_BYTES_PER_STAGE = 16  # full + empty mbarrier of PipelineTmaAsync
+_SM90_SMEM_SLACK_BYTES = 1024  # epilogue and scheduler barriers, load-order barrier
+_SM90_MAX_CLUSTER = 8  # portable cluster size
+_SM80_SMEM_BYTES = 166912  # 163 KiB: sm_80 dynamic shared memory per block
+_SM80_STAGES = range(3, 7)
+_SM80_MAX_WARPS = 16
+_SM80_LOAD_BYTES = 16  # one cp.async vector of int8
+_MAX_ACCUMULATOR_REGISTERS = 128  # int32 accumulators per thread before registers spill
+_REGISTER_FILE = 65536  # 32-bit registers per SM (one CTA must fit)
+_MAX_REGISTERS_PER_THREAD = 255
+_SM80_OTHER_REGISTERS = 64  # operand fragments, addresses and loop state besides accumulators
+_MAX_GROUP_SIZE = 4  # moduli per kernel: the product of 4 moduli <= 256 fits 32 bits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmVariant:
+    """One INT8 GEMM kernel: int8 x int8 -> int32, TN layout.
+
+    `stages` = 0 on sm_90a lets CUTLASS fit as many mainloop stages as shared memory
+    allows once the epilogue is carved out. `warp_*` are sm_80's warp tile (0 on sm_90a,
+    where the collective builder derives it). `group_size` is the number of moduli one
+    launch folds; the plain int32 store handles exactly one.
+    """
+
+    arch: Arch
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    cluster_m: int = 1
+    cluster_n: int = 1
+    schedule: Schedule
+    stages: int
+    warp_m: int = 0
+    warp_n: int = 0
+    warp_k: int = 0
+    epilogue: Epilogue = Epilogue.INT32_STORE
+    group_size: int = 1
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        reason = _illegal_reason(self)
+        if reason:
+            raise IllegalVariantError(f"illegal {self.arch.value} variant {self._fields_text()}: {reason}")
+
+    # --- identity ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """A C-identifier-safe name from every field, e.g. i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1.
+
+        sm_90a names leave out the warp tile (always 0 there) and sm_80 names the cluster
+        (always 1x1 there): the legality rules fix those fields, so no two variants share
+        a name.
+        """
+        tile = f"{self.tile_m}x{self.tile_n}x{self.tile_k}"
+        if self.arch is Arch.SM90A:
+            layout = f"c{self.cluster_m}x{self.cluster_n}"
+        else:
+            layout = f"w{self.warp_m}x{self.warp_n}x{self.warp_k}"
+        return "_".join((
+            "i8",
+            ARCH_TAGS[self.arch],
+            tile,
+            layout,
+            SCHEDULES[self.schedule].short,
+            f"s{self.stages}",
+            EPILOGUE_TAGS[self.epilogue],
+            f"g{self.group_size}",
+        ))
+
+    @property
+    def symbol(self) -> str:
+        """Prefix of the C entry points the variant's library exports (`<symbol>_run`, ...)."""
+        return "ozaki_" + self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, enums as their values: the canonical form for hashing and JSON."""
+        return {
+            field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GemmVariant:
+        """The inverse of `to_dict` (legality is checked again)."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown GemmVariant fields: {', '.join(unknown)}")
+        values = dict(data)
+        for key, enum_type in (("arch", Arch), ("schedule", Schedule), ("epilogue", Epilogue)):
+            if key in values:
+                values[key] = enum_type(values[key])
+        return cls(**values)
+
+    # --- derived quantities ------------------------------------------------------------
+    @property
+    def warps(self) -> int:
+        """sm_80: warps per CTA (sliced-K warps included)."""
+        if self.arch is not Arch.SM80:
+            raise AttributeError("warps is an sm_80 quantity")
+        return (self.tile_m // self.warp_m) * (self.tile_n // self.warp_n) * (self.tile_k // self.warp_k)
+
+    @property
+    def smem_stage_bytes(self) -> int:
+        """Shared memory of one mainloop stage (one A tile and one B tile of int8)."""
+        return (self.tile_m + self.tile_n) * self.tile_k
+
+    def _fields_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.to_dict().items())
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _check_types(v: GemmVariant) -> None:
+    for field in dataclasses.fields(v):
+        value = getattr(v, field.name)
+        expected = {"arch": Arch, "schedule": Schedule, "epilogue": Epilogue}.get(field.name, int)
+        # bool is an int subclass: reject it so that True never becomes a tile size.
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise TypeError(
+                f"GemmVariant.{field.name} must be {expected.__name__}, got {value!r}"
+            )
+
+
+# --- legality ---------------------------------------------------------------------------
+def _illegal_reason(v: GemmVariant) -> str:
+    """Why CUTLASS cannot build `v`, or "" when it can."""
+    spelling = SCHEDULES[v.schedule]
+    if spelling.arch is not v.arch:
+        return f"schedule {v.schedule.value} belongs to {spelling.arch.value}"
+    if not 1 <= v.group_size <= _MAX_GROUP_SIZE:
+        return f"group_size must be in 1..{_MAX_GROUP_SIZE} (got {v.group_size})"
+    if v.epilogue is Epilogue.INT32_STORE and v.group_size != 1:
+        return (f"the {v.epilogue.value} epilogue stores one modulus per launch: "
+                f"group_size must be 1 (got {v.group_size})")
+    if min(v.tile_m, v.tile_n, v.tile_k) < 1:
+        return "tile sizes must be positive"
+    if v.arch is Arch.SM90A:
+        return _sm90_reason(v)
+    return _sm80_reason(v)
+
+
+def _sm90_reason(v: GemmVariant) -> str:
+    spelling = SCHEDULES[v.schedule]
+    if (v.warp_m, v.warp_n, v.warp_k) != (0, 0, 0):
+        return "warp_m/warp_n/warp_k are sm_80 fields and must be 0 on sm_90a"
+    m_multiple = _SM90_WGMMA_M * spelling.consumer_warpgroups
+    if v.tile_m % m_multiple:
+        return (f"tile_m={v.tile_m} must be a multiple of {m_multiple} "
+                f"({spelling.consumer_warpgroups} consumer warpgroup(s) x wgmma M={_SM90_WGMMA_M})")
+    if not (16 <= v.tile_n <= 256 and v.tile_n % 16 == 0):
+        return f"tile_n={v.tile_n} must be a multiple of 16 in [16, 256] (wgmma s8 N)"
+    if v.tile_k % _SM90_TILE_K_MULTIPLE:
+        return (f"tile_k={v.tile_k} must be a multiple of {_SM90_TILE_K_MULTIPLE} "
+                "(int8 wgmma K=32, at least a 64-byte swizzled row)")
+    for axis, size in (("cluster_m", v.cluster_m), ("cluster_n", v.cluster_n)):
+        if size not in (1, 2, 4, 8):
+            return f"{axis}={size} must be 1, 2, 4 or 8"
+    if v.cluster_m * v.cluster_n > _SM90_MAX_CLUSTER:
+        return (f"cluster {v.cluster_m}x{v.cluster_n} exceeds the portable cluster size "
+                f"{_SM90_MAX_CLUSTER}")
+    # TMA multicast splits a tile among the CTAs that share it, in whole 8-row swizzle atoms.
+    if v.tile_n % (8 * v.cluster_m) or v.tile_m % (8 * v.cluster_n):
+        return (f"tile {v.tile_m}x{v.tile_n} cannot be split into 8-row slices for TMA "
+                f"multicast over a {v.cluster_m}x{v.cluster_n} cluster")
+    registers = v.tile_m * v.tile_n // (128 * spelling.consumer_warpgroups)
+    if registers > _MAX_ACCUMULATOR_REGISTERS:
+        return (f"a {v.schedule.value} {v.tile_m}x{v.tile_n} tile needs {registers} int32 "
+                f"accumulator registers per consumer thread (at most {_MAX_ACCUMULATOR_REGISTERS} "
+                "before spilling)")
+    if v.stages == 0:
+        fitting = sm90_auto_stages(v)
+        if fitting < 2:
+            return (f"shared memory: only {fitting} mainloop stage(s) of "
+                    f"{v.smem_stage_bytes} bytes fit next to the epilogue, at least 2 needed")
+        return ""
+    if v.stages < 2:
+        return f"stages={v.stages} must be 0 (auto) or at least 2"
+    needed = v.stages * _sm90_stage_bytes(v) + _sm90_epilogue_smem_bytes(v) + _SM90_SMEM_SLACK_BYTES
+    if needed > _SM90_SMEM_BYTES:
+        return (f"shared memory: {v.stages} stages x {v.smem_stage_bytes} bytes + epilogue "
+                f"{_sm90_epilogue_smem_bytes(v)} bytes = {needed} bytes exceeds the sm_90 "
+                f"limit of {_SM90_SMEM_BYTES}")
+    return ""
+
+
+def _sm90_stage_bytes(v: GemmVariant) -> int:
+    # As CUTLASS's StageCountAutoCarveout counts it: tiles rounded to 128 bytes + barriers.
+    return -(-v.smem_stage_bytes // 128) * 128 + _SM90_BARRIER_BYTES_PER_STAGE
+
+
+def _sm90_epilogue_smem_bytes(v: GemmVariant) -> int:
+    """Shared memory of the TMA store epilogue (EpilogueTileAuto, int32 D, no source C)."""
+    cooperative = SCHEDULES[v.schedule].consumer_warpgroups == 2
+    epi_m = min(128 if cooperative else 64, v.tile_m)
+    epi_n = math.gcd(min(32, v.tile_n), v.tile_n)
+    epi_tiles = (v.tile_m // epi_m) * (v.tile_n // epi_n)
+    stages_d = min(epi_tiles, 2)
+    return stages_d * epi_m * epi_n * 4
+
+
+def sm90_auto_stages(v: GemmVariant) -> int:
+    """The mainloop stage count CUTLASS picks for `stages=0` (StageCountAutoCarveout with
+    the epilogue's shared storage carved out), as CUTLASS 4.2 computes it."""
+    carveout = -(-_sm90_epilogue_smem_bytes(v) // 128) * 128
+    return (_SM90_SMEM_BYTES - carveout) // _sm90_stage_bytes(v)
+
+
+def _sm80_reason(v: GemmVariant) -> str:
+    inst_m, inst_n, inst_k = SM80_MMA_SHAPE
+    if (v.cluster_m, v.cluster_n) != (1, 1):
+        return "sm_80 has no thread block clusters: cluster must be 1x1"
+    if min(v.warp_m, v.warp_n, v.warp_k) < 1:
+        return "sm_80 needs a warp tile (warp_m, warp_n, warp_k > 0)"
+    if v.warp_m % inst_m or v.warp_n % inst_n or v.warp_k % inst_k:
+        return (f"warp tile {v.warp_m}x{v.warp_n}x{v.warp_k} must be a multiple of the "
+                f"{inst_m}x{inst_n}x{inst_k} mma.sync shape")
+    if v.tile_m % v.warp_m or v.tile_n % v.warp_n or v.tile_k % v.warp_k:
+        return (f"tile {v.tile_m}x{v.tile_n}x{v.tile_k} must be a multiple of the warp tile "
+                f"{v.warp_m}x{v.warp_n}x{v.warp_k}")
+    if v.tile_k not in (32, 64, 128):
+        return f"tile_k={v.tile_k} must be 32, 64 or 128 (the crosswise int8 smem layout)"
+    if not 1 <= v.warps <= _SM80_MAX_WARPS:
+        return f"{v.warps} warps per CTA, must be 1..{_SM80_MAX_WARPS}"
+    # Each warp of the cp.async loader moves whole 16-byte rows of the tile, the same
+    # number of them per warp.
+    rows_per_warp_access = 32 * _SM80_LOAD_BYTES // v.tile_k
+    for operand, rows in (("A", v.tile_m), ("B", v.tile_n)):
+        if (rows // rows_per_warp_access) % v.warps:
+            return (f"the {operand} tile ({rows}x{v.tile_k} int8) does not split evenly over "
+                    f"{v.warps} warps loading {rows_per_warp_access} rows at a time")
+    registers = v.warp_m * v.warp_n // 32
+    if registers > _MAX_ACCUMULATOR_REGISTERS:
+        return (f"a {v.warp_m}x{v.warp_n} warp tile needs {registers} int32 accumulator "
+                f"registers per thread (at most {_MAX_ACCUMULATOR_REGISTERS} before spilling)")
+    budget = min(_MAX_REGISTERS_PER_THREAD, _REGISTER_FILE // (32 * v.warps))
+    if registers + _SM80_OTHER_REGISTERS > budget:
+        return (f"{v.warps} warps leave {budget} registers per thread, fewer than the "
+                f"{registers} accumulators + ~{_SM80_OTHER_REGISTERS} others a "
+                f"{v.warp_m}x{v.warp_n} warp tile needs")
+    if v.stages not in _SM80_STAGES:
+        return (f"stages={v.stages} must be in {_SM80_STAGES.start}..{_SM80_STAGES.stop - 1} "
+                "for the multistage mainloop")
+    needed = v.stages * v.smem_stage_bytes
+    if needed > _SM80_SMEM_BYTES:
+        return (f"shared memory: {v.stages} stages x {v.smem_stage_bytes} bytes = {needed} "
+                f"bytes exceeds the sm_80 limit of {_SM80_SMEM_BYTES}")
+    return ""
+
+
+# --- the catalog ------------------------------------------------------------------------
+def _sm90(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: Schedule,
+          stages: int = 0) -> GemmVariant:
+    return GemmVariant(arch=Arch.SM90A, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2],
+                       cluster_m=cluster[0], cluster_n=cluster[1], schedule=schedule,
+                       stages=stages)
+
+
+def _sm80(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int) -> GemmVariant:
+    return GemmVariant(arch=Arch.SM80, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2],
+                       warp_m=warp[0], warp_n=warp[1], warp_k=warp[2],
+                       schedule=Schedule.MULTISTAGE, stages=stages)
+
+
+# The small default set per arch: what `ozaki-cutlass build` compiles. The first entry of
+# each is the arch's default variant. Every entry is also in the full sweep.
+_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
+    Arch.SM90A: (
+        _sm90((128, 256, 128), (1, 1), Schedule.COOPERATIVE),
+        _sm90((128, 128, 128), (2, 1), Schedule.COOPERATIVE),
+        _sm90((128, 128, 128), (1, 1), Schedule.PINGPONG),
+        _sm90((256, 128, 128), (1, 2), Schedule.COOPERATIVE),
+    ),
+    Arch.SM80: (
+        _sm80((128, 256, 64), (64, 64, 64), 3),
+        _sm80((128, 128, 64), (64, 64, 64), 4),
+    ),
+}
+
+# The full sweep: the product of these axes, keeping the legal combinations.
+_SM90_SWEEP = {
+    "tile_m": (64, 128, 256),
+    "tile_n": (64, 128, 192, 256),
+    "tile_k": (64, 128),
+    "cluster": ((1, 1), (2, 1), (1, 2), (2, 2)),
+    "schedule": (Schedule.COOPERATIVE, Schedule.PINGPONG),
+    "stages": (0, 3, 4, 5, 6),
+}
+_SM80_SWEEP = {
+    "tile_m": (64, 128, 256),
+    "tile_n": (64, 128, 256),
+    "tile_k": (32, 64, 128),
+    "warp_m": (32, 64),
+    "warp_n": (32, 64),
+    "stages": (3, 4, 5, 6),
+}
+
+
+@functools.cache
+def _full_sweep(arch: Arch) -> tuple[GemmVariant, ...]:
+    candidates: Iterable[GemmVariant | None]
+    if arch is Arch.SM90A:
+        axes = _SM90_SWEEP
+        candidates = (
+            _legal_or_none(_sm90, (m, n, k), cluster, schedule, stages)
+            for m, n, k, cluster, schedule, stages in itertools.product(*axes.values())
+        )
+    else:
+        axes = _SM80_SWEEP
+        candidates = (
+            _legal_or_none(_sm80, (m, n, k), (wm, wn, k), stages)
+            for m, n, k, wm, wn, stages in itertools.product(*axes.values())
+        )
+    return tuple(v for v in candidates if v is not None)
+
+
+def _legal_or_none(make, *args) -> GemmVariant | None:
+    try:
+        return make(*args)
+    except IllegalVariantError:
+        return None
+
+
+def catalog(arch: Arch | str | None = None, pattern: str | None = None, *,
+            full: bool = False) -> list[GemmVariant]:
+    """The catalogued variants, in a fixed order.
+
+    `arch` restricts to one architecture (all by default); `full` swaps the small default
+    set for the sweep of every legal tile x cluster x schedule x stages combination;
+    `pattern` keeps the variants whose name matches an fnmatch glob (e.g. "*_coop_*").
+    """
+    arches = list(Arch) if arch is None else [Arch(arch)]
+    variants = [v for a in arches for v in (_full_sweep(a) if full else _DEFAULTS[a])]
+    if pattern is not None:
+        variants = [v for v in variants if fnmatch.fnmatchcase(v.name, pattern)]
+    return variants
+
+
+def default_variant(arch: Arch | str) -> GemmVariant:
+    """The variant to build when only the arch is known."""
+    return _DEFAULTS[Arch(arch)][0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StagesVariant:
+    """The stage kernels of the staged pipeline (scan, coarse, residues, CRT, ...) for one
+    arch: plain CUDA, one library per arch, rendered from templates/stages.cu.j2."""
+
+    arch: Arch
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.arch, Arch):
+            raise IllegalVariantError(f"StagesVariant.arch must be an Arch, got {self.arch!r}")
+
+    @property
+    def name(self) -> str:
+        return f"stages_{ARCH_TAGS[self.arch]}"
+
+    @property
+    def symbol(self) -> str:
+        return "ozaki_" + self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "stages", "arch": self.arch.value}
+
+
+Variant = GemmVariant | StagesVariant
+
+
+def variant_from_dict(data: Mapping[str, Any]) -> Variant:
+    """The variant an artifact.json's `variant` entry describes (either kind)."""
+    if data.get("kind") == "stages":
+        return StagesVariant(arch=Arch(data["arch"]))
+    return GemmVariant.from_dict(data)

@@ -1,0 +1,165 @@
+"""A thin layer over ``cuda.bindings.driver``: errors, context, memory, streams, events.
+
+Everything the runtime does with the CUDA driver goes through here, so error handling
+is uniform: every driver call is checked and a failure raises :class:`CudaError` naming
+the call. The driver is imported on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+class NoGpuError(RuntimeError):
+    """No usable CUDA driver or device."""
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def check(result, what: str = "CUDA call"):
+    """Unpack a cuda-bindings result tuple, raising CudaError when the status is not success."""
+    cu = _driver()
+    if isinstance(result, tuple):
+        err, rest = result[0], result[1:]
+    else:
+        err, rest = result, ()
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        _, text = cu.cuGetErrorString(err)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        raise CudaError(f"{what} failed: {name}: {text}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+_CONTEXTS: dict[int, object] = {}
+
+
+def ensure_context(ordinal: int = 0):
+    """Retain the device's primary context (the one CuPy and PyTorch use) and make it
+    current on this thread. Raises NoGpuError when there is no driver or device."""
+    try:
+        cu = _driver()
+        check(cu.cuInit(0), "cuInit")
+        count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+    except (ImportError, OSError, CudaError) as exc:
+        raise NoGpuError(f"no CUDA GPU is usable here ({exc}); "
+                         "ozaki_cutlass.reference.gemm runs the same algorithm on the CPU") from exc
+    except Exception as exc:  # cuda.pathfinder raises its own error when libcuda is absent
+        raise NoGpuError(f"no CUDA driver found ({exc}); "
+                         "ozaki_cutlass.reference.gemm runs the same algorithm on the CPU") from exc
+    if ordinal >= count:
+        raise NoGpuError(f"GPU {ordinal} requested but {count} visible")
+    ctx = _CONTEXTS.get(ordinal)
+    if ctx is None:
+        dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
+        ctx = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        _CONTEXTS[ordinal] = ctx
+    check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
+
+
+class DeviceBuffer:
+    """Device memory from cuMemAlloc, freed on close() or garbage collection."""
+
+    def __init__(self, nbytes: int):
+        cu = _driver()
+        self.nbytes = int(nbytes)
+        self._ptr = check(cu.cuMemAlloc(max(self.nbytes, 1)), f"cuMemAlloc({self.nbytes})")
+
+    @property
+    def ptr(self) -> int:
+        return int(self._ptr)
+
+    def close(self) -> None:
+        if self._ptr is not None:
+            check(_driver().cuMemFree(self._ptr), "cuMemFree")
+            self._ptr = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def upload(self, host: np.ndarray, stream=0) -> None:
+        host = np.ascontiguousarray(host)
+        if host.nbytes > self.nbytes:
+            raise ValueError(f"{host.nbytes} bytes do not fit a {self.nbytes}-byte buffer")
+        check(_driver().cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, host.nbytes, stream_handle(stream)),
+              "cuMemcpyHtoDAsync")
+        synchronize(stream)
+
+    def download(self, host: np.ndarray, stream=0) -> np.ndarray:
+        if not host.flags.c_contiguous or host.nbytes > self.nbytes:
+            raise ValueError("download needs a C-contiguous array no larger than the buffer")
+        check(_driver().cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, host.nbytes, stream_handle(stream)),
+              "cuMemcpyDtoHAsync")
+        synchronize(stream)
+        return host
+
+    def fill_bytes(self, value: int, stream=0) -> None:
+        check(_driver().cuMemsetD8Async(self._ptr, value & 0xFF, self.nbytes, stream_handle(stream)),
+              "cuMemsetD8Async")
+
+
+def stream_handle(stream) -> int:
+    """An int CUstream handle from None/0 (the legacy default stream), an int, a
+    cuda-bindings CUstream, or an object with ``.handle``/``.ptr``/``cuda_stream``."""
+    if stream is None:
+        return 0
+    for attr in ("cuda_stream", "ptr", "handle"):
+        if hasattr(stream, attr) and not isinstance(stream, int):
+            return int(getattr(stream, attr))
+    return int(stream)
+
+
+def as_cu_stream(stream):
+    return _driver().CUstream(stream_handle(stream))
+
+
+def synchronize(stream=0) -> None:
+    check(_driver().cuStreamSynchronize(as_cu_stream(stream)), "cuStreamSynchronize")
+
+
+def new_stream():
+    cu = _driver()
+    return check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+
+
+@dataclass
+class EventTimer:
+    """Elapsed time between two CUDA events on a stream, in milliseconds."""
+
+    stream: object = 0
+
+    def __post_init__(self):
+        cu = _driver()
+        self._start = check(cu.cuEventCreate(0), "cuEventCreate")
+        self._stop = check(cu.cuEventCreate(0), "cuEventCreate")
+
+    def start(self):
+        check(_driver().cuEventRecord(self._start, as_cu_stream(self.stream)), "cuEventRecord")
+
+    def stop(self) -> float:
+        cu = _driver()
+        check(cu.cuEventRecord(self._stop, as_cu_stream(self.stream)), "cuEventRecord")
+        check(cu.cuEventSynchronize(self._stop), "cuEventSynchronize")
+        return float(check(cu.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime"))
+
+
+def c_void_p(ptr: int) -> ctypes.c_void_p:
+    return ctypes.c_void_p(int(ptr))

@@ -1,0 +1,69 @@
+"""Which GPU is visible, asked of the CUDA driver through cuda.bindings (imported lazily).
+
+Answers None, never raises, when there is no driver, no GPU, or no cuda-python: callers
+decide what "no GPU" means for them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .generator import Arch
+
+__all__ = ["compute_capability", "arch_for_capability", "visible_arch"]
+
+log = logging.getLogger(__name__)
+
+
+def compute_capability(ordinal: int = 0) -> tuple[int, int] | None:
+    """(major, minor) of CUDA device `ordinal`, or None when it cannot be queried."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:
+        log.debug("cuda.bindings unavailable: %s", exc)
+        return None
+    attribute = driver.CUdevice_attribute
+    try:
+        (status,) = driver.cuInit(0)
+        if status != driver.CUresult.CUDA_SUCCESS:
+            log.debug("cuInit failed: %s", status)
+            return None
+        status, count = driver.cuDeviceGetCount()
+        if status != driver.CUresult.CUDA_SUCCESS or count <= ordinal:
+            log.debug("cuDeviceGetCount: %s, %s device(s)", status, count)
+            return None
+        status, device = driver.cuDeviceGet(ordinal)
+        if status != driver.CUresult.CUDA_SUCCESS:
+            return None
+        capability = []
+        for which in (attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                      attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
+            status, value = driver.cuDeviceGetAttribute(which, device)
+            if status != driver.CUresult.CUDA_SUCCESS:
+                return None
+            capability.append(int(value))
+    except Exception as exc:  # noqa: BLE001 - no driver library raises its own types
+        log.debug("CUDA driver unavailable: %s", exc)
+        return None
+    return capability[0], capability[1]
+
+
+def arch_for_capability(major: int, minor: int) -> Arch | None:
+    """The arch to build for a device: sm_90a on 9.0 (H100/H200), sm_80 on any other 8.0+
+    (its compute_80 PTX JIT-compiles on newer GPUs), None below 8.0."""
+    if (major, minor) == (9, 0):
+        return Arch.SM90A
+    if major >= 8:
+        return Arch.SM80
+    return None
+
+
+def visible_arch() -> Arch | None:
+    """The arch of the first visible GPU, or None without a usable one."""
+    capability = compute_capability()
+    if capability is None:
+        return None
+    arch = arch_for_capability(*capability)
+    if arch is None:
+        log.warning("GPU compute capability %d.%d is below 8.0: not supported", *capability)
+    return arch

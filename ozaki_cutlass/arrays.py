@@ -1,0 +1,150 @@
+"""Array interop: what ``ozaki_cutlass.gemm`` accepts and how it answers in kind.
+
+Accepted: NumPy arrays (copied to the GPU and back), CuPy arrays, PyTorch CUDA tensors,
+anything with ``__cuda_array_interface__`` (version 2+), and GPU DLPack producers that
+CuPy or PyTorch can import. A matrix is a device pointer, a shape and element strides,
+so row-major, column-major and leading-dimension layouts all work without copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_F64 = np.dtype(np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    """A 2-D float64 matrix on the GPU: element (i, j) at ptr + 8 (i rs + j cs)."""
+
+    ptr: int
+    rows: int
+    cols: int
+    rs: int
+    cs: int
+    kind: str           # "numpy", "cupy", "torch", "cai"
+    device: int | None  # CUDA ordinal where known
+    owner: object       # keeps the memory alive
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+    def t(self) -> "Matrix":
+        return Matrix(self.ptr, self.cols, self.rows, self.cs, self.rs, self.kind, self.device, self.owner)
+
+
+def kind_of(x) -> str:
+    mod = type(x).__module__.split(".")[0]
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    if mod == "cupy":
+        return "cupy"
+    if mod == "torch":
+        return "torch"
+    if hasattr(x, "__cuda_array_interface__"):
+        return "cai"
+    if hasattr(x, "__dlpack__"):
+        return "dlpack"
+    return "unknown"
+
+
+def _check_dtype(dtype, name: str) -> None:
+    if np.dtype(dtype) != _F64:
+        raise TypeError(f"{name} must be float64, got {np.dtype(dtype)} "
+                        "(the emulation is FP64; convert explicitly if a lower precision is intended)")
+
+
+def _from_cai(x, name: str, kind: str) -> Matrix:
+    cai = x.__cuda_array_interface__
+    shape = tuple(cai["shape"])
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {shape}")
+    _check_dtype(np.dtype(cai["typestr"]), name)
+    strides = cai.get("strides")
+    if strides is None:
+        strides = (shape[1] * 8, 8)
+    if any(s % 8 for s in strides):
+        raise ValueError(f"{name} has strides {strides} bytes, not a multiple of 8: unsupported")
+    rs, cs = strides[0] // 8, strides[1] // 8
+    rows, cols = shape
+    if (rows > 1 and rs <= 0) or (cols > 1 and cs <= 0):
+        raise ValueError(f"{name} has non-positive strides {strides}: unsupported (make it contiguous)")
+    if cai.get("mask") is not None:
+        raise ValueError(f"{name} is a masked array: unsupported")
+    device = None
+    if kind == "torch":
+        device = x.device.index
+    elif kind == "cupy":
+        device = x.device.id
+    return Matrix(int(cai["data"][0]), rows, cols, rs or 1, cs or 1, kind, device, x)
+
+
+def describe_input(x, name: str) -> Matrix | np.ndarray:
+    """Validate one input. NumPy arrays come back as float64 NumPy arrays (the caller
+    uploads them); device arrays as a :class:`Matrix` view (no copy)."""
+    kind = kind_of(x)
+    if kind == "numpy":
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
+        _check_dtype(x.dtype, name)
+        return x
+    if kind == "torch" and not x.is_cuda:
+        raise ValueError(f"{name} is a PyTorch tensor on {x.device}; pass a CUDA tensor or a NumPy array")
+    if kind in ("cupy", "torch", "cai"):
+        return _from_cai(x, name, kind)
+    if kind == "dlpack":
+        for lib in ("cupy", "torch"):
+            try:
+                mod = __import__(lib)
+                return _from_cai(mod.from_dlpack(x), name, lib)
+            except ImportError:
+                continue
+        raise TypeError(f"{name} is a DLPack producer, but neither CuPy nor PyTorch is installed to import it")
+    raise TypeError(f"{name} must be a NumPy array, a CuPy array, a PyTorch CUDA tensor or an object "
+                    f"with __cuda_array_interface__, got {type(x).__name__}")
+
+
+def allocate_like(kind: str, rows: int, cols: int, device: int | None):
+    """A new C-contiguous float64 matrix of the given kind, and its Matrix view. For
+    "numpy" and "cai" inputs the result lives in our own device buffer."""
+    if kind == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(device or 0):
+            arr = cupy.empty((rows, cols), dtype=cupy.float64)
+        return arr, _from_cai(arr, "out", "cupy")
+    if kind == "torch":
+        import torch
+
+        arr = torch.empty((rows, cols), dtype=torch.float64, device=f"cuda:{device or 0}")
+        return arr, _from_cai(arr, "out", "torch")
+    buf = DeviceArray(rows, cols)
+    return buf, Matrix(buf.ptr, rows, cols, cols, 1, "cai", None, buf)
+
+
+class DeviceArray:
+    """A float64 device matrix of our own, returned for inputs of no known library.
+    Exposes ``__cuda_array_interface__`` (so CuPy, Numba, PyTorch can wrap it) and
+    ``get()`` to copy it to a NumPy array."""
+
+    def __init__(self, rows: int, cols: int):
+        from ._cuda import DeviceBuffer
+
+        self.shape = (rows, cols)
+        self.dtype = _F64
+        self._buf = DeviceBuffer(8 * rows * cols)
+
+    @property
+    def ptr(self) -> int:
+        return self._buf.ptr
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": "<f8", "data": (self.ptr, False),
+                "version": 3, "strides": None, "stream": None}
+
+    def get(self) -> np.ndarray:
+        return self._buf.download(np.empty(self.shape, dtype=np.float64))

@@ -1,0 +1,237 @@
+"""Benchmarks. ``ozaki-cutlass bench-int8``: the generated INT8 GEMMs against cuBLASLt.
+
+Method (docs/benchmarks.md): fresh random int8 inputs (never zeros) larger than L2, CUDA
+events around each launch, warm-up launches first, the median of ``--reps`` timed runs,
+every variant's result checked against exact integers on sampled rows, and cuBLASLt's
+INT8 GEMM (``torch._int_mm``) timed in the same process on the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import statistics
+from datetime import datetime, timezone
+
+import numpy as np
+
+from . import _cuda
+
+log = logging.getLogger(__name__)
+
+
+def _time_launches(launch, timer, warmup: int, reps: int) -> list[float]:
+    for _ in range(warmup):
+        launch()
+    times = []
+    for _ in range(reps):
+        timer.start()
+        launch()
+        times.append(timer.stop())
+    return times
+
+
+def _check_rows(dc_host: np.ndarray, a: np.ndarray, b: np.ndarray, rows) -> bool:
+    want = a[rows].astype(np.int64) @ b.astype(np.int64).T
+    return bool(np.array_equal(dc_host[rows], want))
+
+
+def _cublaslt(a: np.ndarray, b: np.ndarray, warmup: int, reps: int):
+    """Median ms of torch._int_mm (cuBLASLt INT8) on the same data, or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None, "torch not installed"
+    if not torch.cuda.is_available():
+        return None, "torch sees no GPU"
+    ta = torch.from_numpy(a).cuda()
+    tb = torch.from_numpy(b).cuda().t()  # (k, n) view of N x K data: the TN problem
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    try:
+        out = torch._int_mm(ta, tb)
+    except RuntimeError:  # some builds want a row-major second operand
+        tb = tb.contiguous()
+    for _ in range(warmup):
+        out = torch._int_mm(ta, tb)
+    times = []
+    for _ in range(reps):
+        start.record()
+        out = torch._int_mm(ta, tb)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    rows = np.arange(0, a.shape[0], max(1, a.shape[0] // 8))
+    ok = _check_rows(out.cpu().numpy(), a, b, rows)
+    return statistics.median(times), ("ok" if ok else "WRONG RESULT")
+
+
+def int8_main(args) -> int:
+    from .generator import Arch, catalog
+    from .kernels import load_int8_gemm
+
+    _cuda.ensure_context()
+    m = n = k = int(args.size)
+    arch = Arch(args.arch)
+    variants = catalog(arch, args.variants, full=bool(args.variants))
+    if not variants:
+        raise SystemExit(f"no {arch.value} variant matches {args.variants!r}")
+    rng = np.random.default_rng(args.seed)
+    a = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    b = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    da, db = _cuda.DeviceBuffer(a.nbytes), _cuda.DeviceBuffer(b.nbytes)
+    dc = _cuda.DeviceBuffer(4 * m * n)
+    da.upload(a)
+    db.upload(b)
+    stream = _cuda.new_stream()
+    timer = _cuda.EventTimer(stream)
+    flops = 2.0 * m * n * k
+    rows = np.arange(0, m, max(1, m // 8))
+    results = []
+    for v in variants:
+        kern = load_int8_gemm(v)
+        ws_bytes = kern.workspace_size(m, n, k, 1)
+        ws = _cuda.DeviceBuffer(ws_bytes) if ws_bytes else None
+        dc.fill_bytes(0x5A, stream)
+
+        def launch():
+            kern(m, n, k, 1, da.ptr, k, 0, db.ptr, k, 0, dc.ptr, n, 0,
+                 ws.ptr if ws else 0, ws_bytes, _cuda.stream_handle(stream))
+
+        times = _time_launches(launch, timer, args.warmup, args.reps)
+        _cuda.synchronize(stream)
+        ok = _check_rows(dc.download(np.empty((m, n), np.int32)), a, b, rows)
+        med = statistics.median(times)
+        results.append({"kernel": v.name, "ms_median": med, "ms_min": min(times),
+                        "ms_max": max(times), "tops": flops / med / 1e9, "check": "ok" if ok else "WRONG RESULT"})
+        log.info("%s: %.3f ms", v.name, med)
+    lt_ms, lt_note = _cublaslt(a, b, args.warmup, args.reps)
+    if lt_ms is not None:
+        results.append({"kernel": "cuBLASLt (torch._int_mm)", "ms_median": lt_ms, "ms_min": lt_ms,
+                        "ms_max": lt_ms, "tops": flops / lt_ms / 1e9, "check": lt_note})
+    print(f"INT8 GEMM m = n = k = {m}, {args.reps} timed runs after {args.warmup} warm-up, median")
+    print(f"{'kernel':58s} {'ms':>8s} {'TOP/s':>8s}  check")
+    for r in results:
+        print(f"{r['kernel']:58s} {r['ms_median']:8.3f} {r['tops']:8.1f}  {r['check']}")
+    if lt_ms is None:
+        print(f"cuBLASLt: skipped ({lt_note})")
+    if args.json:
+        from ._device import compute_capability
+
+        record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  "host": platform.node(), "capability": compute_capability(),
+                  "size": m, "warmup": args.warmup, "reps": args.reps, "results": results}
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=2)
+    bad = [r for r in results if r["check"] != "ok"]
+    return 1 if bad else 0
+
+
+def add_int8_parser(sub) -> None:
+    p = sub.add_parser("bench-int8", help="time the generated INT8 GEMMs against cuBLASLt (GPU)")
+    p.add_argument("--arch", default="sm_90a", choices=["sm_90a", "sm_80"])
+    p.add_argument("--variants", default=None, help="glob over the full catalog (default: the default set)")
+    p.add_argument("--size", type=int, default=8192)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="write the results here as JSON")
+    p.set_defaults(handler=int8_main)
+
+
+
+# --------------------------------------------------------------------------- emulated DGEMM
+
+def _native_dgemm(xa, xb, warmup, reps):
+    """cuBLAS DGEMM through CuPy (or PyTorch): (median ms, result)."""
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+    if cp is not None:
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        for _ in range(warmup):
+            out = xa @ xb
+        times = []
+        for _ in range(reps):
+            start.record()
+            out = xa @ xb
+            stop.record()
+            stop.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, stop))
+        return statistics.median(times), out
+    return None, None
+
+
+def _sample_error(got_rows: np.ndarray, a_rows: np.ndarray, b: np.ndarray) -> float:
+    """Normwise error of sampled rows against an 80-bit long double product."""
+    ref = a_rows.astype(np.longdouble) @ b.astype(np.longdouble)
+    diff = (got_rows.astype(np.longdouble) - ref).astype(np.float64)
+    return float(np.linalg.norm(diff) / np.linalg.norm(ref.astype(np.float64)))
+
+
+def staged_main(args) -> int:
+    """``ozaki-cutlass bench``: native DGEMM vs the emulated (staged) path, same run."""
+    import cupy as cp
+
+    from . import pipeline
+    from .reference import DEFAULT_MODULI
+
+    _cuda.ensure_context()
+    moduli = args.moduli or DEFAULT_MODULI
+    rows = []
+    for n in args.sizes:
+        rs = cp.random.default_rng(args.seed + n)
+        # (U - 0.5) exp(phi N(0,1)), phi = 0.5, generated on the GPU
+        xa = (rs.random((n, n)) - 0.5) * cp.exp(args.phi * rs.standard_normal((n, n)))
+        xb = (rs.random((n, n)) - 0.5) * cp.exp(args.phi * rs.standard_normal((n, n)))
+        flops = 2.0 * n * n * n
+        nat_ms, nat_out = _native_dgemm(xa, xb, args.warmup, args.reps)
+        phases = []
+        for _ in range(args.warmup):
+            out = pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode)
+        for _ in range(args.reps):
+            t = {}
+            out = pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode, timings=t)
+            phases.append(t)
+        med = {p: statistics.median(t[p] for t in phases) for p in pipeline.PHASES}
+        sample = np.arange(0, n, max(1, n // 2))[:2]
+        a_rows, b_h = cp.asnumpy(xa[sample]), cp.asnumpy(xb)
+        err = _sample_error(cp.asnumpy(out[sample]), a_rows, b_h)
+        nerr = _sample_error(cp.asnumpy(nat_out[sample]), a_rows, b_h) if nat_out is not None else float("nan")
+        rows.append({"n": n, "moduli": moduli, "mode": args.mode, "native_ms": nat_ms,
+                     "native_tflops": flops / nat_ms / 1e9 if nat_ms else None,
+                     "staged_ms": med["total"], "staged_tflops": flops / med["total"] / 1e9,
+                     "phases_ms": med, "error": err, "native_error": nerr})
+        del xa, xb, out, nat_out
+        cp.get_default_memory_pool().free_all_blocks()
+    print(f"Emulated DGEMM (staged pipeline), moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; "
+          f"median of {args.reps} after {args.warmup} warm-up; errors on 2 sampled rows vs long double")
+    print(f"{'n':>6} {'native TF/s':>11} {'staged TF/s':>11} {'ratio':>6} {'scale':>7} {'resid':>7} "
+          f"{'int8':>8} {'crt':>7} {'total ms':>9} {'err':>9} {'native err':>10}")
+    for r in rows:
+        p = r["phases_ms"]
+        ratio = r["staged_tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
+        print(f"{r['n']:6d} {r['native_tflops'] or float('nan'):11.1f} {r['staged_tflops']:11.1f} {ratio:6.2f} "
+              f"{p['scale']:7.2f} {p['residues']:7.2f} {p['int8_gemm']:8.2f} {p['crt']:7.2f} "
+              f"{p['total']:9.2f} {r['error']:9.2e} {r['native_error']:10.2e}")
+    if args.json:
+        from ._device import compute_capability
+
+        with open(args.json, "w") as f:
+            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       "capability": compute_capability(), "phi": args.phi, "rows": rows}, f, indent=2)
+    return 0
+
+
+def add_bench_parser(sub) -> None:
+    p = sub.add_parser("bench", help="native DGEMM vs the emulated path (GPU, needs CuPy)")
+    p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384])
+    p.add_argument("--moduli", type=int, default=None)
+    p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
+    p.add_argument("--phi", type=float, default=0.5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None)
+    p.set_defaults(handler=staged_main)

@@ -1,0 +1,106 @@
+"""Loading generated kernel libraries and calling their C entry points.
+
+A built artifact is a shared library exporting ``<symbol>_run`` and friends (ABI in
+``templates/include/ozaki/int8_gemm_entry.h``). This module opens it with ctypes, checks
+the ABI and the variant name, and wraps the calls so a non-zero status raises a typed
+error carrying the library's own message. Device pointers and streams come from
+``ozaki_cutlass._cuda`` (cuda-python) or any framework: they are plain integers here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from functools import lru_cache
+from pathlib import Path
+
+from .generator.build import Artifact, build, find_artifact
+from .generator.variants import GemmVariant
+
+log = logging.getLogger(__name__)
+
+ABI_VERSION = 1
+_i64 = ctypes.c_int64
+_int = ctypes.c_int
+_ptr = ctypes.c_void_p
+
+
+class KernelError(RuntimeError):
+    """A generated kernel reported a CUDA or CUTLASS error."""
+
+
+class UnsupportedProblem(ValueError):
+    """A generated kernel cannot run this problem (sizes, alignment, strides)."""
+
+
+def _open(library: Path, symbol: str, name: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
+    abi = getattr(lib, f"{symbol}_abi_version")
+    abi.restype, abi.argtypes = _int, []
+    if abi() != ABI_VERSION:
+        raise KernelError(f"{library}: ABI version {abi()} (this runtime speaks {ABI_VERSION})")
+    got = getattr(lib, f"{symbol}_name")
+    got.restype, got.argtypes = ctypes.c_char_p, []
+    if got().decode() != name:
+        raise KernelError(f"{library}: built for variant {got().decode()!r}, expected {name!r}")
+    err = getattr(lib, f"{symbol}_last_error")
+    err.restype, err.argtypes = ctypes.c_char_p, []
+    return lib
+
+
+class Int8Gemm:
+    """One generated INT8 GEMM (int8 x int8 -> int32, TN, batched), ready to launch."""
+
+    def __init__(self, artifact: Artifact):
+        self.artifact = artifact
+        self.variant = artifact.variant
+        sym = artifact.symbol
+        self._lib = _open(Path(artifact.library_path), sym, self.variant.name)
+        self._run = getattr(self._lib, f"{sym}_run")
+        self._run.restype = _int
+        self._run.argtypes = [_int, _int, _int, _int,
+                              _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _i64, _i64,
+                              _ptr, ctypes.c_size_t, _ptr]
+        self._ws = getattr(self._lib, f"{sym}_workspace_size")
+        self._ws.restype, self._ws.argtypes = ctypes.c_size_t, [_int, _int, _int, _int]
+        self._err = getattr(self._lib, f"{sym}_last_error")
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    def workspace_size(self, m: int, n: int, k: int, batch: int = 1) -> int:
+        return int(self._ws(m, n, k, batch))
+
+    def __call__(self, m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
+                 workspace=0, workspace_bytes=0, stream=0) -> None:
+        """C[b] = A[b] B[b]^T; pointers and the stream are integer handles."""
+        status = self._run(m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
+                           workspace or None, workspace_bytes, stream or None)
+        if status == 0:
+            return
+        message = self._err().decode(errors="replace")
+        if status == 1:
+            raise UnsupportedProblem(f"{self.name}: {message}")
+        raise KernelError(f"{self.name}: {message}")
+
+    def __repr__(self) -> str:
+        return f"Int8Gemm({self.name})"
+
+
+@lru_cache(maxsize=None)
+def _load_cached(directory: str) -> Int8Gemm:
+    return Int8Gemm(Artifact.from_directory(directory))
+
+
+def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = True,
+                   progress: bool = True) -> Int8Gemm:
+    """The loaded kernel of ``variant``, building it first (with progress) when missing."""
+    art = find_artifact(variant, out_dir)
+    if art is None:
+        if not build_missing:
+            raise FileNotFoundError(f"{variant.name} is not built in {out_dir or 'the default cache'}; "
+                                    f"run: ozaki-cutlass build --arch {variant.arch.value} --variants '{variant.name}'")
+        log.info("building %s", variant.name)
+        (art,) = build([variant], out_dir, progress=progress).artifacts
+    return _load_cached(str(art.directory))

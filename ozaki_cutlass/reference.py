@@ -1,0 +1,360 @@
+"""The Ozaki scheme II in NumPy: the reference every GPU stage is checked against.
+
+``gemm`` is built from stage functions that the GPU stages mirror one to one:
+
+1. :func:`split_nonfinite`            non-finite entries out, their pattern kept;
+2. :func:`exponents`                  E_i with max_l |x_il| < 2^E_i (per row of op(A),
+                                      per column of op(B));
+3. :func:`fast_shifts`                Cauchy-Schwarz shifts from an exact integer norm bound;
+   :func:`coarse_magnitudes`          ceil(2^(6-E)|x|) in 0..64 (int8 operands);
+   :func:`coarse_bound`               G = |A|~ |B|~ exactly (the extra INT8 GEMM);
+   :func:`accurate_shifts`            per-(i, j) bound -> larger shifts, never smaller;
+4. :func:`scale_to_integers`          A' = trunc(2^mu a), exact in float64;
+5. :func:`residues`                   A' mods m_g as int8, TN layout (modulus, row, k);
+6. :func:`modular_products`           (A'_g B'_g^T) mod m_g, k cut into K_CHUNK pieces;
+7. :func:`crt_reconstruct`            the integer product A'B' from its residues;
+8. :func:`unscale`                    2^-(mu_i + nu_j), then alpha and beta.
+
+All steps up to 7 are exact integer arithmetic; 7 and 8 are a fixed sequence of IEEE
+double operations with no fused multiply-add dependence, so the result is bitwise
+reproducible. See docs/numerics.md for the proofs of the bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .numerics import (
+    COARSE_BITS,
+    K_CHUNK,
+    CRTConstants,
+    crt_constants,
+    validate_moduli_count,
+)
+
+#: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
+#: gives a normwise error no larger than float64 ``@`` (docs/accuracy.md measures it).
+DEFAULT_MODULI = 15
+MODES = ("fast", "accurate")
+#: Sentinel slack for (i, j) pairs the coarse bound does not constrain (G_ij = 0).
+_NO_CONSTRAINT = 1 << 30
+
+
+# --------------------------------------------------------------------------- checks
+
+def _as_matrix(x, name: str) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name} must have a floating dtype (float64 preferred), got {x.dtype}")
+    return np.asarray(x, dtype=np.float64)
+
+
+def _as_scalar(x, name: str) -> float:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
+    return float(x)
+
+
+def validate_mode(mode: object) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def resolve_moduli(moduli: object) -> int:
+    return DEFAULT_MODULI if moduli is None else validate_moduli_count(moduli)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _ceil_log2(x: np.ndarray) -> np.ndarray:
+    """ceil(log2(x)) for integers x >= 1 (uint64 or int64), exactly; 0 maps to 0."""
+    v = np.asarray(x).astype(np.uint64)
+    v = np.where(v > 0, v - np.uint64(1), np.uint64(0))
+    bits = np.zeros(v.shape, dtype=np.int64)
+    for step in (32, 16, 8, 4, 2, 1):
+        big = v >= (np.uint64(1) << np.uint64(step))
+        bits += np.where(big, step, 0)
+        v = np.where(big, v >> np.uint64(step), v)
+    bits += (v > 0).astype(np.int64)
+    return bits
+
+
+def fast_bound_bits(k: int) -> int:
+    """Quantization bits q of the fast bound: k * 2^(2q) must fit an unsigned 63-bit sum."""
+    return min(20, (63 - int(k - 1).bit_length()) // 2) if k > 1 else 20
+
+
+# --------------------------------------------------------------------------- stages
+
+def split_nonfinite(a: np.ndarray, b: np.ndarray):
+    """Return finite copies of a (m x k) and b (k x n) with NaN/Inf set to 0, and the
+    (m x n) NaN/Inf pattern of a @ b (float64 array of nan/+inf/-inf where non-finite,
+    0 elsewhere) or None when both inputs are finite.
+
+    A term a_il b_lj is NaN if either is NaN or it is 0 * Inf; it is +-Inf if either is
+    infinite and the other is non-zero. An entry is NaN if it has a NaN term or both
+    signs of infinite terms, +-Inf if it has infinite terms of one sign. (float64 ``@``
+    may also overflow finite terms to Inf; that is the product being out of range, which
+    the emulation reproduces through its final scaling instead.)
+    """
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if fa.all() and fb.all():
+        return a, b, None
+    ind = lambda mask: mask.astype(np.float64)  # noqa: E731  (0/1 products are exact)
+    a_nan, b_nan = np.isnan(a), np.isnan(b)
+    a_pinf, a_ninf = a == np.inf, a == -np.inf
+    b_pinf, b_ninf = b == np.inf, b == -np.inf
+    a_inf, b_inf = a_pinf | a_ninf, b_pinf | b_ninf
+    a_pos, a_neg = a > 0, a < 0
+    b_pos, b_neg = b > 0, b < 0
+    a_zero, b_zero = a == 0, b == 0
+    ones_a = np.ones((a.shape[1], b.shape[1]))
+    ones_b = np.ones((a.shape[0], a.shape[1]))
+    nan = (ind(a_nan) @ ones_a + ones_b @ ind(b_nan)
+           + ind(a_zero) @ ind(b_inf) + ind(a_inf) @ ind(b_zero)) > 0
+    pinf = (ind(a_pinf) @ ind(b_pos) + ind(a_ninf) @ ind(b_neg)
+            + ind(a_pos) @ ind(b_pinf) + ind(a_neg) @ ind(b_ninf)) > 0
+    ninf = (ind(a_pinf) @ ind(b_neg) + ind(a_ninf) @ ind(b_pos)
+            + ind(a_pos) @ ind(b_ninf) + ind(a_neg) @ ind(b_pinf)) > 0
+    pattern = np.zeros((a.shape[0], b.shape[1]))
+    pattern[pinf] = np.inf
+    pattern[ninf] = -np.inf
+    pattern[nan | (pinf & ninf)] = np.nan
+    return np.where(fa, a, 0.0), np.where(fb, b, 0.0), pattern
+
+
+def exponents(x: np.ndarray, axis: int) -> np.ndarray:
+    """E with max |x| along ``axis`` < 2^E (frexp exponent of the maximum; 0 for zeros)."""
+    amax = np.max(np.abs(x), axis=axis) if x.shape[axis] else np.zeros(x.shape[1 - axis])
+    return np.frexp(amax)[1].astype(np.int64)
+
+
+def fast_shifts(x: np.ndarray, axis: int, exps: np.ndarray, bound_exponent: int) -> np.ndarray:
+    """Shifts s with ||2^s x||_2 <= 2^(pb/2) per row (axis=1) or column (axis=0).
+
+    q = ceil(2^(qb - E) |x|) <= 2^qb bounds |x| from above; Q = sum q^2 is an exact
+    unsigned integer, so ||x||^2 <= 2^(2(E - qb)) Q <= 2^(2(E - qb) + ceil(log2 Q)).
+    With t = floor((pb - ceil(log2 Q)) / 2) and s = t - E + qb, ||2^s x||^2 <= 2^pb, and
+    by Cauchy-Schwarz sum_l |A'_il||B'_lj| <= 2^pb for every (i, j).
+    """
+    k = x.shape[axis]
+    qb = fast_bound_bits(k)
+    e = np.expand_dims(exps, axis)
+    q = np.ceil(np.ldexp(np.abs(x), qb - e))
+    q = np.where((x != 0) & (q == 0), 1.0, q)  # a deep underflow must not drop a bound
+    sumsq = np.sum(q.astype(np.uint64) ** np.uint64(2), axis=axis, dtype=np.uint64)
+    t = (bound_exponent - _ceil_log2(sumsq)) // 2
+    return np.where(sumsq > 0, t - exps + qb, 0).astype(np.int64)
+
+
+def coarse_magnitudes(x: np.ndarray, axis: int, exps: np.ndarray) -> np.ndarray:
+    """ceil(2^(COARSE_BITS - E) |x|) as integers in [0, 2^COARSE_BITS], zero only for zeros."""
+    e = np.expand_dims(exps, axis)
+    q = np.ceil(np.ldexp(np.abs(x), COARSE_BITS - e))
+    q = np.where((x != 0) & (q == 0), 1.0, q)
+    return q.astype(np.int8)
+
+
+def coarse_bound(abar: np.ndarray, bbar: np.ndarray) -> np.ndarray:
+    """G = abar @ bbar exactly (int64). Entries <= 2^12 each, so float64 sums are exact."""
+    return (abar.astype(np.float64) @ bbar.astype(np.float64)).astype(np.int64)
+
+
+def accurate_shifts(g, exps_a, exps_b, mu_fast, nu_fast, bound_exponent):
+    """Raise the fast shifts using the per-(i, j) coarse bound G.
+
+    sum_l |a_il||b_lj| <= 2^(E_i + F_j - 2*COARSE_BITS) G_ij, so (mu_i, nu_j) is safe
+    when mu_i + nu_j <= c_ij = pb + 2*COARSE_BITS - E_i - F_j - ceil(log2 G_ij).
+    With slack s_ij = c_ij - mu_fast_i - nu_fast_j, rows gain d_i = max(0, floor(min_j
+    s_ij / 2)) and columns gain g_j = max(0, min_i (s_ij - d_i)). Each pair then satisfies
+    either the coarse bound (d_i + g_j <= s_ij) or, where d_i = g_j = 0, the fast one.
+    Gains are capped so that 2^mu |a| and 2^nu |b| stay below 2^pb.
+    """
+    logg = _ceil_log2(g)
+    c = bound_exponent + 2 * COARSE_BITS - exps_a[:, None] - exps_b[None, :] - logg
+    slack = np.where(g > 0, c - mu_fast[:, None] - nu_fast[None, :], _NO_CONSTRAINT)
+    m, n = g.shape
+    row_min = slack.min(axis=1) if n else np.full(m, _NO_CONSTRAINT)
+    cap_a = bound_exponent - exps_a - mu_fast
+    cap_b = bound_exponent - exps_b - nu_fast
+    d = np.clip(row_min // 2, 0, np.maximum(cap_a, 0))
+    col_min = (slack - d[:, None]).min(axis=0) if m else np.full(n, _NO_CONSTRAINT)
+    gcol = np.clip(col_min, 0, np.maximum(cap_b, 0))
+    return mu_fast + d, nu_fast + gcol
+
+
+def scale_to_integers(x: np.ndarray, shifts: np.ndarray, axis: int) -> np.ndarray:
+    """trunc(2^s x): integer-valued float64, exact (|result| < 2^pb, 53 significant bits)."""
+    return np.trunc(np.ldexp(x, np.expand_dims(shifts, axis)))
+
+
+@lru_cache(maxsize=None)
+def _pow2_mod_table(modulus: int, max_exp: int) -> np.ndarray:
+    table = np.empty(max_exp + 1, dtype=np.int64)
+    v = 1 % modulus
+    for e in range(max_exp + 1):
+        table[e] = v
+        v = (v * 2) % modulus
+    return table
+
+
+def residues(x_int: np.ndarray, moduli: tuple[int, ...]) -> np.ndarray:
+    """Symmetric residues of integer-valued float64 ``x_int`` (rows x k) as int8,
+    shape (len(moduli), rows, k).
+
+    |x| < 2^53 converts to int64 directly; larger x = M 2^e (M a 53-bit integer, e > 0)
+    uses (M mod m)(2^e mod m) mod m. r >= (m+1)//2 maps to r - m, so 256's class of 128
+    is stored as -128.
+    """
+    ax = np.abs(x_int)
+    small = ax < 2.0**53
+    mant, ex = np.frexp(np.where(small, 0.0, ax))
+    big_m = np.ldexp(mant, 53).astype(np.int64)
+    big_e = np.where(small, 0, ex - 53).astype(np.int64)
+    mag = np.where(small, ax, 0.0).astype(np.int64)
+    out = np.empty((len(moduli),) + x_int.shape, dtype=np.int8)
+    max_e = int(big_e.max()) if big_e.size else 0
+    neg = x_int < 0
+    for g, m in enumerate(moduli):
+        p2 = _pow2_mod_table(m, max_e)
+        r = np.where(small, mag % m, (big_m % m) * p2[big_e] % m)
+        r = np.where(neg, (m - r) % m, r)
+        out[g] = np.where(r >= (m + 1) // 2, r - m, r)
+    return out
+
+
+def modular_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...]) -> np.ndarray:
+    """(ra_g @ rb_g^T) mod m_g in [0, m_g), shape (N, m, n), int32.
+
+    ra is (N, m, k) and rb is (N, n, k) (the TN layout of the INT8 kernels). k is cut into
+    K_CHUNK pieces so that each piece is an exact int32 sum, as on the GPU; float64 GEMM
+    sums of |values| <= 2^14 * K_CHUNK < 2^31 are exact in any order.
+    """
+    n_mod, m, k = ra.shape
+    n = rb.shape[1]
+    out = np.empty((n_mod, m, n), dtype=np.int32)
+    for g, mod in enumerate(moduli):
+        acc = np.zeros((m, n), dtype=np.int64)
+        for k0 in range(0, k, K_CHUNK):
+            part = ra[g, :, k0:k0 + K_CHUNK].astype(np.float64) @ rb[g, :, k0:k0 + K_CHUNK].astype(np.float64).T
+            acc = (acc + part.astype(np.int64)) % mod
+        out[g] = acc
+    return out
+
+
+def crt_reconstruct(r: np.ndarray, consts: CRTConstants) -> np.ndarray:
+    """The integer X = A'B' (|X| < P/2) from residues r_g = X mod m_g, rounded to float64.
+
+    S_j = sum_g d[g][j] r_g            exact (each < 2^53)
+    Q   = rint(sum_j S_j f_j)          the exact quotient round(S / P) (margin 2^-20)
+    R_j = S_j - Q p_j                  exact
+    X   = sum_j R_j 2^(40(L-1-j))      summed top-down with TwoSum into (hi, lo); hi + lo.
+    """
+    L = consts.limbs
+    rf = r.astype(np.float64)
+    limb_sums = []
+    for j in range(L):
+        s = np.zeros(r.shape[1:])
+        for g in range(consts.count):
+            s = s + consts.weight_limbs[g][j] * rf[g]
+        limb_sums.append(s)
+    x = limb_sums[0] * consts.quotient_factors[0]
+    for j in range(1, L):
+        x = x + limb_sums[j] * consts.quotient_factors[j]
+    q = np.rint(x)
+    hi = (limb_sums[0] - q * consts.product_limbs[0]) * consts.limb_scales[0]
+    lo = np.zeros_like(hi)
+    for j in range(1, L):
+        t = (limb_sums[j] - q * consts.product_limbs[j]) * consts.limb_scales[j]
+        s = hi + t
+        bb = s - hi
+        err = (hi - (s - bb)) + (t - bb)
+        hi = s
+        lo = lo + err
+    return hi + lo
+
+
+def unscale(x, mu, nu, alpha: float, beta: float, c) -> np.ndarray:
+    """alpha * 2^-(mu_i + nu_j) x_ij + beta * c_ij (c not read when beta == 0)."""
+    y = np.ldexp(x, -(mu[:, None] + nu[None, :]))
+    y = alpha * y
+    if beta != 0.0:
+        y = y + beta * c
+    return y
+
+
+# --------------------------------------------------------------------------- plan
+
+@dataclass(frozen=True, slots=True)
+class Scaling:
+    """The shifts and (for inspection) the bound that chose them."""
+    mu: np.ndarray
+    nu: np.ndarray
+    exps_a: np.ndarray
+    exps_b: np.ndarray
+
+
+def choose_scaling(a: np.ndarray, b: np.ndarray, consts: CRTConstants, mode: str) -> Scaling:
+    """Stages 2-3 for finite a (m x k) and b (k x n)."""
+    pb = consts.bound_exponent
+    ea = exponents(a, axis=1)
+    eb = exponents(b, axis=0)
+    mu = fast_shifts(a, 1, ea, pb)
+    nu = fast_shifts(b, 0, eb, pb)
+    if mode == "accurate" and a.shape[0] and b.shape[1]:
+        g = coarse_bound(coarse_magnitudes(a, 1, ea), coarse_magnitudes(b, 0, eb))
+        mu, nu = accurate_shifts(g, ea, eb, mu, nu, pb)
+    return Scaling(mu=mu, nu=nu, exps_a=ea, exps_b=eb)
+
+
+def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+         moduli=None, mode="accurate") -> np.ndarray:
+    """C = alpha op(A) op(B) + beta C with the Ozaki scheme II, in NumPy.
+
+    a, b: 2-D floating NumPy arrays (computed in float64). ``moduli``: number of moduli
+    (2..20; None = DEFAULT_MODULI). ``mode``: "accurate" (extra coarse GEMM, larger
+    shifts) or "fast" (Cauchy-Schwarz bound only). Both bounds are rigorous: the integer
+    product is always reconstructed exactly. alpha == 0 does not read a or b; beta == 0
+    does not read c. Returns a new float64 array; c is not modified.
+    """
+    a = _as_matrix(a, "a")
+    b = _as_matrix(b, "b")
+    alpha = _as_scalar(alpha, "alpha")
+    beta = _as_scalar(beta, "beta")
+    count = resolve_moduli(moduli)
+    mode = validate_mode(mode)
+    a = a.T if trans_a else a
+    b = b.T if trans_b else b
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError(f"inner dimensions differ: op(a) is {a.shape}, op(b) is {b.shape}")
+    n = b.shape[1]
+    if c is not None:
+        c = _as_matrix(c, "c")
+        if c.shape != (m, n):
+            raise ValueError(f"c must have shape {(m, n)}, got {c.shape}")
+    elif beta != 0.0:
+        raise ValueError("beta != 0 needs c")
+    if alpha == 0.0 or k == 0:
+        y = np.zeros((m, n))
+        return y + beta * c if beta != 0.0 else y
+
+    consts = crt_constants(count)
+    a, b, pattern = split_nonfinite(a, b)
+    sc = choose_scaling(a, b, consts, mode)
+    a_int = scale_to_integers(a, sc.mu, axis=1)
+    b_int = scale_to_integers(b, sc.nu, axis=0)
+    ra = residues(a_int, consts.moduli)
+    rb = residues(b_int.T, consts.moduli)
+    r = modular_products(ra, rb, consts.moduli)
+    x = crt_reconstruct(r, consts)
+    if pattern is not None:
+        x = np.where(pattern == 0, x, pattern)
+    return unscale(x, sc.mu, sc.nu, alpha, beta, c)

@@ -1,0 +1,126 @@
+"""The stage kernels library (templates/stages.cu.j2): ctypes bindings.
+
+Each method launches one stage on a stream and raises on a non-zero status, with the
+library's message. ABI and semantics: the comment block of
+``templates/include/ozaki/stages.cuh``; each stage mirrors a function of
+``ozaki_cutlass.reference``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+from pathlib import Path
+
+from .kernels import KernelError, UnsupportedProblem, _open
+from .numerics import MAX_MODULI, CRTConstants
+
+_i64, _int, _ptr, _dbl = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_double
+MAX_LIMBS = 4
+
+
+class CCrtConstants(ctypes.Structure):
+    """Mirror of ``ozaki::CrtConstants`` (824 bytes; checked against the library)."""
+
+    _fields_ = [
+        ("count", ctypes.c_int32),
+        ("limbs", ctypes.c_int32),
+        ("moduli", ctypes.c_int32 * MAX_MODULI),
+        ("weight_limbs", (ctypes.c_double * MAX_LIMBS) * MAX_MODULI),
+        ("product_limbs", ctypes.c_double * MAX_LIMBS),
+        ("limb_scales", ctypes.c_double * MAX_LIMBS),
+        ("quotient_factors", ctypes.c_double * MAX_LIMBS),
+    ]
+
+    @classmethod
+    def from_constants(cls, consts: CRTConstants) -> "CCrtConstants":
+        s = cls()
+        s.count, s.limbs = consts.count, consts.limbs
+        for g, m in enumerate(consts.moduli):
+            s.moduli[g] = m
+            for j, d in enumerate(consts.weight_limbs[g]):
+                s.weight_limbs[g][j] = d
+        for j in range(consts.limbs):
+            s.product_limbs[j] = consts.product_limbs[j]
+            s.limb_scales[j] = consts.limb_scales[j]
+            s.quotient_factors[j] = consts.quotient_factors[j]
+        return s
+
+
+_SIGNATURES = {
+    "scan": [_ptr, _i64, _i64, _i64, _i64, _int, _ptr, _ptr, _ptr, _ptr],
+    "coarse": [_ptr, _i64, _i64, _i64, _i64, _ptr, _ptr, _i64, _i64, _ptr],
+    "accumulate_i64": [_ptr, _i64, _i64, _i64, _ptr, _int, _ptr],
+    "accurate_shifts": [_ptr, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _int, _ptr, _ptr, _ptr, _ptr],
+    "residues": [_ptr, _i64, _i64, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _i64, _ptr],
+    "crt_unscale": [_ptr, _int, _i64, _i64, _i64, _i64, _int, _i64, ctypes.POINTER(CCrtConstants),
+                    _ptr, _ptr, _dbl, _dbl, _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _ptr],
+    "nonfinite_pattern": [_ptr, _i64, _i64, _i64, _i64, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr],
+}
+
+
+class Stages:
+    """The loaded stage kernels of one arch. Pointers and streams are int handles."""
+
+    def __init__(self, library: Path, symbol: str, name: str):
+        self._lib = _open(library, symbol, name)
+        self.name = name
+        size = getattr(self._lib, f"{symbol}_crt_constants_size")
+        size.restype, size.argtypes = ctypes.c_size_t, []
+        if size() != ctypes.sizeof(CCrtConstants):
+            raise KernelError(f"{library}: CrtConstants is {size()} bytes, the ctypes mirror "
+                              f"{ctypes.sizeof(CCrtConstants)}")
+        self._err = getattr(self._lib, f"{symbol}_last_error")
+        self._fn = {}
+        for stage, argtypes in _SIGNATURES.items():
+            fn = getattr(self._lib, f"{symbol}_{stage}")
+            fn.restype, fn.argtypes = _int, argtypes
+            self._fn[stage] = fn
+        self._constants: dict[int, CCrtConstants] = {}
+
+    def _call(self, stage: str, *args) -> None:
+        status = self._fn[stage](*args)
+        if status == 0:
+            return
+        message = self._err().decode(errors="replace")
+        if status == 1:
+            raise UnsupportedProblem(f"{self.name}.{stage}: {message}")
+        raise KernelError(f"{self.name}.{stage}: {message}")
+
+    def constants(self, consts: CRTConstants) -> CCrtConstants:
+        if consts.count not in self._constants:
+            self._constants[consts.count] = CCrtConstants.from_constants(consts)
+        return self._constants[consts.count]
+
+    def scan(self, x, nvec, k, vs, es, pb, exps, shifts, nonfinite, stream):
+        self._call("scan", x, nvec, k, vs, es, pb, exps, shifts, nonfinite, stream or None)
+
+    def coarse(self, x, nvec, k, vs, es, exps, out, rows_pad, k_pad, stream):
+        self._call("coarse", x, nvec, k, vs, es, exps, out, rows_pad, k_pad, stream or None)
+
+    def accumulate_i64(self, part, rows, cols, ld_part, acc, first, stream):
+        self._call("accumulate_i64", part, rows, cols, ld_part, acc, int(first), stream or None)
+
+    def accurate_shifts(self, g, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, work, stream):
+        self._call("accurate_shifts", g, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, work,
+                   stream or None)
+
+    def residues(self, x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad, stream):
+        self._call("residues", x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,
+                   stream or None)
+
+    def crt_unscale(self, c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride, consts: CRTConstants,
+                    mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, pattern, stream):
+        self._call("crt_unscale", c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride,
+                   ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
+                   cin or None, cin_rs, cin_cs, out, out_rs, out_cs, pattern or None, stream or None)
+
+    def nonfinite_pattern(self, a, m, k, a_rs, a_cs, b, n, b_rs, b_cs, row_flags, col_flags,
+                          pattern, stream):
+        self._call("nonfinite_pattern", a, m, k, a_rs, a_cs, b, n, b_rs, b_cs, row_flags, col_flags,
+                   pattern, stream or None)
+
+
+@lru_cache(maxsize=None)
+def load_stages_library(library: str, symbol: str, name: str) -> Stages:
+    return Stages(Path(library), symbol, name)

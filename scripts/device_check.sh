@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU check, as run on the lent H200 (device tool), from the repository root:
+#   carry: build (artifacts compiled here) and .whl (the nvidia-cutlass wheel, see below)
+#   command: bash scripts/device_check.sh [pytest args...]
+# Installs the carried wheel and this checkout into the machine's python3 (no registry
+# there), records the environment, runs the GPU tests and the benchmarks; logs in $OUT.
+# The wheel: python3 -m pip download --no-deps --only-binary=:all: -d .whl nvidia-cutlass==4.2.0.0
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+PY=python3
+$PY -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . >"$OUT/install.log" 2>&1 \
+  || { tail -20 "$OUT/install.log"; exit 1; }
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
+  nvcc --version | tail -2
+  $PY -c "import numpy, cupy, torch, cuda.bindings; print('numpy', numpy.__version__, 'cupy', cupy.__version__, 'torch', torch.__version__, 'cuda.bindings', cuda.bindings.__version__)"
+  $PY -m ozaki_cutlass.cli list
+} 2>&1 | tee "$OUT/env.txt"
+OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_90a 2>&1 | tee -a "$OUT/env.txt"
+OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_80 2>&1 | tee -a "$OUT/env.txt"
+timeout 420 $PY -m pytest tests/gpu -q -p no:cacheprovider -rfE --timeout 300 "$@" 2>&1 | tee "$OUT/gpu_tests.log"
+[ -n "${SKIP_BENCH:-}" ] && exit 0
+timeout 120 $PY -m ozaki_cutlass.cli bench-int8 --json "$OUT/int8.json" 2>&1 | tee "$OUT/bench_int8.log"
+timeout 240 $PY -m ozaki_cutlass.cli bench --json "$OUT/staged.json" 2>&1 | tee "$OUT/bench_staged.log"

@@ -1,0 +1,340 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// The C ABI shared by every generated INT8 GEMM translation unit
+// (templates/int8_gemm_sm90.cu.j2, templates/int8_gemm_sm80.cu.j2), and the
+// arch-neutral logic behind it: argument checking, error messages, and the
+// initialize/launch sequence. The arch headers (int8_gemm_sm90.h, int8_gemm_sm80.h)
+// supply a *Backend* with the CUTLASS-specific parts; a template only names the
+// CUTLASS types and forwards its five `extern "C"` functions to `Int8GemmEntry`.
+//
+// ABI (version 1), with `P` = "ozaki_" + variant name:
+//   int         P_run(m, n, k, batch, A, lda, sa, B, ldb, sb, C, ldc, sc,
+//                     workspace, workspace_bytes, stream);
+//   size_t      P_workspace_size(m, n, k, batch);
+//   const char* P_name(void);
+//   int         P_abi_version(void);
+//   const char* P_last_error(void);
+// For b in [0, batch): C[b*sc + i*ldc + j] = sum_l A[b*sa + i*lda + l] * B[b*sb + j*ldb + l]
+// in int32 with two's-complement wrap-around (no saturation, no float anywhere).
+// Status: 0 ok; 1 problem not supported (sizes, alignment, strides, workspace);
+//         2 CUDA or CUTLASS error at initialize/launch.
+// `run` neither allocates nor synchronizes; all problem checks happen before any CUDA call.
+
+#pragma once
+
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+
+#include <cuda_runtime_api.h>
+
+#include "cutlass/cutlass.h"
+
+// Marks the five entry points of a generated library. The templates compile everything
+// else with hidden visibility, so a process that loads many variants sees only these.
+#define OZAKI_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace ozaki {
+
+inline constexpr int kAbiVersion = 1;
+
+// Values of the `int` returned by `P_run`.
+enum class Status : int {
+  kOk = 0,
+  kNotSupported = 1,  // the problem is outside what this kernel handles
+  kCudaError = 2,     // CUDA or CUTLASS failed at initialize or launch
+};
+
+// The text behind `P_last_error`. One per thread and per library (the template owns
+// the `thread_local` instance); fixed size, so setting it never allocates or throws.
+class ErrorMessage {
+ public:
+  void clear() noexcept { text_[0] = '\0'; }
+  const char* c_str() const noexcept { return text_; }
+
+  __attribute__((format(printf, 3, 4)))
+  Status set(Status status, const char* format, ...) noexcept {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(text_, sizeof(text_), format, args);
+    va_end(args);
+    return status;
+  }
+
+ private:
+  char text_[512] = {};
+};
+
+// One call of `P_run`, as received (strides and batch strides in elements).
+struct Int8GemmProblem {
+  int m = 0;
+  int n = 0;
+  int k = 0;
+  int batch = 0;
+  const int8_t* a = nullptr;
+  int64_t lda = 0;
+  int64_t batch_stride_a = 0;
+  const int8_t* b = nullptr;
+  int64_t ldb = 0;
+  int64_t batch_stride_b = 0;
+  int32_t* c = nullptr;
+  int64_t ldc = 0;
+  int64_t batch_stride_c = 0;
+
+  // A densely packed problem of the given size with null pointers: what
+  // `P_workspace_size` describes (the workspace depends on the sizes only).
+  static Int8GemmProblem packed(int m, int n, int k, int batch) noexcept {
+    Int8GemmProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.batch = batch;
+    p.lda = k;
+    p.ldb = k;
+    p.ldc = n;
+    p.batch_stride_a = int64_t(m) * k;
+    p.batch_stride_b = int64_t(n) * k;
+    p.batch_stride_c = int64_t(m) * n;
+    return p;
+  }
+
+  // Batch strides as the kernel should see them. With batch == 1 the caller's values
+  // are meaningless (and may be 0 or unaligned); TMA still encodes an L stride, so use
+  // the leading dimension, which the checks below already proved valid.
+  int64_t effective_batch_stride_a() const noexcept { return batch > 1 ? batch_stride_a : lda; }
+  int64_t effective_batch_stride_b() const noexcept { return batch > 1 ? batch_stride_b : ldb; }
+  int64_t effective_batch_stride_c() const noexcept { return batch > 1 ? batch_stride_c : ldc; }
+};
+
+// What a kernel demands beyond the ABI's own rules; each arch header fills one in.
+struct Int8GemmRequirements {
+  int alignment_ab;          // elements of A and B per vector access (K, lda, ldb, sa, sb)
+  int alignment_c;           // elements of C per vector access (N, ldc, sc)
+  int64_t max_stride;        // largest ld / batch stride in elements the kernel indexes
+  int64_t max_stride_bytes;  // largest ld / batch stride in bytes (TMA descriptors: < 2^40)
+  int max_batch;             // largest batch (grid.z for 2.x kernels)
+};
+
+inline constexpr int kPointerAlignmentBytes = 16;
+
+namespace detail {
+
+inline bool is_aligned(const void* p, int bytes) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes) == 0;
+}
+
+inline Status check_stride(const char* what, int64_t value, int64_t minimum, int alignment,
+                           int element_bytes, const Int8GemmRequirements& req,
+                           ErrorMessage& err) noexcept {
+  if (value < minimum) {
+    return err.set(Status::kNotSupported, "%s=%lld must be >= %lld", what,
+                   static_cast<long long>(value), static_cast<long long>(minimum));
+  }
+  if (value % alignment != 0) {
+    return err.set(Status::kNotSupported, "%s=%lld must be a multiple of %d", what,
+                   static_cast<long long>(value), alignment);
+  }
+  if (value > req.max_stride || value >= req.max_stride_bytes / element_bytes) {
+    return err.set(Status::kNotSupported,
+                   "%s=%lld is too large for this kernel (max %lld elements, < %lld bytes)", what,
+                   static_cast<long long>(value), static_cast<long long>(req.max_stride),
+                   static_cast<long long>(req.max_stride_bytes));
+  }
+  return Status::kOk;
+}
+
+}  // namespace detail
+
+// Everything about a problem that can be checked on the host without CUDA. Returns
+// kNotSupported with a message naming the first offending argument.
+inline Status check_problem(const Int8GemmProblem& p, const Int8GemmRequirements& req,
+                            ErrorMessage& err) noexcept {
+  const struct {
+    const char* name;
+    int value;
+  } sizes[] = {{"m", p.m}, {"n", p.n}, {"k", p.k}, {"batch", p.batch}};
+  for (const auto& s : sizes) {
+    if (s.value < 1) {
+      return err.set(Status::kNotSupported, "%s=%d must be >= 1", s.name, s.value);
+    }
+  }
+  if (p.batch > req.max_batch) {
+    return err.set(Status::kNotSupported, "batch=%d exceeds this kernel's limit of %d", p.batch,
+                   req.max_batch);
+  }
+  if (p.k % req.alignment_ab != 0) {
+    return err.set(Status::kNotSupported, "k=%d must be a multiple of %d", p.k, req.alignment_ab);
+  }
+  if (p.n % req.alignment_c != 0) {
+    return err.set(Status::kNotSupported, "n=%d must be a multiple of %d (int32 output rows)",
+                   p.n, req.alignment_c);
+  }
+
+  const struct {
+    const char* name;
+    const void* ptr;
+  } pointers[] = {{"A", p.a}, {"B", p.b}, {"C", p.c}};
+  for (const auto& q : pointers) {
+    if (q.ptr == nullptr) {
+      return err.set(Status::kNotSupported, "%s is a null pointer", q.name);
+    }
+    if (!detail::is_aligned(q.ptr, kPointerAlignmentBytes)) {
+      return err.set(Status::kNotSupported, "%s=%p must be %d-byte aligned", q.name, q.ptr,
+                     kPointerAlignmentBytes);
+    }
+  }
+
+  Status s = Status::kOk;
+  if ((s = detail::check_stride("lda", p.lda, p.k, req.alignment_ab, 1, req, err)) != Status::kOk ||
+      (s = detail::check_stride("ldb", p.ldb, p.k, req.alignment_ab, 1, req, err)) != Status::kOk ||
+      (s = detail::check_stride("ldc", p.ldc, p.n, req.alignment_c, 4, req, err)) != Status::kOk) {
+    return s;
+  }
+  if (p.batch == 1) {
+    return Status::kOk;  // batch strides unused (see effective_batch_stride_*)
+  }
+  // Positive: a zero stride would make the batched C writes race, and TMA wants
+  // non-degenerate strides; the Ozaki runtime never broadcasts an operand.
+  const struct {
+    const char* name;
+    int64_t value;
+  } batch_strides[] = {{"batch_stride_a", p.batch_stride_a},
+                       {"batch_stride_b", p.batch_stride_b},
+                       {"batch_stride_c", p.batch_stride_c}};
+  for (const auto& bs : batch_strides) {
+    if (bs.value <= 0) {
+      return err.set(Status::kNotSupported, "%s=%lld must be > 0 when batch=%d", bs.name,
+                     static_cast<long long>(bs.value), p.batch);
+    }
+  }
+  if ((s = detail::check_stride("batch_stride_a", p.batch_stride_a, 1, req.alignment_ab, 1, req,
+                                err)) != Status::kOk ||
+      (s = detail::check_stride("batch_stride_b", p.batch_stride_b, 1, req.alignment_ab, 1, req,
+                                err)) != Status::kOk ||
+      (s = detail::check_stride("batch_stride_c", p.batch_stride_c, 1, req.alignment_c, 4, req,
+                                err)) != Status::kOk) {
+    return s;
+  }
+  return Status::kOk;
+}
+
+inline Status check_workspace(size_t needed, const void* workspace, size_t workspace_bytes,
+                              ErrorMessage& err) noexcept {
+  if (needed == 0) {
+    return Status::kOk;
+  }
+  if (workspace_bytes < needed) {
+    return err.set(Status::kNotSupported,
+                   "workspace_bytes=%zu is smaller than the %zu bytes this problem needs",
+                   workspace_bytes, needed);
+  }
+  if (workspace == nullptr) {
+    return err.set(Status::kNotSupported, "workspace is a null pointer (%zu bytes needed)", needed);
+  }
+  if (!detail::is_aligned(workspace, kPointerAlignmentBytes)) {
+    return err.set(Status::kNotSupported, "workspace=%p must be %d-byte aligned", workspace,
+                   kPointerAlignmentBytes);
+  }
+  return Status::kOk;
+}
+
+// A CUTLASS failure at initialize/launch, with the CUDA error CUTLASS may have left
+// pending (reading it also clears it).
+inline Status cutlass_failure(const char* stage, cutlass::Status status,
+                              ErrorMessage& err) noexcept {
+  const cudaError_t cuda = cudaGetLastError();
+  if (cuda != cudaSuccess) {
+    return err.set(Status::kCudaError, "CUTLASS %s failed: %s (CUDA %s: %s)", stage,
+                   cutlass::cutlassGetStatusString(status), cudaGetErrorName(cuda),
+                   cudaGetErrorString(cuda));
+  }
+  return err.set(Status::kCudaError, "CUTLASS %s failed: %s", stage,
+                 cutlass::cutlassGetStatusString(status));
+}
+
+inline Status cuda_failure(const char* stage, cudaError_t cuda, ErrorMessage& err) noexcept {
+  return err.set(Status::kCudaError, "%s failed: %s: %s", stage, cudaGetErrorName(cuda),
+                 cudaGetErrorString(cuda));
+}
+
+// The five entry points of one generated library. `Backend` (see int8_gemm_sm90.h,
+// int8_gemm_sm80.h) provides:
+//   using Gemm;                                        // a CUTLASS device-level GEMM
+//   static constexpr Int8GemmRequirements kRequirements;
+//   static Gemm::Arguments make_arguments(const Int8GemmProblem&);   // host only
+//   static size_t workspace_size(const Gemm::Arguments&);           // host only
+//   static Status bind_device(Gemm::Arguments&, ErrorMessage&);      // may call CUDA
+template <class Backend>
+struct Int8GemmEntry {
+  using Gemm = typename Backend::Gemm;
+  using Arguments = typename Gemm::Arguments;
+
+  static int run(const Int8GemmProblem& problem, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream, ErrorMessage& err) noexcept {
+    err.clear();
+    try {
+      return static_cast<int>(run_checked(problem, workspace, workspace_bytes, stream, err));
+    } catch (...) {
+      return static_cast<int>(
+          err.set(Status::kCudaError, "unexpected C++ exception in the kernel entry point"));
+    }
+  }
+
+  // 0 when the sizes are not a valid problem (run() then reports why).
+  static size_t workspace_size(int m, int n, int k, int batch) noexcept {
+    try {
+      const Int8GemmProblem problem = Int8GemmProblem::packed(m, n, k, batch);
+      if (m < 1 || n < 1 || k < 1 || batch < 1) {
+        return 0;
+      }
+      return Backend::workspace_size(Backend::make_arguments(problem));
+    } catch (...) {
+      return 0;
+    }
+  }
+
+ private:
+  static Status run_checked(const Int8GemmProblem& problem, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream, ErrorMessage& err) {
+    Status status = check_problem(problem, Backend::kRequirements, err);
+    if (status != Status::kOk) {
+      return status;
+    }
+    Arguments args = Backend::make_arguments(problem);
+
+    // Our checks come first (they need no CUDA); these are CUTLASS's own.
+    cutlass::Status cs = Gemm::can_implement(args);
+    if (cs != cutlass::Status::kSuccess) {
+      return err.set(Status::kNotSupported, "CUTLASS can_implement rejected m=%d n=%d k=%d batch=%d: %s",
+                     problem.m, problem.n, problem.k, problem.batch,
+                     cutlass::cutlassGetStatusString(cs));
+    }
+    status = check_workspace(Backend::workspace_size(args), workspace, workspace_bytes, err);
+    if (status != Status::kOk) {
+      return status;
+    }
+    status = Backend::bind_device(args, err);
+    if (status != Status::kOk) {
+      return status;
+    }
+
+    Gemm gemm;
+    cs = gemm.initialize(args, workspace, stream);
+    if (cs != cutlass::Status::kSuccess) {
+      return cutlass_failure("initialize", cs, err);
+    }
+    cs = gemm.run(stream);
+    if (cs != cutlass::Status::kSuccess) {
+      return cutlass_failure("launch", cs, err);
+    }
+    const cudaError_t cuda = cudaGetLastError();
+    if (cuda != cudaSuccess) {
+      return cuda_failure("kernel launch", cuda, err);
+    }
+    return Status::kOk;
+  }
+};
+
+}  // namespace ozaki

@@ -1,0 +1,63 @@
+"""Real nvcc builds of the default variants (slow: ~45 s for sm_90a, ~15 s for sm_80).
+
+Deselect with `-m "not nvcc"`; skipped where nvcc, CUTLASS or the templates are missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from ozaki_cutlass.generator import (
+    ToolchainError,
+    build,
+    default_variant,
+    find_artifact,
+    load_metadata,
+    resolve_toolchain,
+)
+from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir
+
+ENTRY_POINTS = ("run", "workspace_size", "name", "abi_version", "last_error")
+
+
+@pytest.fixture(scope="module")
+def real_toolchain():
+    missing = [name for name in TEMPLATES.values() if not (default_templates_dir() / name).is_file()]
+    if missing:
+        pytest.skip(f"templates not written yet: {', '.join(missing)}")
+    if shutil.which("nm") is None:
+        pytest.skip("nm (binutils) not found")
+    try:
+        return resolve_toolchain()
+    except ToolchainError as exc:
+        pytest.skip(f"no real toolchain: {exc}")
+
+
+def exported_functions(library) -> set[str]:
+    result = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True,
+                            text=True, check=True)
+    return {line.split()[-1] for line in result.stdout.splitlines() if line.split()[1:2] == ["T"]}
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_real_build_exports_the_entry_points(real_toolchain, tmp_path, arch, capsys):
+    variant = default_variant(arch)
+    report = build([variant], tmp_path, toolchain=real_toolchain)
+    (artifact,) = report.artifacts
+    assert report.compiled == (variant.name,)
+    assert artifact.library_path.is_file()
+    exported = exported_functions(artifact.library_path)
+    assert {f"{variant.symbol}_{e}" for e in ENTRY_POINTS} <= exported
+    # Hidden visibility: the library exports our entry points and nothing of CUTLASS's.
+    assert not [s for s in exported if "cutlass" in s.lower()]
+    seconds = load_metadata(artifact.directory)["build_seconds"]
+    with capsys.disabled():
+        print(f"\n  real {arch} build of {variant.name}: {seconds:.1f} s")
+
+    again = build([variant], tmp_path, toolchain=real_toolchain, progress=False)
+    assert again.compiled == () and again.artifacts == report.artifacts
+    assert find_artifact(variant, tmp_path, toolchain=real_toolchain) == artifact

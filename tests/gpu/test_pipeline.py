@@ -1,0 +1,174 @@
+"""ozaki_cutlass.gemm on the GPU equals ozaki_cutlass.reference.gemm bit for bit.
+
+Fresh random inputs (phi family) per test; shapes include 1, odd sizes, k > K_CHUNK,
+transposes, strided views; every INT8 GEMM variant of both arches gives the same bits.
+"""
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import reference
+from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.generator import Arch, catalog
+from ozaki_cutlass.numerics import K_CHUNK
+
+pytestmark = pytest.mark.gpu
+
+ALL_VARIANTS = [v for arch in (Arch.SM90A, Arch.SM80) for v in catalog(arch)]
+
+
+def same_bits(x, y):
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    return x.shape == y.shape and np.array_equal(x.view(np.int64), y.view(np.int64))
+
+
+def _problem(rng, m, n, k, phi, trans_a=False, trans_b=False):
+    a = random_matrix(k, m, phi, rng) if trans_a else random_matrix(m, k, phi, rng)
+    b = random_matrix(n, k, phi, rng) if trans_b else random_matrix(k, n, phi, rng)
+    return a, b
+
+
+SHAPES = [(1, 1, 1), (1, 7, 3), (5, 1, 33), (17, 19, 1), (33, 65, 127), (129, 63, 200), (200, 301, 515)]
+
+
+@pytest.mark.parametrize("mode", ["fast", "accurate"])
+@pytest.mark.parametrize("phi", [0.5, 1.0, 2.0, 4.0])
+def test_bit_identical_to_reference(rng, mode, phi):
+    for i, (m, n, k) in enumerate(SHAPES):
+        count = 8 + (i * 5 + int(phi * 3)) % 13          # 8..20 across the cases
+        ta, tb = bool(i % 2), bool(i % 3 == 0)
+        a, b = _problem(rng, m, n, k, phi, ta, tb)
+        want = reference.gemm(a, b, trans_a=ta, trans_b=tb, moduli=count, mode=mode)
+        got = ozaki_cutlass.gemm(a, b, trans_a=ta, trans_b=tb, moduli=count, mode=mode)
+        assert same_bits(got, want), (m, n, k, count, ta, tb)
+
+
+@pytest.mark.parametrize("count", range(8, 21))
+def test_every_moduli_count(rng, count):
+    a, b = _problem(rng, 70, 45, 150, 1.0)
+    for mode in ("fast", "accurate"):
+        assert same_bits(ozaki_cutlass.gemm(a, b, moduli=count, mode=mode),
+                         reference.gemm(a, b, moduli=count, mode=mode))
+
+
+def test_alpha_beta_and_c(rng):
+    a, b = _problem(rng, 40, 50, 60, 2.0)
+    c = random_matrix(40, 50, 2.0, rng)
+    for alpha, beta in [(1.0, 1.0), (-2.5, 0.75), (0.0, 3.0), (1.5, 0.0)]:
+        want = reference.gemm(a, b, c=c, alpha=alpha, beta=beta, moduli=16)
+        assert same_bits(ozaki_cutlass.gemm(a, b, c=c, alpha=alpha, beta=beta, moduli=16), want)
+
+
+def test_k_above_chunk(rng):
+    a, b = _problem(rng, 3, 5, K_CHUNK + 1000, 0.5)
+    for mode in ("fast", "accurate"):
+        assert same_bits(ozaki_cutlass.gemm(a, b, moduli=14, mode=mode), reference.gemm(a, b, moduli=14, mode=mode))
+
+
+def test_hostile_scaling(rng):
+    a, b = _problem(rng, 24, 20, 48, 4.0)
+    a[0] *= 2.0**600
+    a[1] *= 2.0**-600
+    a[2] = 0.0
+    b[:, 0] *= 2.0**-1050
+    b[:, 3] = 0.0
+    for count in (8, 15, 20):
+        for mode in ("fast", "accurate"):
+            assert same_bits(ozaki_cutlass.gemm(a, b, moduli=count, mode=mode),
+                             reference.gemm(a, b, moduli=count, mode=mode))
+
+
+def test_nan_inf_pattern(rng):
+    a, b = _problem(rng, 10, 9, 12, 1.0)
+    a[1, 3] = np.nan
+    a[2, 0] = np.inf
+    a[3, 5], a[3, 6] = -np.inf, np.inf
+    a[4, 7] = np.inf
+    b[7, 2] = 0.0
+    b[0, 4] = -np.inf
+    b[8, 8] = np.nan
+    got = ozaki_cutlass.gemm(a, b, moduli=12)
+    with np.errstate(invalid="ignore"):
+        expect = a @ b
+    assert np.array_equal(np.isnan(got), np.isnan(expect))
+    assert np.array_equal(np.isposinf(got), np.isposinf(expect))
+    assert np.array_equal(np.isneginf(got), np.isneginf(expect))
+    assert same_bits(got, reference.gemm(a, b, moduli=12))
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS, ids=lambda v: v.name)
+def test_every_variant_same_bits(rng, variant):
+    a, b = _problem(rng, 150, 270, 300, 1.0)
+    want = reference.gemm(a, b, moduli=15)
+    for mode in ("fast", "accurate"):
+        assert same_bits(ozaki_cutlass.gemm(a, b, moduli=15, mode=mode, kernel=variant),
+                         reference.gemm(a, b, moduli=15, mode=mode))
+    assert same_bits(ozaki_cutlass.gemm(a, b, moduli=15, kernel=variant.name), want)
+
+
+def test_timings_opt_in(rng):
+    a, b = _problem(rng, 256, 256, 256, 0.5)
+    t = {}
+    ozaki_cutlass.gemm(a, b, timings=t)
+    assert set(t) >= {"scale", "residues", "int8_gemm", "crt", "total"}
+    assert all(v >= 0 for v in t.values()) and t["total"] > 0
+
+
+def test_out_numpy(rng):
+    a, b = _problem(rng, 30, 20, 10, 0.5)
+    out = np.full((30, 20), np.nan)
+    r = ozaki_cutlass.gemm(a, b, out=out)
+    assert r is out and same_bits(out, reference.gemm(a, b))
+
+
+# --------------------------------------------------------------------------- frameworks
+
+def test_cupy_arrays_and_layouts(rng):
+    cp = pytest.importorskip("cupy")
+    a, b = _problem(rng, 64, 48, 80, 1.0)
+    want = reference.gemm(a, b, moduli=16)
+    # row-major, column-major (Fortran order) and a leading-dimension view
+    big = cp.asarray(np.pad(a, ((0, 3), (0, 5))))
+    for da, db in [(cp.asarray(a), cp.asarray(b)),
+                   (cp.asfortranarray(cp.asarray(a)), cp.asfortranarray(cp.asarray(b))),
+                   (big[:64, :80], cp.asarray(b))]:
+        got = ozaki_cutlass.gemm(da, db, moduli=16)
+        assert isinstance(got, cp.ndarray)
+        assert same_bits(cp.asnumpy(got), want)
+    out = cp.full((64, 48), cp.nan)
+    assert ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), moduli=16, out=out) is out
+    assert same_bits(cp.asnumpy(out), want)
+
+
+def test_torch_tensors(rng):
+    torch = pytest.importorskip("torch")
+    a, b = _problem(rng, 33, 41, 57, 2.0)
+    c = random_matrix(33, 41, 1.0, rng)
+    want = reference.gemm(a, b, c=c, beta=-1.0, moduli=18)
+    ta, tb, tc = (torch.from_numpy(x).cuda() for x in (a, b, c))
+    got = ozaki_cutlass.gemm(ta, tb, c=tc, beta=-1.0, moduli=18)
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    assert same_bits(got.cpu().numpy(), want)
+    # transposed views (strides) instead of copies
+    got_t = ozaki_cutlass.gemm(ta.t().contiguous().t(), tb, c=tc, beta=-1.0, moduli=18)
+    assert same_bits(got_t.cpu().numpy(), want)
+    with pytest.raises(ValueError, match="PyTorch tensor on cpu"):
+        ozaki_cutlass.gemm(torch.from_numpy(a), tb)
+    with pytest.raises(ValueError, match="all be NumPy arrays or all be GPU arrays"):
+        ozaki_cutlass.gemm(a, tb)
+
+
+def test_cuda_array_interface_object(rng):
+    cp = pytest.importorskip("cupy")
+    a, b = _problem(rng, 20, 30, 40, 0.5)
+
+    class Plain:
+        def __init__(self, arr):
+            self._arr = arr
+            self.__cuda_array_interface__ = arr.__cuda_array_interface__
+
+    got = ozaki_cutlass.gemm(Plain(cp.asarray(a)), Plain(cp.asarray(b)))
+    assert hasattr(got, "__cuda_array_interface__") and not isinstance(got, cp.ndarray)
+    assert same_bits(got.get(), reference.gemm(a, b))

@@ -1,0 +1,149 @@
+"""Each GPU stage kernel against the reference stage function it mirrors, in isolation,
+so a mismatch in the end-to-end test can be traced to one stage."""
+
+import numpy as np
+import pytest
+
+from ozaki_cutlass import _cuda, reference as R
+from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.generator import Arch
+from ozaki_cutlass.numerics import crt_constants
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def st():
+    _cuda.ensure_context()
+    from ozaki_cutlass._device import visible_arch
+    from ozaki_cutlass.stages_build import load_stages
+
+    return load_stages(visible_arch() or Arch.SM90A)
+
+
+class Dev:
+    """Upload/download helpers that keep buffers alive."""
+
+    def __init__(self):
+        self.keep = []
+
+    def put(self, x):
+        x = np.ascontiguousarray(x)
+        buf = _cuda.DeviceBuffer(x.nbytes)
+        buf.upload(x)
+        self.keep.append(buf)
+        return buf.ptr
+
+    def empty(self, nbytes, poison=0x5A):
+        buf = _cuda.DeviceBuffer(nbytes)
+        buf.fill_bytes(poison)
+        self.keep.append(buf)
+        return buf
+
+    @staticmethod
+    def get(buf, dtype, shape):
+        _cuda.synchronize()
+        return buf.download(np.empty(shape, dtype))
+
+
+def _hostile(rng, m, k, n):
+    a = random_matrix(m, k, 4.0, rng)
+    b = random_matrix(k, n, 4.0, rng)
+    a[0] *= 2.0**600
+    a[1] *= 2.0**-1000
+    a[2] = 0.0
+    b[:, 0] *= 2.0**-1060
+    b[:, 1] = 0.0
+    return a, b
+
+
+@pytest.mark.parametrize("row_major_b", [True, False])
+def test_scan_coarse_residues(st, rng, row_major_b):
+    m, k, n = 37, 91, 29
+    a, b = _hostile(rng, m, k, n)
+    consts = crt_constants(17)
+    pb = consts.bound_exponent
+    d = Dev()
+    pa = d.put(a)
+    bb = b if row_major_b else np.asfortranarray(b)
+    pbuf = d.put(bb.ravel(order="K"))
+    b_rs, b_cs = (n, 1) if row_major_b else (1, k)
+    kp, n_pad = 96, 32
+    ea, mf, nfa = d.empty(4 * m), d.empty(4 * m), d.empty(4 * m)
+    eb, nf, nfb = d.empty(4 * n), d.empty(4 * n), d.empty(4 * n)
+    st.scan(pa, m, k, k, 1, pb, ea.ptr, mf.ptr, nfa.ptr, 0)
+    st.scan(pbuf, n, k, b_cs, b_rs, pb, eb.ptr, nf.ptr, nfb.ptr, 0)
+    want_ea, want_eb = R.exponents(a, 1), R.exponents(b, 0)
+    assert np.array_equal(d.get(ea, np.int32, m), want_ea)
+    assert np.array_equal(d.get(eb, np.int32, n), want_eb)
+    want_mu = R.fast_shifts(a, 1, want_ea, pb)
+    want_nu = R.fast_shifts(b, 0, want_eb, pb)
+    assert np.array_equal(d.get(mf, np.int32, m), want_mu)
+    assert np.array_equal(d.get(nf, np.int32, n), want_nu)
+    assert not d.get(nfa, np.int32, m).any()
+    # coarse magnitudes
+    ca, cb = d.empty(m * kp), d.empty(n_pad * kp)
+    st.coarse(pa, m, k, k, 1, ea.ptr, ca.ptr, m, kp, 0)
+    st.coarse(pbuf, n, k, b_cs, b_rs, eb.ptr, cb.ptr, n_pad, kp, 0)
+    got_ca = d.get(ca, np.int8, (m, kp))
+    assert np.array_equal(got_ca[:, :k], R.coarse_magnitudes(a, 1, want_ea)) and not got_ca[:, k:].any()
+    got_cb = d.get(cb, np.int8, (n_pad, kp))
+    assert np.array_equal(got_cb[:n, :k], R.coarse_magnitudes(b, 0, want_eb).T)
+    assert not got_cb[:, k:].any() and not got_cb[n:].any()
+    # residues
+    mods = d.put(np.array(consts.moduli, np.int32))
+    ra, rb = d.empty(17 * m * kp), d.empty(17 * n_pad * kp)
+    st.residues(pa, m, k, k, 1, mf.ptr, 17, mods, ra.ptr, m, kp, 0)
+    st.residues(pbuf, n, k, b_cs, b_rs, nf.ptr, 17, mods, rb.ptr, n_pad, kp, 0)
+    want_ra = R.residues(R.scale_to_integers(a, want_mu, 1), consts.moduli)
+    want_rb = R.residues(R.scale_to_integers(b, want_nu, 0).T, consts.moduli)
+    got_ra = d.get(ra, np.int8, (17, m, kp))
+    got_rb = d.get(rb, np.int8, (17, n_pad, kp))
+    assert np.array_equal(got_ra[:, :, :k], want_ra) and not got_ra[:, :, k:].any()
+    assert np.array_equal(got_rb[:, :n, :k], want_rb) and not got_rb[:, n:].any()
+
+
+def test_accurate_shifts(st, rng):
+    m, k, n = 23, 40, 31
+    a, b = _hostile(rng, m, k, n)
+    consts = crt_constants(13)
+    pb = consts.bound_exponent
+    ea, eb = R.exponents(a, 1), R.exponents(b, 0)
+    muf, nuf = R.fast_shifts(a, 1, ea, pb), R.fast_shifts(b, 0, eb, pb)
+    g = R.coarse_bound(R.coarse_magnitudes(a, 1, ea), R.coarse_magnitudes(b, 0, eb))
+    want_mu, want_nu = R.accurate_shifts(g, ea, eb, muf, nuf, pb)
+    d = Dev()
+    mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * m)
+    st.accurate_shifts(d.put(g.astype(np.int64)), m, n, d.put(ea.astype(np.int32)), d.put(eb.astype(np.int32)),
+                       d.put(muf.astype(np.int32)), d.put(nuf.astype(np.int32)), pb, mu.ptr, nu.ptr, work.ptr, 0)
+    assert np.array_equal(d.get(mu, np.int32, m), want_mu)
+    assert np.array_equal(d.get(nu, np.int32, n), want_nu)
+
+
+@pytest.mark.parametrize("count", [2, 5, 6, 11, 16, 20])
+def test_crt_unscale(st, rng, count):
+    consts = crt_constants(count)
+    m, n, ldc, nchunks = 19, 13, 16, 2
+    lim = 2**consts.bound_exponent
+    x = [[int.from_bytes(rng.bytes(24), "little") % (2 * lim + 1) - lim for _ in range(n)] for _ in range(m)]
+    x[0][0], x[0][1] = 0, lim
+    # split each residue over two "chunks" as raw int32 values with the same class
+    c = np.zeros((nchunks, count, m, ldc), np.int32)
+    r = np.zeros((count, m, n), np.int32)
+    for g, mod in enumerate(consts.moduli):
+        for i in range(m):
+            for j in range(n):
+                r[g, i, j] = x[i][j] % mod
+                part = int(rng.integers(-2**30, 2**30))
+                c[0, g, i, j] = part
+                c[1, g, i, j] = (x[i][j] - part) % mod - mod * int(rng.integers(0, 1000))
+    mu = rng.integers(-1100, 1100, m).astype(np.int32)
+    nu = rng.integers(-100, 100, n).astype(np.int32)
+    cin = random_matrix(m, n, 1.0, rng)
+    want = R.unscale(R.crt_reconstruct(r, consts), mu.astype(np.int64), nu.astype(np.int64), -1.5, 0.25, cin)
+    d = Dev()
+    out = d.empty(8 * m * n)
+    st.crt_unscale(d.put(c), count, m, n, ldc, m * ldc, nchunks, count * m * ldc, consts,
+                   d.put(mu), d.put(nu), -1.5, 0.25, d.put(cin), n, 1, out.ptr, n, 1, 0, 0)
+    got = d.get(out, np.float64, (m, n))
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))

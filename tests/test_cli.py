@@ -1,0 +1,196 @@
+"""The `ozaki-cutlass` command line, against a fake nvcc and a fake GPU query."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import _device, cli
+from ozaki_cutlass.generator import Arch, catalog, default_variant
+from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir
+
+
+def _load_fakes():
+    path = Path(__file__).parent / "generator" / "generator_fakes.py"
+    spec = importlib.util.spec_from_file_location("_cli_generator_fakes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fakes = _load_fakes()
+
+needs_real_templates = pytest.mark.skipif(
+    not all((default_templates_dir() / name).is_file() for name in TEMPLATES.values()),
+    reason="the real templates are not written yet",
+)
+
+
+@pytest.fixture
+def fake_nvcc(tmp_path, monkeypatch):
+    nvcc = fakes.FakeNvcc(tmp_path / "bin")
+    for name in ("CUDA_HOME", "CUTLASS_PATH", "OZAKI_CACHE_DIR", "OZAKI_BUILD_JOBS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OZAKI_NVCC", str(nvcc.path))
+    monkeypatch.setenv("CUTLASS_PATH", str(fakes.write_cutlass_stub(tmp_path / "cutlass")))
+    return nvcc
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """Set the compute capability the CLI sees (None: no GPU)."""
+
+    def set_capability(capability):
+        monkeypatch.setattr(_device, "compute_capability", lambda ordinal=0: capability)
+
+    return set_capability
+
+
+def test_build_without_gpu_or_arch_exits_2_and_says_why(gpu, tmp_path, caplog):
+    gpu(None)
+    with caplog.at_level(logging.ERROR):
+        assert cli.main(["build", "--out", str(tmp_path)]) == 2
+    assert "no GPU found" in caplog.text and "--arch" in caplog.text
+
+
+def test_build_on_an_unsupported_gpu_exits_2(gpu, tmp_path, caplog):
+    gpu((7, 5))
+    with caplog.at_level(logging.ERROR):
+        assert cli.main(["build", "--out", str(tmp_path)]) == 2
+    assert "7.5 is not supported" in caplog.text
+
+
+@pytest.mark.parametrize("capability, arch", [((9, 0), "sm_90a"), ((8, 0), "sm_80"),
+                                              ((8, 9), "sm_80"), ((10, 0), "sm_80"),
+                                              ((7, 0), None)])
+def test_arch_for_capability(capability, arch):
+    expected = None if arch is None else Arch(arch)
+    assert _device.arch_for_capability(*capability) == expected
+
+
+def test_compute_capability_is_none_without_a_driver_or_gpu():
+    # On a machine without a GPU this exercises the real driver query; with one it must
+    # return a plausible capability.
+    capability = _device.compute_capability()
+    assert capability is None or capability[0] >= 3
+
+
+@needs_real_templates
+def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys):
+    argv = ["build", "--arch", "sm_90a", "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 0
+    first = capsys.readouterr()
+    # the four default GEMMs and the stage-kernel library
+    assert "5 variants: 5 compiled, 0 cached" in first.out
+    assert "[5/5] built" in first.err
+    assert len(fake_nvcc.calls()) == 5
+
+    assert cli.main(argv) == 0
+    second = capsys.readouterr()
+    assert "5 variants: 0 compiled, 5 cached (nothing to compile)" in second.out
+    assert len(fake_nvcc.calls()) == 5
+
+
+@needs_real_templates
+def test_build_defaults_to_the_visible_gpus_arch(fake_nvcc, gpu, tmp_path, capsys):
+    gpu((8, 0))
+    assert cli.main(["build", "--out", str(tmp_path)]) == 0
+    assert sorted(fake_nvcc.compiled()) == sorted([v.name for v in catalog("sm_80")] + ["stages_sm80"])
+
+
+@needs_real_templates
+def test_build_variants_pattern_matches_the_full_sweep(fake_nvcc, tmp_path, capsys):
+    pattern = "i8_sm90a_64x64x64_c1x1_pp_s0_*"
+    (variant,) = catalog("sm_90a", pattern, full=True)
+    assert variant not in catalog("sm_90a")
+    assert cli.main(["build", "--arch", "sm_90a", "--variants", pattern, "--jobs", "1",
+                     "--out", str(tmp_path)]) == 0
+    assert fake_nvcc.compiled() == [variant.name]
+    assert "1 variant: 1 compiled, 0 cached" in capsys.readouterr().out
+
+
+def test_build_pattern_matching_nothing_exits_2(fake_nvcc, tmp_path, caplog):
+    assert cli.main(["build", "--arch", "sm_80", "--variants", "*_coop_*",
+                     "--out", str(tmp_path)]) == 2
+    assert "no sm_80 variant matches '*_coop_*'" in caplog.text
+
+
+@needs_real_templates
+def test_a_compile_failure_exits_1_with_the_log_path(fake_nvcc, tmp_path, caplog):
+    fake_nvcc.configure(fail="something is wrong")
+    assert cli.main(["build", "--arch", "sm_80", "--out", str(tmp_path)]) == 1
+    assert "something is wrong" in caplog.text and "build.log" in caplog.text
+
+
+def test_a_missing_nvcc_exits_1(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("OZAKI_NVCC", str(tmp_path / "no-nvcc"))
+    assert cli.main(["build", "--arch", "sm_80", "--out", str(tmp_path)]) == 1
+    assert "OZAKI_NVCC" in caplog.text
+
+
+@needs_real_templates
+def test_list_prints_the_catalog_with_what_is_built(fake_nvcc, tmp_path, capsys):
+    out = str(tmp_path / "out")
+    assert cli.main(["list", "--out", out]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["name", "arch", "tile", "cluster", "schedule", "stages", "built"]
+    rows = {line.split()[0]: line.split() for line in lines[1:-1]}
+    assert set(rows) == {v.name for v in catalog()}
+    default = default_variant("sm_90a").name
+    assert rows[default][1:] == ["sm_90a", "128x256x128", "1x1", "cooperative", "auto", "no"]
+    assert lines[-1].startswith("6 variants, 0 built")
+
+    assert cli.main(["build", "--arch", "sm_90a", "--variants", default, "--out", out]) == 0
+    capsys.readouterr()
+    assert cli.main(["list", "--arch", "sm_90a", "--out", out]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:-1]}
+    assert rows[default][-1] == "yes"
+    assert {row[-1] for name, row in rows.items() if name != default} == {"no"}
+
+    fake_nvcc.configure(version="nvcc: fake\nCuda compilation tools, release 13.1, V13.1.80")
+    assert cli.main(["list", "--arch", "sm_90a", "--out", out]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:-1]}
+    assert rows[default][-1] == "stale"
+
+
+def test_list_full_and_pattern(fake_nvcc, tmp_path, capsys):
+    assert cli.main(["list", "--arch", "sm_80", "--full", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(catalog("sm_80", full=True)) + 2
+    assert all(line.split()[3] == "-" for line in lines[1:-1])  # no clusters on sm_80
+    assert cli.main(["list", "--variants", "*_pp_*", "--out", str(tmp_path)]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:-1]
+    assert rows and all(row.split()[4] == "pingpong" for row in rows)
+
+
+def test_demo_calls_the_demo_module_with_the_parsed_options(monkeypatch):
+    seen = []
+    demo = types.SimpleNamespace(main=lambda args: seen.append(args) or 0)
+    monkeypatch.setitem(sys.modules, "ozaki_cutlass.demo", demo)
+    monkeypatch.setattr(ozaki_cutlass, "demo", demo, raising=False)
+    assert cli.main(["demo", "--n", "64", "--seed", "7", "--cpu"]) == 0
+    (args,) = seen
+    assert (args.n, args.seed, args.cpu) == (64, 7, True)
+
+
+def test_no_command_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([])
+    assert exit_.value.code == 2
+
+
+def test_importing_the_cli_does_no_work():
+    import subprocess
+
+    code = ("import sys, ozaki_cutlass; before = set(sys.modules); import ozaki_cutlass.cli; "
+            "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+            "('jinja2', 'cuda', 'cutlass_library') or m.startswith('ozaki_cutlass.generator')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,68 @@
+import math
+
+import pytest
+
+from ozaki_cutlass.numerics import (
+    BOUND_MARGIN_BITS, LIMB_BITS, MAX_MODULI, MIN_MODULI, MODULI_TABLE,
+    crt_constants, symmetric_residue, validate_moduli_count,
+)
+
+
+def test_table_pairwise_coprime_and_int8_sized():
+    assert len(MODULI_TABLE) >= 20
+    for i, a in enumerate(MODULI_TABLE):
+        assert 2 <= a <= 256
+        for b in MODULI_TABLE[i + 1:]:
+            assert math.gcd(a, b) == 1, (a, b)
+
+
+@pytest.mark.parametrize("count", range(MIN_MODULI, MAX_MODULI + 1))
+def test_crt_constants_exact(count):
+    c = crt_constants(count)
+    assert c.product == math.prod(MODULI_TABLE[:count])
+    for g, (m, w) in enumerate(zip(c.moduli, c.weights)):
+        assert 0 <= w < c.product
+        for h, other in enumerate(c.moduli):
+            assert w % other == (1 if h == g else 0)
+        # limbs recombine to the weight, each below 2^LIMB_BITS and an exact float
+        value = sum(int(d) << (LIMB_BITS * (c.limbs - 1 - j)) for j, d in enumerate(c.weight_limbs[g]))
+        assert value == w
+        assert all(0 <= d < 2**LIMB_BITS and d == int(d) for d in c.weight_limbs[g])
+    assert sum(int(p) << (LIMB_BITS * (c.limbs - 1 - j)) for j, p in enumerate(c.product_limbs)) == c.product
+    # exact float64 limb sums: N * max digit * max residue < 2^53
+    assert count * (2**LIMB_BITS - 1) * (max(c.moduli) - 1) < 2**53
+    # the bound keeps a 2^-20 margin under P/2 and is the largest such power of two
+    pb = c.bound_exponent
+    assert 2 ** (pb + 1) * (2**BOUND_MARGIN_BITS + 1) <= c.product * 2**BOUND_MARGIN_BITS
+    assert 2 ** (pb + 2) * (2**BOUND_MARGIN_BITS + 1) > c.product * 2**BOUND_MARGIN_BITS
+    for j, f in enumerate(c.quotient_factors):
+        assert f == (2 ** (LIMB_BITS * (c.limbs - 1 - j))) / c.product
+
+
+def test_kernel_data_is_flat_and_consistent():
+    c = crt_constants(16)
+    data = c.as_kernel_data()
+    assert len(data["weight_limbs"]) == 16 * c.limbs
+    assert data["weight_limbs"][c.limbs] == c.weight_limbs[1][0]
+
+
+@pytest.mark.parametrize("bad", [1, 0, -3, MAX_MODULI + 1])
+def test_moduli_range(bad):
+    with pytest.raises(ValueError, match="moduli"):
+        validate_moduli_count(bad)
+
+
+@pytest.mark.parametrize("bad", [2.0, "14", True, None])
+def test_moduli_type(bad):
+    with pytest.raises(TypeError, match="moduli"):
+        validate_moduli_count(bad)
+
+
+def test_symmetric_residue_ranges():
+    assert symmetric_residue(128, 256) == -128
+    assert symmetric_residue(-128, 256) == -128
+    assert symmetric_residue(127, 255) == 127
+    assert symmetric_residue(128, 255) == -127
+    for m in MODULI_TABLE:
+        values = {symmetric_residue(v, m) for v in range(-600, 600)}
+        assert min(values) >= -128 and max(values) <= 127 and len(values) == m
