@@ -23,5 +23,5 @@ OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_90a 2>&1 | tee -a "$
 OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_80 2>&1 | tee -a "$OUT/env.txt"
 timeout 300 $PY -m pytest tests/gpu -q -p no:cacheprovider -rfE --timeout 120 "$@" 2>&1 | tee "$OUT/gpu_tests.log"
 [ -n "${SKIP_BENCH:-}" ] && exit 0
-timeout 90 $PY -m ozaki_cutlass.cli bench-int8 --json "$OUT/int8.json" 2>&1 | tee "$OUT/bench_int8.log"
+[ -n "${SKIP_INT8:-}" ] || timeout 90 $PY -m ozaki_cutlass.cli bench-int8 --json "$OUT/int8.json" 2>&1 | tee "$OUT/bench_int8.log"
 timeout 150 $PY -m ozaki_cutlass.cli bench --json "$OUT/staged.json" 2>&1 | tee "$OUT/bench_staged.log"
