@@ -24,22 +24,24 @@ def _gpu_status() -> str | None:
 
 
 def main(args) -> int:
-    n = int(getattr(args, "n", 256) or 256)
-    seed = int(getattr(args, "seed", 0) or 0)
-    if n < 1 or n > 4096:
-        raise SystemExit(f"--n must be in [1, 4096] for the CPU reference, got {n}")
-    gpu = None if getattr(args, "cpu", False) else _gpu_status()
+    requested = getattr(args, "n", None)
+    seed = int(getattr(args, "seed", None) or 0)
+    use_cpu = bool(getattr(args, "cpu", False))
+    gpu = None if use_cpu else _gpu_status()
+    if gpu is not None:
+        print(f"ozaki-cutlass demo on the GPU: {gpu}. Kernels are built on first use (progress on stderr).")
+        return gpu_demo(n=int(requested or 8192), seed=seed)
+    n = int(requested or 256)
+    if n > 4096:
+        raise SystemExit(f"--n {n} is too large for the CPU reference (at most 4096)")
     print(f"ozaki-cutlass demo: C = A @ B, A and B {n} x {n} float64, "
           f"entries (U - 0.5) exp(phi N(0,1)), seed {seed}")
-    if getattr(args, "cpu", False):
+    if use_cpu:
         print("GPU: not used (--cpu). Running the NumPy reference of the Ozaki scheme II.")
-    elif gpu is None:
+    else:
         print("GPU: none found (no CUDA driver or device). Skipped: the GPU emulation and its "
               "timing against native DGEMM.\nRunning the NumPy reference of the Ozaki scheme II "
-              "(the same bits the GPU path must produce).")
-    else:
-        print(f"GPU: {gpu}. The GPU emulation path is not built yet (issue 4); "
-              "running the NumPy reference of the Ozaki scheme II.")
+              "(the same bits the GPU path produces).")
     ref_kind = "exact" if n <= 128 else "dd"
     print(f"Reference product: {'exact (Python integers)' if ref_kind == 'exact' else 'double-double'}; "
           "error = ||C - C_ref||_F / ||C_ref||_F. '*' marks errors at or below float64 @.")
@@ -63,3 +65,90 @@ def accuracy_main(args) -> int:
     print(table)
     return 0
 
+
+
+# --------------------------------------------------------------------------- GPU
+
+GPU_COUNTS = (12, 14, 15, 16, 18, 20)
+
+
+def _framework():
+    """(name, module) of the array library used for device inputs and native DGEMM."""
+    for name in ("cupy", "torch"):
+        try:
+            return name, __import__(name)
+        except ImportError:
+            continue
+    return None, None
+
+
+def _timed(fn, fw_name, fw, reps=5, warmup=2):
+    """Median milliseconds of fn() with CUDA events of the framework."""
+    import statistics
+
+    for _ in range(warmup):
+        out = fn()
+    times = []
+    for _ in range(reps):
+        if fw_name == "cupy":
+            s, e = fw.cuda.Event(), fw.cuda.Event()
+            s.record()
+            out = fn()
+            e.record()
+            e.synchronize()
+            times.append(fw.cuda.get_elapsed_time(s, e))
+        else:
+            s, e = fw.cuda.Event(enable_timing=True), fw.cuda.Event(enable_timing=True)
+            s.record()
+            out = fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+    return statistics.median(times), out
+
+
+def gpu_demo(n: int, seed: int) -> int:
+    import numpy as np
+
+    from . import pipeline
+    from .bench import _sample_error
+
+    # 1. bit-for-bit agreement with the reference on a small problem
+    rng = np.random.default_rng(seed)
+    a = accuracy.random_matrix(256, 256, 1.0, rng)
+    b = accuracy.random_matrix(256, 256, 1.0, rng)
+    same = all(
+        np.array_equal(pipeline.gemm(a, b, moduli=c, mode=mode).view(np.int64),
+                       reference.gemm(a, b, moduli=c, mode=mode).view(np.int64))
+        for c in (8, 15, 20) for mode in ("fast", "accurate"))
+    print(f"256 x 256 x 256, moduli 8/15/20, both modes: GPU result "
+          f"{'equals the NumPy reference bit for bit' if same else 'DIFFERS from the reference (bug)'}")
+    # 2. speed and error against native DGEMM at size n
+    fw_name, fw = _framework()
+    if fw is None:
+        print("Neither CuPy nor PyTorch is installed: native DGEMM timing skipped.")
+        return 0 if same else 1
+    ha = accuracy.random_matrix(n, n, 0.5, rng)
+    hb = accuracy.random_matrix(n, n, 0.5, rng)
+    if fw_name == "cupy":
+        da, db = fw.asarray(ha), fw.asarray(hb)
+        to_host = fw.asnumpy
+    else:
+        da, db = fw.from_numpy(ha).cuda(), fw.from_numpy(hb).cuda()
+        to_host = lambda x: x.cpu().numpy()  # noqa: E731
+    flops = 2.0 * n**3
+    rows = np.arange(0, n, max(1, n // 2))[:2]
+    print(f"C = A @ B, n = {n}, phi = 0.5, {fw_name} arrays on the GPU; median of 5 timed runs "
+          f"after 2 warm-up (CUDA events); error on rows {rows.tolist()} against a long double product")
+    nat_ms, nat = _timed(lambda: da @ db, fw_name, fw)
+    nat_err = _sample_error(to_host(nat[rows]), ha[rows], hb)
+    print(f"{'':18s} {'ms':>9s} {'TFLOP/s':>8s} {'vs native':>9s} {'error':>9s}")
+    print(f"{'native DGEMM':18s} {nat_ms:9.2f} {flops / nat_ms / 1e9:8.1f} {1.0:9.2f} {nat_err:9.2e}")
+    for count in GPU_COUNTS:
+        ms, out = _timed(lambda: pipeline.gemm(da, db, moduli=count), fw_name, fw)
+        err = _sample_error(to_host(out[rows]), ha[rows], hb)
+        tag = f"ozaki {count} moduli"
+        print(f"{tag:18s} {ms:9.2f} {flops / ms / 1e9:8.1f} {nat_ms / ms:9.2f} {err:9.2e}")
+    print(f"Default: {reference.DEFAULT_MODULI} moduli, mode 'accurate' (the staged pipeline; "
+          "fused kernels come next).")
+    return 0 if same else 1

@@ -22,6 +22,7 @@ $PY -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . 
 OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_90a 2>&1 | tee -a "$OUT/env.txt"
 OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_80 2>&1 | tee -a "$OUT/env.txt"
 timeout 300 $PY -m pytest tests/gpu -q -p no:cacheprovider -rfE --timeout 120 "$@" 2>&1 | tee "$OUT/gpu_tests.log"
+timeout 120 $PY -m ozaki_cutlass.cli demo 2>&1 | tee "$OUT/demo.log"
 [ -n "${SKIP_BENCH:-}" ] && exit 0
 [ -n "${SKIP_INT8:-}" ] || timeout 90 $PY -m ozaki_cutlass.cli bench-int8 --json "$OUT/int8.json" 2>&1 | tee "$OUT/bench_int8.log"
 timeout 150 $PY -m ozaki_cutlass.cli bench --json "$OUT/staged.json" 2>&1 | tee "$OUT/bench_staged.log"
