@@ -14,7 +14,8 @@ import logging
 from functools import lru_cache
 from pathlib import Path
 
-from .generator.build import Artifact, build, find_artifact
+from .generator.build import Artifact, build, find_artifact, list_artifacts
+from .generator.errors import ToolchainError
 from .generator.variants import GemmVariant
 
 log = logging.getLogger(__name__)
@@ -93,14 +94,30 @@ def _load_cached(directory: str) -> Int8Gemm:
     return Int8Gemm(Artifact.from_directory(directory))
 
 
-def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = True,
-                   progress: bool = True) -> Int8Gemm:
-    """The loaded kernel of ``variant``, building it first (with progress) when missing."""
-    art = find_artifact(variant, out_dir)
+def locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Artifact:
+    """The artifact of ``variant``: built for the current sources and toolchain (building
+    it, with progress, when missing). Without a toolchain (no nvcc or CUTLASS here) an
+    artifact built elsewhere for the same variant and ABI is used, with a warning, since
+    whether it is current cannot be checked."""
+    try:
+        art = find_artifact(variant, out_dir)
+    except ToolchainError as exc:
+        found = [a for a in list_artifacts(out_dir) if a.variant == variant]
+        if not found:
+            raise ToolchainError(f"{variant.name} is not built and cannot be built here: {exc}") from exc
+        art = max(found, key=lambda a: a.library_path.stat().st_mtime)
+        log.warning("using %s without checking it is current (%s)", art.directory, exc)
+        return art
     if art is None:
         if not build_missing:
             raise FileNotFoundError(f"{variant.name} is not built in {out_dir or 'the default cache'}; "
                                     f"run: ozaki-cutlass build --arch {variant.arch.value} --variants '{variant.name}'")
         log.info("building %s", variant.name)
         (art,) = build([variant], out_dir, progress=progress).artifacts
-    return _load_cached(str(art.directory))
+    return art
+
+
+def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = True,
+                   progress: bool = True) -> Int8Gemm:
+    """The loaded kernel of ``variant``, building it first (with progress) when missing."""
+    return _load_cached(str(locate(variant, out_dir, build_missing=build_missing, progress=progress).directory))
