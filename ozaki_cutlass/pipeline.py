@@ -23,6 +23,7 @@ from .reference import _as_scalar, resolve_moduli, validate_mode
 log = logging.getLogger(__name__)
 
 PHASES = ("scale", "residues", "int8_gemm", "crt", "total")
+MAX_DIM = 2**31 - 1 - 256  # int sizes in the kernels, with room for padding
 
 
 def _round_up(x: int, a: int) -> int:
@@ -41,7 +42,13 @@ class Workspace:
         if buf is None or buf.nbytes < nbytes:
             if buf is not None:
                 buf.close()
-            buf = _cuda.DeviceBuffer(max(nbytes, 16))
+                del self._buffers[name]
+            try:
+                buf = _cuda.DeviceBuffer(max(nbytes, 16))
+            except _cuda.CudaError as exc:
+                held = sum(b.nbytes for b in self._buffers.values())
+                raise MemoryError(f"the emulation needs {nbytes / 2**30:.2f} GiB more device memory for "
+                                  f"'{name}' (its workspace already holds {held / 2**30:.2f} GiB): {exc}") from exc
             self._buffers[name] = buf
         return buf.ptr
 
@@ -169,6 +176,9 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     kb, n = (B.shape[1], B.shape[0]) if trans_b else B.shape
     if kb != k:
         raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
+    for dim, value in (("m", m), ("n", n), ("k", k)):
+        if value > MAX_DIM:
+            raise ValueError(f"{dim}={value} is out of range: the kernels take sizes up to {MAX_DIM}")
     if C is not None and tuple(C.shape) != (m, n):
         raise ValueError(f"c must have shape {(m, n)}, got {tuple(C.shape)}")
     if C is None and beta != 0.0:

@@ -56,3 +56,13 @@ def test_no_gpu_error_points_to_reference():
         pytest.skip("a GPU is visible: this checks the no-GPU message")
     with pytest.raises(NoGpuError, match="reference.gemm"):
         ozaki_cutlass.gemm(np.ones((2, 3)), np.ones((3, 2)))
+
+
+def test_sizes_out_of_range_rejected():
+    class Huge:
+        def __init__(self, shape):
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f8", "data": (1 << 20, False),
+                                             "version": 3, "strides": None}
+
+    with pytest.raises(ValueError, match="k=2147483648 is out of range"):
+        ozaki_cutlass.gemm(Huge((2, 2**31)), Huge((2**31, 2)))
