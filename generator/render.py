@@ -19,14 +19,27 @@ from typing import Any
 import jinja2
 
 from .errors import ToolchainError
-from .variants import SCHEDULES, SM80_MMA_SHAPE, Arch, GemmVariant, StagesVariant, Variant
+from .variants import (
+    SCHEDULES,
+    SM80_MMA_SHAPE,
+    Arch,
+    Epilogue,
+    GemmVariant,
+    StagesVariant,
+    Variant,
+)
 
-__all__ = ["TEMPLATES", "default_templates_dir", "template_name", "context", "render",
+__all__ = ["TEMPLATES", "EPILOGUE_TEMPLATES", "default_templates_dir", "template_name", "context", "render",
            "write_if_different"]
 
 TEMPLATES: Mapping[Arch, str] = {
     Arch.SM90A: "int8_gemm_sm90.cu.j2",
     Arch.SM80: "int8_gemm_sm80.cu.j2",
+}
+
+# Epilogues with a template of their own (a different kernel, not a different store).
+EPILOGUE_TEMPLATES: Mapping[tuple[Arch, Epilogue], str] = {
+    (Arch.SM90A, Epilogue.PARTIAL_CRT): "int8_group_gemm_sm90.cu.j2",
 }
 
 STAGES_TEMPLATE = "stages.cu.j2"
@@ -60,7 +73,7 @@ def _environment(templates_dir: Path) -> jinja2.Environment:
 def template_name(variant: Variant) -> str:
     if isinstance(variant, StagesVariant):
         return STAGES_TEMPLATE
-    return TEMPLATES[variant.arch]
+    return EPILOGUE_TEMPLATES.get((variant.arch, variant.epilogue), TEMPLATES[variant.arch])
 
 
 def context(variant: Variant) -> dict[str, Any]:
@@ -86,12 +99,15 @@ def context(variant: Variant) -> dict[str, Any]:
     }
     if variant.arch is Arch.SM90A:
         spelling = SCHEDULES[variant.schedule]
-        return common | {
+        sm90 = common | {
             "cluster_m": variant.cluster_m,
             "cluster_n": variant.cluster_n,
             "kernel_schedule": spelling.kernel,
             "epilogue_schedule": spelling.epilogue,
         }
+        if variant.epilogue is Epilogue.PARTIAL_CRT:
+            return sm90 | {"group_size": variant.group_size}
+        return sm90
     inst_m, inst_n, inst_k = SM80_MMA_SHAPE
     return common | {
         "warp_m": variant.warp_m,

@@ -7,7 +7,8 @@ from every field and names the source file, the exported symbol and the cache en
 
 Adding a tile is one entry in `_DEFAULTS` (or nothing at all: `catalog(full=True)` sweeps
 tiles); adding an epilogue is one `Epilogue` member, its row in `EPILOGUE_TAGS` and the
-template code that wires it.
+template code that wires it. The fused modulus-group kernels (`Epilogue.PARTIAL_CRT`,
+sm_90a, group_size 1..4) are a family of their own: `catalog(arch, epilogue=...)`.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class Epilogue(str, enum.Enum):
     """What the kernel does with the int32 accumulators of a tile."""
 
     INT32_STORE = "int32_store"  # store them as they are: one modulus per launch
+    # fold group_size moduli on chip and store the group's partial CRT value (uint32);
+    # sm_90a, templates/int8_group_gemm_sm90.cu.j2
+    PARTIAL_CRT = "partial_crt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +102,7 @@ SCHEDULES: Mapping[Schedule, ScheduleSpelling] = {
 
 # Short forms in variant names.
 ARCH_TAGS: Mapping[Arch, str] = {Arch.SM90A: "sm90a", Arch.SM80: "sm80"}
-EPILOGUE_TAGS: Mapping[Epilogue, str] = {Epilogue.INT32_STORE: "int32"}
+EPILOGUE_TAGS: Mapping[Epilogue, str] = {Epilogue.INT32_STORE: "int32", Epilogue.PARTIAL_CRT: "pcrt"}
 
 # --- hardware and CUTLASS limits the legality rules use -------------------------------
 SM80_MMA_SHAPE = (16, 8, 32)  # mma.sync.m16n8k32.s32.s8.s8
@@ -117,6 +121,10 @@ _REGISTER_FILE = 65536  # 32-bit registers per SM (one CTA must fit)
 _MAX_REGISTERS_PER_THREAD = 255
 _SM80_OTHER_REGISTERS = 64  # operand fragments, addresses and loop state besides accumulators
 _MAX_GROUP_SIZE = 4  # moduli per kernel: the product of 4 moduli <= 256 fits 32 bits
+# sm_90a partial-CRT fold: accumulators + kept residue words per consumer thread. ptxas
+# (CUDA 13.0, 168 registers per thread in a 384-thread CTA) compiles 64 + 48 (128x128
+# cooperative, group_size 4) without spilling; 128 + 32 (128x256, group_size 2) spills.
+_MAX_FOLD_REGISTERS = 112
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,6 +249,8 @@ def _illegal_reason(v: GemmVariant) -> str:
     if v.epilogue is Epilogue.INT32_STORE and v.group_size != 1:
         return (f"the {v.epilogue.value} epilogue stores one modulus per launch: "
                 f"group_size must be 1 (got {v.group_size})")
+    if v.epilogue is Epilogue.PARTIAL_CRT and v.arch is not Arch.SM90A:
+        return f"the {v.epilogue.value} epilogue exists on sm_90a only"
     if min(v.tile_m, v.tile_n, v.tile_k) < 1:
         return "tile sizes must be positive"
     if v.arch is Arch.SM90A:
@@ -276,6 +286,14 @@ def _sm90_reason(v: GemmVariant) -> str:
         return (f"a {v.schedule.value} {v.tile_m}x{v.tile_n} tile needs {registers} int32 "
                 f"accumulator registers per consumer thread (at most {_MAX_ACCUMULATOR_REGISTERS} "
                 "before spilling)")
+    if v.epilogue is Epilogue.PARTIAL_CRT:
+        # The fold keeps the residues of the first G-1 moduli next to the accumulators,
+        # a byte each (templates/include/ozaki/group_mma_sm90.h).
+        kept = registers * (v.group_size - 1) // 4
+        if registers + kept > _MAX_FOLD_REGISTERS:
+            return (f"the {v.epilogue.value} fold of {v.group_size} moduli keeps {kept} residue "
+                    f"registers next to {registers} accumulators per consumer thread "
+                    f"(at most {_MAX_FOLD_REGISTERS} together before spilling)")
     if v.stages == 0:
         fitting = sm90_auto_stages(v)
         if fitting < 2:
@@ -358,10 +376,17 @@ def _sm80_reason(v: GemmVariant) -> str:
 
 # --- the catalog ------------------------------------------------------------------------
 def _sm90(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: Schedule,
-          stages: int = 0) -> GemmVariant:
+          stages: int = 0, *, epilogue: Epilogue = Epilogue.INT32_STORE,
+          group_size: int = 1) -> GemmVariant:
     return GemmVariant(arch=Arch.SM90A, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2],
                        cluster_m=cluster[0], cluster_n=cluster[1], schedule=schedule,
-                       stages=stages)
+                       stages=stages, epilogue=epilogue, group_size=group_size)
+
+
+def _sm90_fused(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: Schedule,
+                group_size: int, stages: int = 0) -> GemmVariant:
+    return _sm90(tile, cluster, schedule, stages, epilogue=Epilogue.PARTIAL_CRT,
+                 group_size=group_size)
 
 
 def _sm80(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int) -> GemmVariant:
@@ -385,6 +410,22 @@ _DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
     ),
 }
 
+# The fused modulus-group kernels (partial-CRT epilogue), a default set of their own:
+# `catalog(arch, epilogue=Epilogue.PARTIAL_CRT)`. The first entry is the default.
+_FUSED_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
+    Arch.SM90A: (
+        _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 4),
+        _sm90_fused((128, 128, 128), (2, 1), Schedule.COOPERATIVE, 3),
+        _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 2),
+    ),
+    Arch.SM80: (),
+}
+
+_DEFAULTS_BY_EPILOGUE: Mapping[Epilogue, Mapping[Arch, tuple[GemmVariant, ...]]] = {
+    Epilogue.INT32_STORE: _DEFAULTS,
+    Epilogue.PARTIAL_CRT: _FUSED_DEFAULTS,
+}
+
 # The full sweep: the product of these axes, keeping the legal combinations.
 _SM90_SWEEP = {
     "tile_m": (64, 128, 256),
@@ -404,10 +445,21 @@ _SM80_SWEEP = {
 }
 
 
+_GROUP_SIZES = tuple(range(1, _MAX_GROUP_SIZE + 1))
+
+
 @functools.cache
-def _full_sweep(arch: Arch) -> tuple[GemmVariant, ...]:
+def _full_sweep(arch: Arch, epilogue: Epilogue = Epilogue.INT32_STORE) -> tuple[GemmVariant, ...]:
     candidates: Iterable[GemmVariant | None]
-    if arch is Arch.SM90A:
+    if epilogue is Epilogue.PARTIAL_CRT:
+        if arch is not Arch.SM90A:
+            return ()
+        axes = _SM90_SWEEP | {"group_size": _GROUP_SIZES}
+        candidates = (
+            _legal_or_none(_sm90_fused, (m, n, k), cluster, schedule, g, stages)
+            for m, n, k, cluster, schedule, stages, g in itertools.product(*axes.values())
+        )
+    elif arch is Arch.SM90A:
         axes = _SM90_SWEEP
         candidates = (
             _legal_or_none(_sm90, (m, n, k), cluster, schedule, stages)
@@ -430,15 +482,24 @@ def _legal_or_none(make, *args) -> GemmVariant | None:
 
 
 def catalog(arch: Arch | str | None = None, pattern: str | None = None, *,
-            full: bool = False) -> list[GemmVariant]:
+            full: bool = False,
+            epilogue: Epilogue | str | None = Epilogue.INT32_STORE) -> list[GemmVariant]:
     """The catalogued variants, in a fixed order.
 
     `arch` restricts to one architecture (all by default); `full` swaps the small default
-    set for the sweep of every legal tile x cluster x schedule x stages combination;
-    `pattern` keeps the variants whose name matches an fnmatch glob (e.g. "*_coop_*").
+    set for the sweep of every legal tile x cluster x schedule x stages (x group size)
+    combination; `pattern` keeps the variants whose name matches an fnmatch glob (e.g.
+    "*_coop_*"). `epilogue` picks the kernel family: the plain int32 store (default), the
+    fused modulus-group kernels (`Epilogue.PARTIAL_CRT`), or every family (None).
     """
     arches = list(Arch) if arch is None else [Arch(arch)]
-    variants = [v for a in arches for v in (_full_sweep(a) if full else _DEFAULTS[a])]
+    epilogues = list(Epilogue) if epilogue is None else [Epilogue(epilogue)]
+    variants = [
+        v
+        for e in epilogues
+        for a in arches
+        for v in (_full_sweep(a, e) if full else _DEFAULTS_BY_EPILOGUE[e][a])
+    ]
     if pattern is not None:
         variants = [v for v in variants if fnmatch.fnmatchcase(v.name, pattern)]
     return variants

@@ -187,34 +187,46 @@ def staged_main(args) -> int:
         xb = (rs.random((n, n)) - 0.5) * cp.exp(args.phi * rs.standard_normal((n, n)))
         flops = 2.0 * n * n * n
         nat_ms, nat_out = _native_dgemm(xa, xb, args.warmup, args.reps)
-        phases = []
-        for _ in range(args.warmup):
-            out = pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode)
-        for _ in range(args.reps):
-            t = {}
-            out = pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode, timings=t)
-            phases.append(t)
-        med = {p: statistics.median(t[p] for t in phases) for p in pipeline.PHASES}
+        row = {"n": n, "moduli": moduli, "mode": args.mode, "native_ms": nat_ms,
+               "native_tflops": flops / nat_ms / 1e9 if nat_ms else None}
         sample = np.arange(0, n, max(1, n // 2))[:2]
         a_rows, b_h = cp.asnumpy(xa[sample]), cp.asnumpy(xb)
-        err = _sample_error(cp.asnumpy(out[sample]), a_rows, b_h)
-        nerr = _sample_error(cp.asnumpy(nat_out[sample]), a_rows, b_h) if nat_out is not None else float("nan")
-        rows.append({"n": n, "moduli": moduli, "mode": args.mode, "native_ms": nat_ms,
-                     "native_tflops": flops / nat_ms / 1e9 if nat_ms else None,
-                     "staged_ms": med["total"], "staged_tflops": flops / med["total"] / 1e9,
-                     "phases_ms": med, "error": err, "native_error": nerr})
-        del xa, xb, out, nat_out
+        row["native_error"] = (_sample_error(cp.asnumpy(nat_out[sample]), a_rows, b_h)
+                               if nat_out is not None else float("nan"))
+        outs = {}
+        for path in args.paths:
+            phases = []
+            for _ in range(args.warmup):
+                pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode, path=path)
+            for _ in range(args.reps):
+                t = {}
+                outs[path] = pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode, path=path, timings=t)
+                phases.append(t)
+            med = {p: statistics.median(t[p] for t in phases) for p in pipeline.PHASES}
+            row[path] = {"kernel": phases[-1]["kernel"], "ms": med["total"],
+                         "tflops": flops / med["total"] / 1e9, "phases_ms": med,
+                         "error": _sample_error(cp.asnumpy(outs[path][sample]), a_rows, b_h)}
+        if len(outs) > 1:
+            first, *rest = outs.values()
+            row["bit_identical"] = all(bool(cp.array_equal(first.view(cp.int64), o.view(cp.int64))) for o in rest)
+        rows.append(row)
+        del xa, xb, outs, nat_out
         cp.get_default_memory_pool().free_all_blocks()
-    print(f"Emulated DGEMM (staged pipeline), moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; "
-          f"median of {args.reps} after {args.warmup} warm-up; errors on 2 sampled rows vs long double")
-    print(f"{'n':>6} {'native TF/s':>11} {'staged TF/s':>11} {'ratio':>6} {'scale':>7} {'resid':>7} "
-          f"{'int8':>8} {'crt':>7} {'total ms':>9} {'err':>9} {'native err':>10}")
+    print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
+          f"after {args.warmup} warm-up; errors on 2 sampled rows vs long double; native = cuBLAS via CuPy")
+    print(f"{'n':>6} {'path':>7} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
+          f"{'crt':>7} {'total ms':>9} {'err':>9}  kernel")
     for r in rows:
-        p = r["phases_ms"]
-        ratio = r["staged_tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
-        print(f"{r['n']:6d} {r['native_tflops'] or float('nan'):11.1f} {r['staged_tflops']:11.1f} {ratio:6.2f} "
-              f"{p['scale']:7.2f} {p['residues']:7.2f} {p['int8_gemm']:8.2f} {p['crt']:7.2f} "
-              f"{p['total']:9.2f} {r['error']:9.2e} {r['native_error']:10.2e}")
+        print(f"{r['n']:6d} {'native':>7} {r['native_tflops'] or float('nan'):7.1f} {1.0:8.2f} "
+              f"{'':7s} {'':7s} {'':8s} {'':7s} {r['native_ms'] or float('nan'):9.2f} {r['native_error']:9.2e}")
+        for path in args.paths:
+            e = r[path]
+            p = e["phases_ms"]
+            ratio = e["tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
+            print(f"{r['n']:6d} {path:>7} {e['tflops']:7.1f} {ratio:8.2f} {p['scale']:7.2f} {p['residues']:7.2f} "
+                  f"{p['int8_gemm']:8.2f} {p['crt']:7.2f} {p['total']:9.2f} {e['error']:9.2e}  {e['kernel']}")
+        if "bit_identical" in r:
+            print(f"{r['n']:6d} paths bit-identical: {r['bit_identical']}")
     if args.json:
         from ._device import compute_capability
 
@@ -229,9 +241,89 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384])
     p.add_argument("--moduli", type=int, default=None)
     p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
+    p.add_argument("--paths", nargs="+", choices=["staged", "fused"], default=["staged", "fused"])
     p.add_argument("--phi", type=float, default=0.5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     p.set_defaults(handler=staged_main)
+
+
+# --------------------------------------------------------------------------- tuning
+
+def tune_main(args) -> int:
+    """``ozaki-cutlass tune``: time every candidate kernel per size bucket, write the table
+    the dispatcher reads (JSON, with GPU, driver, date and command)."""
+    import math
+    import subprocess
+    import sys
+
+    import cupy as cp
+
+    from . import pipeline
+    from ._device import visible_arch
+    from .dispatch import Candidate, builtin_candidates
+    from .generator import catalog
+    from .reference import DEFAULT_MODULI
+
+    _cuda.ensure_context()
+    arch = visible_arch()
+    moduli = args.moduli or DEFAULT_MODULI
+    cands = builtin_candidates(arch)
+    cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if v != cands[-1].variant]
+    sizes = sorted(args.sizes)
+    bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [2**31 - 1]
+    entries, report = [], []
+    for i, n in enumerate(sizes):
+        rs = cp.random.default_rng(args.seed + n)
+        xa = (rs.random((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
+        xb = (rs.random((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
+        timings = []
+        for c in cands:
+            try:
+                for _ in range(args.warmup):
+                    pipeline.gemm(xa, xb, moduli=moduli, kernel=c.variant, path=c.path)
+                ts = []
+                for _ in range(args.reps):
+                    t = {}
+                    pipeline.gemm(xa, xb, moduli=moduli, kernel=c.variant, path=c.path, timings=t)
+                    ts.append(t["total"])
+                timings.append((statistics.median(ts), c))
+                report.append((n, c.describe(), statistics.median(ts)))
+            except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is skipped, said
+                report.append((n, c.describe(), f"skipped: {exc}"))
+        best_ms, best = min(timings, key=lambda t: t[0])
+        lo, hi = bounds[i], bounds[i + 1] - 1 if i + 1 < len(sizes) else bounds[i + 1]
+        entries.append({"arch": arch.value, "path": best.path, "kernel": best.variant.name,
+                        "m": [lo, hi], "n": [lo, hi], "k": [lo, hi], "measured_n": n,
+                        "ms": best_ms, "tflops": 2.0 * n**3 / best_ms / 1e9})
+        del xa, xb
+        cp.get_default_memory_pool().free_all_blocks()
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        smi = "unknown"
+    table = {"gpu": smi.split(",")[0].strip() if smi else "unknown",
+             "driver": smi.split(",")[1].strip() if "," in smi else "unknown",
+             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+             "command": " ".join(["ozaki-cutlass"] + sys.argv[1:]),
+             "moduli": moduli, "inputs": "phi = 0.5, square n x n x n", "entries": entries}
+    for n, name, ms in report:
+        print(f"{n:6d}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
+    with open(args.out, "w") as f:
+        json.dump(table, f, indent=2)
+    print(f"wrote {args.out}: {len(entries)} entries")
+    return 0
+
+
+def add_tune_parser(sub) -> None:
+    p = sub.add_parser("tune", help="time the candidate kernels per size bucket, write the dispatcher's table (GPU)")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    p.add_argument("--moduli", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="tuning.json")
+    p.set_defaults(handler=tune_main)

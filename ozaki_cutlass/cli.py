@@ -81,10 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     acc.add_argument("--seed", type=int, default=0)
     acc.set_defaults(handler=_accuracy)
 
-    from .bench import add_bench_parser, add_int8_parser
+    from .bench import add_bench_parser, add_int8_parser, add_tune_parser
 
     add_int8_parser(commands)
     add_bench_parser(commands)
+    add_tune_parser(commands)
     return parser
 
 

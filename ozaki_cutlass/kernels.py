@@ -121,3 +121,54 @@ def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = 
                    progress: bool = True) -> Int8Gemm:
     """The loaded kernel of ``variant``, building it first (with progress) when missing."""
     return _load_cached(str(locate(variant, out_dir, build_missing=build_missing, progress=progress).directory))
+
+
+class GroupGemm:
+    """One generated fused modulus-group GEMM (sm_90a, partial-CRT epilogue): for the
+    group's G moduli, concatenated along k, X = CRT of (A_g B_g^T mod m_g) mod prod m_g."""
+
+    def __init__(self, artifact: Artifact):
+        self.artifact = artifact
+        self.variant = artifact.variant
+        sym = artifact.symbol
+        self._lib = _open(Path(artifact.library_path), sym, self.variant.name)
+        self._run = getattr(self._lib, f"{sym}_run")
+        self._run.restype = _int
+        self._run.argtypes = [_int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64,
+                              ctypes.POINTER(ctypes.c_uint32), _ptr, ctypes.c_size_t, _ptr]
+        self._ws = getattr(self._lib, f"{sym}_workspace_size")
+        self._ws.restype, self._ws.argtypes = ctypes.c_size_t, [_int, _int, _int, _int]
+        self._err = getattr(self._lib, f"{sym}_last_error")
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    @property
+    def group_size(self) -> int:
+        return self.variant.group_size
+
+    def workspace_size(self, m: int, n: int, k_pad: int) -> int:
+        return int(self._ws(m, n, k_pad, self.group_size))
+
+    def __call__(self, m, n, k_pad, moduli, a, lda, b, ldb, x, ldx, workspace=0, workspace_bytes=0,
+                 stream=0) -> None:
+        mods = (ctypes.c_uint32 * len(moduli))(*moduli)
+        status = self._run(m, n, k_pad, len(moduli), a, lda, b, ldb, x, ldx, mods,
+                           workspace or None, workspace_bytes, stream or None)
+        if status == 0:
+            return
+        message = self._err().decode(errors="replace")
+        if status == 1:
+            raise UnsupportedProblem(f"{self.name}: {message}")
+        raise KernelError(f"{self.name}: {message}")
+
+
+@lru_cache(maxsize=None)
+def _load_group_cached(directory: str) -> GroupGemm:
+    return GroupGemm(Artifact.from_directory(directory))
+
+
+def load_group_gemm(variant: GemmVariant, out_dir=None, *, progress: bool = True) -> GroupGemm:
+    """The loaded fused kernel of ``variant``, building it first (with progress) when missing."""
+    return _load_group_cached(str(locate(variant, out_dir, progress=progress).directory))

@@ -64,29 +64,71 @@ def _workspace(device: int, stream: int) -> Workspace:
 
 @dataclass
 class _Kernels:
-    gemm: object
+    path: str           # "staged" or "fused"
+    variant: object     # the GemmVariant chosen
     stages: object
+    gemm: object = None  # staged: the INT8 GEMM
+    groups: dict = field(default_factory=dict)  # fused: group size -> GroupGemm
 
 
-def _resolve_kernels(kernel, arch) -> _Kernels:
-    from .generator import catalog, default_variant
+def _variant_named(name: str):
+    from .generator import catalog
+
+    matches = catalog(None, name, full=True, epilogue=None)
+    if len(matches) != 1:
+        raise ValueError(f"kernel={name!r} matches {len(matches)} catalogued variants; "
+                         "give one exact name (see `ozaki-cutlass list --full`)")
+    return matches[0]
+
+
+def _resolve_kernels(kernel, path, arch, m, n, k, count) -> _Kernels:
+    from . import dispatch
+    from .generator import Epilogue
     from .generator.variants import GemmVariant
     from .kernels import load_int8_gemm
     from .stages_build import load_stages
 
     if kernel is None:
-        variant = default_variant(arch)
-    elif isinstance(kernel, GemmVariant):
-        variant = kernel
-    elif isinstance(kernel, str):
-        matches = [v for v in catalog(None, kernel, full=True)]
-        if len(matches) != 1:
-            raise ValueError(f"kernel={kernel!r} matches {len(matches)} catalogued variants; "
-                             "give one exact name (see `ozaki-cutlass list --full`)")
-        variant = matches[0]
+        table, source = dispatch.load_table()
+        choice = dispatch.choose(dispatch.Problem(m, n, k, count, arch), table=table,
+                                 table_source=source, path=path)
+        variant, chosen_path = choice.variant, choice.path
     else:
-        raise TypeError(f"kernel must be None, a variant name or a GemmVariant, got {type(kernel).__name__}")
-    return _Kernels(gemm=load_int8_gemm(variant), stages=load_stages(variant.arch))
+        if isinstance(kernel, str):
+            variant = _variant_named(kernel)
+        elif isinstance(kernel, GemmVariant):
+            variant = kernel
+        else:
+            raise TypeError(f"kernel must be None, a variant name or a GemmVariant, got {type(kernel).__name__}")
+        chosen_path = "fused" if variant.epilogue is Epilogue.PARTIAL_CRT else "staged"
+        if path is not None and path != chosen_path:
+            raise ValueError(f"kernel {variant.name} runs the {chosen_path} path, path={path!r} was asked")
+        why = dispatch.Candidate(path=chosen_path, variant=variant).rejection(
+            dispatch.Problem(m, n, k, count, arch))
+        if why is not None:
+            raise ValueError(f"kernel {variant.name} cannot run m={m}, n={n}, k={k}: {why}")
+    stages = load_stages(variant.arch)
+    if chosen_path == "staged":
+        return _Kernels(path="staged", variant=variant, stages=stages, gemm=load_int8_gemm(variant))
+    return _Kernels(path="fused", variant=variant, stages=stages)
+
+
+def _group_kernel(kern: _Kernels, size: int):
+    """The fused kernel of kern.variant's tiles for a group of ``size`` moduli."""
+    from dataclasses import replace
+
+    from .kernels import load_group_gemm
+
+    if size not in kern.groups:
+        kern.groups[size] = load_group_gemm(replace(kern.variant, group_size=size))
+    return kern.groups[size]
+
+
+def group_sizes(count: int, group: int) -> list[int]:
+    """``count`` moduli in ceil(count / group) groups whose sizes differ by at most one."""
+    ngroups = -(-count // group)
+    base, extra = divmod(count, ngroups)
+    return [base + 1] * extra + [base] * (ngroups - extra)
 
 
 def _default_stream(kind: str, stream) -> int:
@@ -139,7 +181,7 @@ def _to_device(x: np.ndarray, name: str, keep: list) -> Matrix:
 
 
 def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=None,
-         mode="accurate", out=None, stream=None, kernel=None, timings=None):
+         mode="accurate", out=None, stream=None, kernel=None, path=None, timings=None):
     """C = alpha op(A) op(B) + beta C, FP64-accurate, on INT8 tensor cores.
 
     Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,
@@ -147,9 +189,10 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     PyTorch CUDA tensors, or objects with ``__cuda_array_interface__``; all float64, any
     positive strides. The result is of the kind given (a new array, or ``out``). Device
     results are returned without synchronizing ``stream`` (default: the framework's
-    current stream, else the legacy default stream). ``kernel``: an INT8 GEMM variant
-    (name or GemmVariant) instead of the default for the GPU's arch. ``timings``: a dict
-    to fill with per-phase milliseconds (synchronizes).
+    current stream, else the legacy default stream). The dispatcher picks the kernel by
+    shape and arch (ozaki_cutlass.dispatch); ``kernel`` (a variant name or GemmVariant)
+    and ``path`` ("staged" or "fused") override it. Every choice gives the same bits.
+    ``timings``: a dict to fill with per-phase milliseconds (synchronizes).
     """
     alpha = _as_scalar(alpha, "alpha")
     beta = _as_scalar(beta, "beta")
@@ -196,7 +239,7 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     arch = visible_arch()
     if arch is None:
         raise _cuda.NoGpuError("the visible GPU is not supported (compute capability 8.0 or newer needed)")
-    kern = _resolve_kernels(kernel, arch)
+    kern = _resolve_kernels(kernel, path, arch, m, n, k, count)
     sh = _default_stream(kind, stream)
     keep: list = []
     if on_host:
@@ -213,6 +256,9 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     timer.mark("start")
     if m and n:
         _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, _workspace(device, sh), timer)
+    if timings is not None:
+        timings["path"] = kern.path
+        timings["kernel"] = kern.variant.name
     timer.mark("crt")
     if timings is not None:
         timings.update(timer.result())
@@ -226,79 +272,161 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     return result
 
 
-def _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
+def _upload_moduli(ws, consts, sh) -> int:
+    moduli = ws.get("moduli", 4 * consts.count)
+    host = np.array(consts.moduli, dtype=np.int32)
+    _cuda.check(_cuda._driver().cuMemcpyHtoDAsync(moduli, host.ctypes.data, host.nbytes,
+                                                  _cuda.as_cu_stream(sh)), "cuMemcpyHtoDAsync")
+    _cuda.synchronize(sh)  # host is a temporary
+    return moduli
+
+
+def _zero_result(st, C, O, m, n, beta, sh, ws):
+    """alpha == 0 or k == 0: A and B are not read; out = beta * c (or 0) through the
+    same final kernel, fed zero residues and zero shifts."""
+    zc = crt_constants(2)
+    z = ws.get("zero_c", 4 * 2 * m * n)
+    _cuda.check(_cuda._driver().cuMemsetD8Async(z, 0, 4 * 2 * m * n, _cuda.as_cu_stream(sh)), "memset")
+    zi = ws.get("zero_shift", 4 * max(m, n))
+    _cuda.check(_cuda._driver().cuMemsetD8Async(zi, 0, 4 * max(m, n), _cuda.as_cu_stream(sh)), "memset")
+    st.crt_unscale(z, 2, m, n, n, m * n, 1, 0, zc, zi, zi, 0.0, beta,
+                   C.ptr if C is not None and beta != 0.0 else 0, C.rs if C else 0, C.cs if C else 0,
+                   O.ptr, O.rs, O.cs, 0, sh)
+
+
+def _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws):
+    """Stages 1-3: exponents, fast shifts, non-finite counts; accurate shifts through one
+    INT8 GEMM of the coarse magnitudes (with the plain kernel of the arch). Returns the
+    device pointers (mu, nu, non-finite counts of A rows and B columns)."""
     st = kern.stages
-    consts = crt_constants(count)
     pb = consts.bound_exponent
-    if alpha == 0.0 or k == 0:
-        # A and B are not read: out = beta * c (or 0) through the same final kernel.
-        zc = crt_constants(2)
-        z = ws.get("zero_c", 4 * 2 * m * n)
-        _cuda.check(_cuda._driver().cuMemsetD8Async(z, 0, 4 * 2 * m * n, _cuda.as_cu_stream(sh)), "memset")
-        zi = ws.get("zero_shift", 4 * max(m, n))
-        _cuda.check(_cuda._driver().cuMemsetD8Async(zi, 0, 4 * max(m, n), _cuda.as_cu_stream(sh)), "memset")
-        st.crt_unscale(z, 2, m, n, n, m * n, 1, 0, zc, zi, zi, 0.0, beta,
-                       C.ptr if C is not None and beta != 0.0 else 0, C.rs if C else 0, C.cs if C else 0,
-                       O.ptr, O.rs, O.cs, 0, sh)
-        return
-    kp = _round_up(k, 16)
-    n_pad = _round_up(n, 4)
     i32 = lambda name, size: ws.get(name, 4 * size)  # noqa: E731
     ea, mu_f, nfa, mu = i32("ea", m), i32("mu_f", m), i32("nfa", m), i32("mu", m)
     eb, nu_f, nfb, nu = i32("eb", n), i32("nu_f", n), i32("nfb", n), i32("nu", n)
-    # ---- scale: rows of op(A) are vectors (vs = rs, es = cs); columns of op(B) (vs = cs, es = rs)
+    # rows of op(A) are vectors (vs = rs, es = cs); columns of op(B) (vs = cs, es = rs)
     st.scan(A.ptr, m, k, A.rs, A.cs, pb, ea, mu_f, nfa, sh)
     st.scan(B.ptr, n, k, B.cs, B.rs, pb, eb, nu_f, nfb, sh)
-    nchunks = -(-kp // K_CHUNK)
-    gemm_ws_bytes = kern.gemm.workspace_size(m, n_pad, min(kp, K_CHUNK), count)
-    gws = ws.get("gemm_ws", gemm_ws_bytes) if gemm_ws_bytes else 0
-    if mode == "accurate":
-        abar, bbar = ws.get("abar", m * kp), ws.get("bbar", n_pad * kp)
-        st.coarse(A.ptr, m, k, A.rs, A.cs, ea, abar, m, kp, sh)
-        st.coarse(B.ptr, n, k, B.cs, B.rs, eb, bbar, n_pad, kp, sh)
-        part = i32("gpart", m * n_pad)
-        g = ws.get("g", 8 * m * n)
-        for ch in range(nchunks):
-            k0 = ch * K_CHUNK
-            kl = min(K_CHUNK, kp - k0)
-            kern.gemm(m, n_pad, kl, 1, abar + k0, kp, 0, bbar + k0, kp, 0, part, n_pad, 0,
-                      gws, gemm_ws_bytes, sh)
-            st.accumulate_i64(part, m, n, n_pad, g, ch == 0, sh)
-        st.accurate_shifts(g, m, n, ea, eb, mu_f, nu_f, pb, mu, nu, i32("dgain", m), sh)
+    if mode != "accurate":
+        return mu_f, nu_f, nfa, nfb
+    gemm = kern.gemm if kern.gemm is not None else _coarse_gemm(kern)
+    k16 = _round_up(k, 16)
+    nchunks = -(-k16 // K_CHUNK)
+    abar, bbar = ws.get("abar", m * k16), ws.get("bbar", n_pad * k16)
+    st.coarse(A.ptr, m, k, A.rs, A.cs, ea, abar, m, k16, sh)
+    st.coarse(B.ptr, n, k, B.cs, B.rs, eb, bbar, n_pad, k16, sh)
+    part = i32("gpart", m * n_pad)
+    g = ws.get("g", 8 * m * n)
+    ws_bytes = gemm.workspace_size(m, n_pad, min(k16, K_CHUNK), 1)
+    gws = ws.get("coarse_ws", ws_bytes) if ws_bytes else 0
+    for ch in range(nchunks):
+        k0 = ch * K_CHUNK
+        kl = min(K_CHUNK, k16 - k0)
+        gemm(m, n_pad, kl, 1, abar + k0, k16, 0, bbar + k0, k16, 0, part, n_pad, 0, gws, ws_bytes, sh)
+        st.accumulate_i64(part, m, n, n_pad, g, ch == 0, sh)
+    st.accurate_shifts(g, m, n, ea, eb, mu_f, nu_f, pb, mu, nu, i32("dgain", m), sh)
+    return mu, nu, nfa, nfb
+
+
+def _coarse_gemm(kern):
+    """The plain INT8 GEMM used for the coarse bound on the fused path."""
+    from .generator import default_variant
+    from .kernels import load_int8_gemm
+
+    kern.gemm = load_int8_gemm(default_variant(kern.variant.arch))
+    return kern.gemm
+
+
+def _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws) -> int:
+    """The NaN/Inf pattern buffer when some row of op(A) or column of op(B) has one, else 0."""
+    flags_a = np.empty(m, np.int32)
+    flags_b = np.empty(n, np.int32)
+    cu = _cuda._driver()
+    _cuda.synchronize(sh)
+    _cuda.check(cu.cuMemcpyDtoH(flags_a.ctypes.data, nfa, flags_a.nbytes), "cuMemcpyDtoH")
+    _cuda.check(cu.cuMemcpyDtoH(flags_b.ctypes.data, nfb, flags_b.nbytes), "cuMemcpyDtoH")
+    if not (flags_a.any() or flags_b.any()):
+        return 0
+    pattern = ws.get("pattern", 8 * m * n)
+    st.nonfinite_pattern(A.ptr, m, k, A.rs, A.cs, B.ptr, n, B.rs, B.cs, nfa, nfb, pattern, sh)
+    return pattern
+
+
+def _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
+    if alpha == 0.0 or k == 0:
+        _zero_result(kern.stages, C, O, m, n, beta, sh, ws)
+        return
+    if kern.path == "fused":
+        _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer)
     else:
-        mu, nu = mu_f, nu_f
+        _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer)
+
+
+def _cin(C, beta):
+    if C is None or beta == 0.0:
+        return 0, 0, 0
+    return C.ptr, C.rs, C.cs
+
+
+def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
+    st = kern.stages
+    consts = crt_constants(count)
+    kp = _round_up(k, 16)
+    n_pad = _round_up(n, 4)
+    mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws)
     timer.mark("scale")
-    # ---- residues
-    moduli = i32("moduli", count)
-    mod_host = np.array(consts.moduli, dtype=np.int32)
-    _cuda.check(_cuda._driver().cuMemcpyHtoDAsync(moduli, mod_host.ctypes.data, mod_host.nbytes,
-                                                  _cuda.as_cu_stream(sh)), "cuMemcpyHtoDAsync")
+    moduli = _upload_moduli(ws, consts, sh)
     ra, rb = ws.get("ra", count * m * kp), ws.get("rb", count * n_pad * kp)
     st.residues(A.ptr, m, k, A.rs, A.cs, mu, count, moduli, ra, m, kp, sh)
     st.residues(B.ptr, n, k, B.cs, B.rs, nu, count, moduli, rb, n_pad, kp, sh)
-    _cuda.synchronize(sh)  # mod_host is a host temporary; also orders the flag reads below
     timer.mark("residues")
-    # ---- INT8 GEMMs: batch = moduli, one launch per k chunk
+    # one batched INT8 GEMM over the moduli per k chunk
+    nchunks = -(-kp // K_CHUNK)
     plane = m * n_pad
-    c32 = i32("c32", nchunks * count * plane)
+    c32 = ws.get("c32", 4 * nchunks * count * plane)
+    ws_bytes = kern.gemm.workspace_size(m, n_pad, min(kp, K_CHUNK), count)
+    gws = ws.get("gemm_ws", ws_bytes) if ws_bytes else 0
     for ch in range(nchunks):
         k0 = ch * K_CHUNK
         kl = min(K_CHUNK, kp - k0)
         kern.gemm(m, n_pad, kl, count, ra + k0, kp, m * kp, rb + k0, kp, n_pad * kp,
-                  c32 + 4 * ch * count * plane, n_pad, plane, gws, gemm_ws_bytes, sh)
+                  c32 + 4 * ch * count * plane, n_pad, plane, gws, ws_bytes, sh)
     timer.mark("int8_gemm")
-    # ---- non-finite pattern (only when some input row/column has NaN/Inf)
-    pattern = 0
-    flags_a = np.empty(m, np.int32)
-    flags_b = np.empty(n, np.int32)
-    cu = _cuda._driver()
-    _cuda.check(cu.cuMemcpyDtoH(flags_a.ctypes.data, nfa, flags_a.nbytes), "cuMemcpyDtoH")
-    _cuda.check(cu.cuMemcpyDtoH(flags_b.ctypes.data, nfb, flags_b.nbytes), "cuMemcpyDtoH")
-    if flags_a.any() or flags_b.any():
-        pattern = ws.get("pattern", 8 * m * n)
-        st.nonfinite_pattern(A.ptr, m, k, A.rs, A.cs, B.ptr, n, B.rs, B.cs, nfa, nfb, pattern, sh)
-    # ---- CRT + unscale + alpha/beta
+    pattern = _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws)
+    cin, cin_rs, cin_cs = _cin(C, beta)
     st.crt_unscale(c32, count, m, n, n_pad, plane, nchunks, count * plane, consts, mu, nu,
-                   alpha, beta, C.ptr if (C is not None and beta != 0.0) else 0,
-                   C.rs if C is not None else 0, C.cs if C is not None else 0,
-                   O.ptr, O.rs, O.cs, pattern, sh)
+                   alpha, beta, cin, cin_rs, cin_cs, O.ptr, O.rs, O.cs, pattern, sh)
+
+
+def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
+    """Residues of all moduli concatenated along k (row i: modulus 0's k_pad values, then
+    modulus 1's, ...); one fused launch per group of moduli writes the group partial
+    (X mod prod of the group's moduli, uint32); the combine kernel finishes the CRT."""
+    st = kern.stages
+    consts = crt_constants(count)
+    tile_k = kern.variant.tile_k
+    kp = _round_up(k, tile_k)
+    n_pad = _round_up(n, 4)
+    mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws)
+    timer.mark("scale")
+    moduli = _upload_moduli(ws, consts, sh)
+    row = count * kp
+    ra, rb = ws.get("ra", m * row), ws.get("rb", n_pad * row)
+    st.residues_strided(A.ptr, m, k, A.rs, A.cs, mu, count, moduli, ra, m, kp, row, kp, sh)
+    st.residues_strided(B.ptr, n, k, B.cs, B.rs, nu, count, moduli, rb, n_pad, kp, row, kp, sh)
+    timer.mark("residues")
+    sizes = group_sizes(count, kern.variant.group_size)
+    plane = m * n_pad
+    x = ws.get("x", 4 * len(sizes) * plane)
+    first = 0
+    for gr, size in enumerate(sizes):
+        gk = _group_kernel(kern, size)
+        ws_bytes = gk.workspace_size(m, n_pad, kp)
+        gws = ws.get(f"group_ws{size}", ws_bytes) if ws_bytes else 0
+        gk(m, n_pad, kp, consts.moduli[first:first + size], ra + first * kp, row, rb + first * kp, row,
+           x + 4 * gr * plane, n_pad, gws, ws_bytes, sh)
+        first += size
+    timer.mark("int8_gemm")
+    pattern = _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws)
+    cin, cin_rs, cin_cs = _cin(C, beta)
+    st.combine_unscale(x, sizes, m, n, n_pad, plane, consts, mu, nu, alpha, beta, cin, cin_rs, cin_cs,
+                       O.ptr, O.rs, O.cs, pattern, sh)

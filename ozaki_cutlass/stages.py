@@ -53,8 +53,12 @@ _SIGNATURES = {
     "accumulate_i64": [_ptr, _i64, _i64, _i64, _ptr, _int, _ptr],
     "accurate_shifts": [_ptr, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _int, _ptr, _ptr, _ptr, _ptr],
     "residues": [_ptr, _i64, _i64, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _i64, _ptr],
+    "residues_strided": [_ptr, _i64, _i64, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _i64, _i64, _i64,
+                         _ptr],
     "crt_unscale": [_ptr, _int, _i64, _i64, _i64, _i64, _int, _i64, ctypes.POINTER(CCrtConstants),
                     _ptr, _ptr, _dbl, _dbl, _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _ptr],
+    "combine_unscale": [_ptr, _int, _ptr, _i64, _i64, _i64, _i64, ctypes.POINTER(CCrtConstants),
+                        _ptr, _ptr, _dbl, _dbl, _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _ptr],
     "nonfinite_pattern": [_ptr, _i64, _i64, _i64, _i64, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr],
 }
 
@@ -109,9 +113,27 @@ class Stages:
         self._call("residues", x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,
                    stream or None)
 
+    def residues_strided(self, x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,
+                         row_stride, plane_stride, stream):
+        """Residue (g, v, l) at out[g*plane_stride + v*row_stride + l]: plane_stride =
+        rows_pad*k_pad, row_stride = k_pad is ``residues``' layout; plane_stride = k_pad,
+        row_stride = nmod*k_pad concatenates a row's moduli along k (fused GEMM)."""
+        self._call("residues_strided", x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,
+                   row_stride, plane_stride, stream or None)
+
     def crt_unscale(self, c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride, consts: CRTConstants,
                     mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, pattern, stream):
         self._call("crt_unscale", c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride,
+                   ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
+                   cin or None, cin_rs, cin_cs, out, out_rs, out_cs, pattern or None, stream or None)
+
+    def combine_unscale(self, x, group_sizes, m, n, ldx, group_stride, consts: CRTConstants, mu, nu,
+                        alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, pattern, stream):
+        """Finish the CRT from uint32 group partials x[gr*group_stride + i*ldx + j] = X mod
+        M_gr (group gr: the next group_sizes[gr] moduli of ``consts``, in order), then the
+        same pattern/unscale/alpha/beta as ``crt_unscale``. group_sizes: host ints."""
+        sizes = (ctypes.c_int32 * len(group_sizes))(*[int(v) for v in group_sizes])
+        self._call("combine_unscale", x, len(group_sizes), sizes, m, n, ldx, group_stride,
                    ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
                    cin or None, cin_rs, cin_cs, out, out_rs, out_cs, pattern or None, stream or None)
 

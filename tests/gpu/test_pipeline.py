@@ -10,12 +10,13 @@ import pytest
 import ozaki_cutlass
 from ozaki_cutlass import reference
 from ozaki_cutlass.accuracy import random_matrix
-from ozaki_cutlass.generator import Arch, catalog
+from ozaki_cutlass.generator import Arch, Epilogue, catalog
 from ozaki_cutlass.numerics import K_CHUNK
 
 pytestmark = pytest.mark.gpu
 
-ALL_VARIANTS = [v for arch in (Arch.SM90A, Arch.SM80) for v in catalog(arch)]
+ALL_VARIANTS = ([v for arch in (Arch.SM90A, Arch.SM80) for v in catalog(arch)]
+                + catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT))
 
 
 def same_bits(x, y):
@@ -33,16 +34,18 @@ def _problem(rng, m, n, k, phi, trans_a=False, trans_b=False):
 SHAPES = [(1, 1, 1), (1, 7, 3), (5, 1, 33), (17, 19, 1), (33, 65, 127), (129, 63, 200), (200, 301, 515)]
 
 
+@pytest.mark.parametrize("path", ["staged", None])
 @pytest.mark.parametrize("mode", ["fast", "accurate"])
 @pytest.mark.parametrize("phi", [0.5, 1.0, 2.0, 4.0])
-def test_bit_identical_to_reference(rng, mode, phi):
+def test_bit_identical_to_reference(rng, mode, phi, path):
     for i, (m, n, k) in enumerate(SHAPES):
         count = 8 + (i * 5 + int(phi * 3)) % 13          # 8..20 across the cases
         ta, tb = bool(i % 2), bool(i % 3 == 0)
         a, b = _problem(rng, m, n, k, phi, ta, tb)
         want = reference.gemm(a, b, trans_a=ta, trans_b=tb, moduli=count, mode=mode)
-        got = ozaki_cutlass.gemm(a, b, trans_a=ta, trans_b=tb, moduli=count, mode=mode)
-        assert same_bits(got, want), (m, n, k, count, ta, tb)
+        t = {}
+        got = ozaki_cutlass.gemm(a, b, trans_a=ta, trans_b=tb, moduli=count, mode=mode, path=path, timings=t)
+        assert same_bits(got, want), (m, n, k, count, ta, tb, t["path"], t["kernel"])
 
 
 @pytest.mark.parametrize("count", range(8, 21))
@@ -112,8 +115,8 @@ def test_timings_opt_in(rng):
     a, b = _problem(rng, 256, 256, 256, 0.5)
     t = {}
     ozaki_cutlass.gemm(a, b, timings=t)
-    assert set(t) >= {"scale", "residues", "int8_gemm", "crt", "total"}
-    assert all(v >= 0 for v in t.values()) and t["total"] > 0
+    assert set(t) >= {"scale", "residues", "int8_gemm", "crt", "total", "path", "kernel"}
+    assert all(t[p] >= 0 for p in ("scale", "residues", "int8_gemm", "crt")) and t["total"] > 0
 
 
 def test_out_numpy(rng):

@@ -9,9 +9,34 @@
 //   P_accumulate_i64    the int64 sum over k chunks of the coarse GEMM (reference.coarse_bound)
 //   P_accurate_shifts   reference.accurate_shifts (a row pass, then a column pass)
 //   P_residues          reference.scale_to_integers + reference.residues (TN int8 layout)
+//   P_residues_strided  the same residues in any non-overlapping (plane, row) strides, e.g.
+//                       a row's moduli concatenated along k for the fused GEMM
 //   P_crt_unscale       reference.modular_products' final "mod m_g" + crt_reconstruct
 //                       + the pattern substitution of gemm + unscale
+//   P_combine_unscale   the same reconstruction + pattern + unscale from uint32 group
+//                       partials X mod M_group (fused pipeline)
 //   P_nonfinite_pattern reference.split_nonfinite (the NaN/Inf pattern)
+//
+// Cost model (H200: 132 SMs at ~1.98 GHz; per SM and clock: 128 FP32 FMA, 64 INT32 or
+// FP64 ops, 32 shared-memory words, ~18 bytes of HBM; n = 16384, N = 15 moduli):
+//   scan            2 reads of x per vector set (the 2nd mostly from L2 for lanes along
+//                   k); ~40 int/fp64 ops per entry. Memory-bound, ~1 ms per operand.
+//   coarse          1 read of x (8 B/entry) + 1 B/entry written, 16-byte stores, ~20 ops
+//                   per entry: memory-bound, ~0.5 ms per operand.
+//   residues        1 read of x (8 B) + N bytes written per entry (16-byte stores), ~30
+//                   ops per entry to cut V into float pieces, then per modulus 7 FP32 ops
+//                   (every |V| < 2^53 in the warp) or 11 FP32 ops + 1 shared load (the
+//                   2^e table), + 3/4 PRMT. 15 moduli: ~1.3 (e = 0) to ~2.4 clk per entry
+//                   per SM -> 2.7-4.9 ms for both operands vs a ~3 ms HBM floor (12 GB).
+//                   (Before: two 64-bit `%` per residue, ~53 ms.)
+//   crt_unscale     N int32 reads (16-byte loads, evict-first) per entry, per modulus
+//                   ~8 INT32 ops (Barrett, no division) + 2L FP64 ops of the limb sums, then
+//                   ~40 FP64 ops (crt_finish, ldexp, alpha/beta), 8 B written. ~2.3 clk per
+//                   entry per SM issue-bound vs 60 B/entry of HBM (~3.3 ms at 16384^2):
+//                   memory-bound, ~4-5 ms (before: a 64-bit `%` per modulus, ~27 ms).
+//   combine_unscale N/G uint32 reads per entry (G moduli per group), ~4 INT32 ops per
+//                   modulus: ~1 ms of HBM for N = 15, G = 4; issue ~1.7 clk/entry/SM, ~2 ms.
+//   accumulate_i64, accurate_shifts: unchanged (element-wise / row and column passes).
 //
 // ABI (version 1), with P = "ozaki_" + variant name. Sizes and strides are int64_t,
 // strides in elements. Every function returns 0 (ok), 1 (bad arguments, detected before
@@ -47,6 +72,16 @@
 //                  int64_t rows_pad, int64_t k_pad, cudaStream_t stream);
 //       moduli: nmod (1..20) device int32 values in [2, 256]. For modulus g:
 //       out[g*rows_pad*k_pad + v*k_pad + l] = trunc(2^shift_v x_vl) mods m_g, symmetric, int8.
+//       Same as P_residues_strided with row_stride = k_pad, plane_stride = rows_pad*k_pad.
+//   int P_residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+//                          const int32_t* shifts, int nmod, const int32_t* moduli,
+//                          int8_t* out, int64_t rows_pad, int64_t k_pad, int64_t row_stride,
+//                          int64_t plane_stride, cudaStream_t stream);
+//       out[g*plane_stride + v*row_stride + l], l < k_pad, v < rows_pad (padding 0 in
+//       every plane). Accepted: row_stride >= k_pad and plane_stride >= rows_pad*row_stride
+//       (planes apart), or plane_stride >= k_pad and row_stride >= nmod*plane_stride (a
+//       row's moduli side by side, e.g. plane_stride = k_pad, row_stride = nmod*k_pad);
+//       anything else is status 1. 16-byte stores when out and both strides are 16-aligned.
 //   int P_crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t ldc,
 //                     int64_t batch_stride_c, int nchunks, int64_t chunk_stride,
 //                     const ozaki::CrtConstants* consts, const int32_t* mu, const int32_t* nu,
@@ -59,6 +94,16 @@
 //       pattern (may be null): m x n row-major; a non-zero entry (NaN included) replaces X.
 //       alpha == 0 and k == 0 are the caller's business (reference.gemm returns early
 //       there; this kernel would compute alpha * X, e.g. 0 * Inf = NaN).
+//   int P_combine_unscale(const uint32_t* x, int ngroups, const int32_t* group_sizes,
+//                         int64_t m, int64_t n, int64_t ldx, int64_t group_stride,
+//                         const ozaki::CrtConstants* consts, const int32_t* mu,
+//                         const int32_t* nu, double alpha, double beta, const double* cin,
+//                         int64_t cin_rs, int64_t cin_cs, double* out, int64_t out_rs,
+//                         int64_t out_cs, const double* pattern, cudaStream_t stream);
+//       x[gr*group_stride + i*ldx + j] = X_ij mod M_gr (any uint32 of that class works),
+//       group gr = the next group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
+//       summing to consts->count, each product < 2^32). r_g = x mod m_g, then exactly
+//       P_crt_unscale's reconstruction, pattern, unscale and alpha/beta (crt_output).
 //   int P_nonfinite_pattern(const double* a, int64_t m, int64_t k, int64_t a_rs,
 //                           int64_t a_cs, const double* b, int64_t n, int64_t b_rs,
 //                           int64_t b_cs, const int32_t* row_flags,
@@ -388,6 +433,19 @@ __host__ __device__ inline double unscale_value(double x, int32_t shift_sum, dou
   return y;
 }
 
+// Everything after the limb sums, shared by P_crt_unscale and P_combine_unscale (one
+// function, so their bits cannot drift): reference.crt_reconstruct's end, the pattern
+// substitution of reference.gemm (pattern != 0, NaN included, replaces X) and
+// reference.unscale.
+__host__ __device__ inline double crt_output(const CrtConstants& k,
+                                             const double (&limb_sums)[kMaxLimbs],
+                                             double pattern, int32_t shift_sum, double alpha,
+                                             double beta, double c_value) {
+  double x = crt_finish(k, limb_sums);
+  if (pattern != 0.0) x = pattern;  // NaN != 0 too
+  return unscale_value(x, shift_sum, alpha, beta, c_value);
+}
+
 // Classes of one term a*b (reference.split_nonfinite), as bit flags.
 inline constexpr unsigned kTermNan = 1u;
 inline constexpr unsigned kTermPosInf = 2u;
@@ -414,6 +472,14 @@ __host__ __device__ inline double pattern_value(unsigned flags) {
   if (ninf) return -INFINITY;
   return 0.0;
 }
+
+}  // namespace stages
+}  // namespace ozaki
+
+#include "ozaki/stage_fastmod.cuh"
+
+namespace ozaki {
+namespace stages {
 
 // =====================================================================================
 // Kernels. All loops over work items are grid-stride loops with int64 indices; block
@@ -515,85 +581,221 @@ scan_kernel(VectorSet xs, int pb, int32_t* exps, int32_t* fast_shift,
   }
 }
 
-// --- tiles of a vector set, for the int8 outputs (coarse, residues) -----------------
-// A 32 x 32 tile (32 vectors x 32 k entries) is read with coalesced loads along
-// whichever stride is smaller, kept in shared memory with NaN/Inf and out-of-range
-// entries as 0, and written with lanes along k (coalesced int8 stores).
-inline constexpr int kTile = 32;
+// --- chunks of a vector set, for the int8 outputs (coarse, residues) ---------------
+// One thread owns a chunk: 16 consecutive k entries (l0 .. l0 + 15, l0 a multiple of 16)
+// of one vector v, read once and written as one 16-byte store per output plane.
+// Lanes along k (es the smaller stride): the 32 lanes of a warp take 32 consecutive
+// chunks of one vector (512 contiguous doubles; with es == 1 each thread reads its 128
+// bytes as 8 x 16-byte loads, the L1 serving the other half of each sector).
+// Lanes along vectors (vs the smaller stride): the 32 lanes take the same chunk of 32
+// neighbouring vectors (coalesced 8-byte loads) and the 8 warps of a block the next 8
+// chunks, so each 128-byte output row segment is written by one block at once.
+// Padding (l >= k, v >= nvec) is the value 0.
+inline constexpr int kChunk = 16;
 
-struct TileGrid {
+struct ChunkGrid {
   int64_t rows_pad;
-  int64_t k_pad;
-  int64_t tiles_k;  // ceil(k_pad / kTile)
-  int64_t tiles;    // ceil(rows_pad / kTile) * tiles_k
+  int64_t chunks_k;  // k_pad / kChunk
+  int64_t slots;     // thread slots: rows_pad * chunks_k, or ceil(rows_pad / 32) * 32 * chunks_k
+  bool lanes_along_k;
+  bool vector_loads;  // es == 1, x and vs keep every chunk 16-byte aligned
 };
 
-__device__ inline void load_tile(double (&tile)[kTile][kTile + 1], const VectorSet& xs,
-                                 int64_t v0, int64_t l0, bool lanes_along_k) {
-  for (int r = threadIdx.y; r < kTile; r += kRowsPerBlock) {
-    const int vloc = lanes_along_k ? r : threadIdx.x;
-    const int lloc = lanes_along_k ? threadIdx.x : r;
-    const int64_t v = v0 + vloc;
-    const int64_t l = l0 + lloc;
-    double a = 0.0;
-    if (v < xs.nvec && l < xs.k) {
-      a = xs.at(v, l);
-      if (!isfinite(a)) a = 0.0;
-    }
-    tile[vloc][lloc] = a;
+// The (v, l0) of thread slot c; v may be >= rows_pad (then there is nothing to do).
+__device__ inline void chunk_position(const ChunkGrid& g, int64_t c, int64_t& v, int64_t& l0) {
+  if (g.lanes_along_k) {
+    v = c / g.chunks_k;
+    l0 = (c - v * g.chunks_k) * kChunk;
+  } else {
+    const int64_t rest = c >> 5;
+    const int64_t block = rest / g.chunks_k;
+    l0 = (rest - block * g.chunks_k) * kChunk;
+    v = block * kWarp + (c & 31);
   }
 }
 
-__global__ void __launch_bounds__(kWarp * kRowsPerBlock)
-coarse_kernel(VectorSet xs, bool lanes_along_k, const int32_t* exps, int8_t* out,
-              TileGrid grid) {
-  __shared__ double tile[kTile][kTile + 1];
-  for (int64_t t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
-    const int64_t v0 = (t / grid.tiles_k) * kTile;
-    const int64_t l0 = (t % grid.tiles_k) * kTile;
-    load_tile(tile, xs, v0, l0, lanes_along_k);
-    __syncthreads();
-    for (int r = threadIdx.y; r < kTile; r += kRowsPerBlock) {
-      const int64_t v = v0 + r;
-      const int64_t l = l0 + threadIdx.x;
-      if (v < grid.rows_pad && l < grid.k_pad) {
-        const int8_t q = v < xs.nvec ? coarse_value(tile[r][threadIdx.x], exps[v]) : 0;
-        out[v * grid.k_pad + l] = q;
+// a[i] = x(v, l0 + i), 0 outside the vector set. NaN/Inf are passed through (each
+// writer maps them to its own zero).
+__device__ inline void load_chunk(const VectorSet& xs, bool vector_loads, int64_t v, int64_t l0,
+                                  double (&a)[kChunk]) {
+  if (v >= xs.nvec) {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) a[i] = 0.0;
+    return;
+  }
+  if (vector_loads && l0 + kChunk <= xs.k) {
+    const double2* p = reinterpret_cast<const double2*>(xs.x + v * xs.vs + l0);
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) {
+      const double2 d = __ldg(p + i);
+      a[2 * i] = d.x;
+      a[2 * i + 1] = d.y;
+    }
+    return;
+  }
+  const double* row = xs.x + v * xs.vs;
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) {
+    const int64_t l = l0 + i;
+    a[i] = l < xs.k ? __ldg(row + l * xs.es) : 0.0;
+  }
+}
+
+// 16 bytes at dst: one 16-byte store when aligned, else byte stores.
+__device__ inline void store_chunk(int8_t* dst, const uint4& w, bool vector_stores) {
+  if (vector_stores) {
+    *reinterpret_cast<uint4*>(dst) = w;
+  } else {
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) dst[i] = static_cast<int8_t>((words[i / 4] >> (8 * (i % 4))) & 0xff);
+  }
+}
+
+// Warp-uniform loop over the thread slots: every lane of a warp runs the same
+// iterations (the residues kernel votes across the warp).
+#define OZAKI_FOR_EACH_WARP_SLOT(c, slots)                                                     \
+  for (int64_t c##_base = (int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp) * \
+                          kWarp;                                                             \
+       c##_base < (slots); c##_base += int64_t(gridDim.x) * blockDim.x)                        \
+    if (const int64_t c = c##_base + (threadIdx.x & (kWarp - 1)); true)
+
+__global__ void __launch_bounds__(kThreads)
+coarse_kernel(VectorSet xs, const int32_t* exps, int8_t* out, int64_t k_pad, ChunkGrid grid,
+              bool vector_stores) {
+  OZAKI_FOR_EACH_WARP_SLOT(c, grid.slots) {
+    if (c >= grid.slots) continue;
+    int64_t v, l0;
+    chunk_position(grid, c, v, l0);
+    if (v >= grid.rows_pad) continue;
+    double a[kChunk];
+    load_chunk(xs, grid.vector_loads, v, l0, a);
+    const int e = v < xs.nvec ? exps[v] : 0;
+    uint32_t words[4];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t q = static_cast<uint8_t>(coarse_value(a[4 * w + b], e));  // 0 for padding
+        word |= q << (8 * b);
       }
+      words[w] = word;
     }
-    __syncthreads();
+    store_chunk(out + v * k_pad + l0, make_uint4(words[0], words[1], words[2], words[3]),
+                vector_stores);
   }
 }
 
-__global__ void __launch_bounds__(kWarp * kRowsPerBlock)
-residues_kernel(VectorSet xs, bool lanes_along_k, const int32_t* shifts, int nmod,
-                const int32_t* moduli, int8_t* out, TileGrid grid) {
-  __shared__ double tile[kTile][kTile + 1];
-  __shared__ uint32_t s_moduli[kMaxModuli];
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-  if (tid < nmod) s_moduli[tid] = static_cast<uint32_t>(moduli[tid]);
-  __syncthreads();
+// --- residues ------------------------------------------------------------------------
+// Per modulus: the float constants (FloatModulus) and the table f(e) = 2^e mods m for
+// e < kPow2Table, built in shared memory by every block (persistent grid: a few per SM).
+inline constexpr int kPow2Table = 128;
 
-  const int64_t plane = grid.rows_pad * grid.k_pad;
-  for (int64_t t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
-    const int64_t v0 = (t / grid.tiles_k) * kTile;
-    const int64_t l0 = (t % grid.tiles_k) * kTile;
-    load_tile(tile, xs, v0, l0, lanes_along_k);
-    __syncthreads();
-    for (int r = threadIdx.y; r < kTile; r += kRowsPerBlock) {
-      const int64_t v = v0 + r;
-      const int64_t l = l0 + threadIdx.x;
-      if (v < grid.rows_pad && l < grid.k_pad) {
-        // One read of x, nmod stores. Padding (v >= nvec, l >= k) is the integer 0.
-        const double a = v < xs.nvec ? scale_to_integer(tile[r][threadIdx.x], shifts[v]) : 0.0;
-        const IntegerDouble d = decompose_integer(a);
-        int8_t* dst = out + v * grid.k_pad + l;
-        for (int g = 0; g < nmod; ++g) {
-          dst[g * plane] = symmetric_residue(residue(d, s_moduli[g]), s_moduli[g]);
+struct ResidueArgs {
+  VectorSet xs;
+  const int32_t* shifts;
+  int nmod;
+  const int32_t* moduli;
+  int8_t* out;
+  int64_t row_stride;
+  int64_t plane_stride;
+  ChunkGrid grid;
+  bool vector_stores;
+};
+
+// The nmod 16-byte stores of one chunk. kPath 0: every e of the warp is 0 (pieces carry
+// the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table).
+template <int kPath>
+__device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (&p)[kChunk],
+                                            const int (&e)[kChunk], int8_t* dst, bool active,
+                                            const FloatModulus* s_mod, const float* s_pow2,
+                                            const uint32_t* s_m) {
+  for (int g = 0; g < a.nmod; ++g) {
+    const FloatModulus k = s_mod[g];
+    uint32_t words[4];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      float b[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int i = 4 * w + t;
+        if constexpr (kPath == 0) {
+          b[t] = residue_e0(p[i], k);
+        } else {
+          float f;
+          if constexpr (kPath == 1) {
+            f = s_pow2[g * kPow2Table + e[i]];
+          } else {
+            f = e[i] < kPow2Table ? s_pow2[g * kPow2Table + e[i]] : pow2_factor(e[i], s_m[g]);
+          }
+          b[t] = residue_scaled(p[i], f, k);
         }
       }
+      words[w] = pack_bytes(b[0], b[1], b[2], b[3]);
     }
-    __syncthreads();
+    if (active) {
+      store_chunk(dst + g * a.plane_stride, make_uint4(words[0], words[1], words[2], words[3]),
+                  a.vector_stores);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+residues_kernel(const __grid_constant__ ResidueArgs a) {
+  __shared__ FloatModulus s_mod[kMaxModuli];
+  __shared__ uint32_t s_m[kMaxModuli];
+  __shared__ float s_pow2[kMaxModuli * kPow2Table];
+  for (int t = threadIdx.x; t < a.nmod * kPow2Table; t += blockDim.x) {
+    const uint32_t m = static_cast<uint32_t>(a.moduli[t / kPow2Table]);
+    const int e = t % kPow2Table;
+    s_pow2[t] = pow2_factor(e, m);
+    if (e == 0) {
+      s_mod[t / kPow2Table] = float_modulus(m);
+      s_m[t / kPow2Table] = m;
+    }
+  }
+  __syncthreads();
+
+  OZAKI_FOR_EACH_WARP_SLOT(c, a.grid.slots) {
+    int64_t v = 0, l0 = 0;
+    if (c < a.grid.slots) chunk_position(a.grid, c, v, l0);
+    const bool active = c < a.grid.slots && v < a.grid.rows_pad;
+    Pieces p[kChunk];
+    int e[kChunk];
+    int emax = 0;
+    {
+      double x[kChunk];
+      if (active) {
+        load_chunk(a.xs, a.grid.vector_loads, v, l0, x);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
+      }
+      const int32_t shift = active && v < a.xs.nvec ? a.shifts[v] : 0;
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        const ScaledInteger s = scaled_integer(x[i], shift);
+        p[i] = residue_pieces(s, false);
+        e[i] = s.exp;
+        emax = s.exp > emax ? s.exp : emax;
+      }
+    }
+#pragma unroll
+    for (int d = 1; d < kWarp; d *= 2) {
+      const int other = __shfl_xor_sync(0xffffffffu, emax, d);
+      emax = other > emax ? other : emax;
+    }
+    int8_t* dst = a.out + v * a.row_stride + l0;
+    if (emax == 0) {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) p[i].p0 = add_rn_f(p[i].p0, 0.25f);
+      write_residue_planes<0>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+    } else if (emax < kPow2Table) {
+      write_residue_planes<1>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+    } else {
+      write_residue_planes<2>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+    }
   }
 }
 
@@ -685,14 +887,27 @@ accurate_columns_kernel(ShiftArgs a) {
 }
 
 // --- CRT reconstruction and unscaling ------------------------------------------------
+// P_crt_unscale (residues from raw int32 GEMM outputs, summed over k chunks) and
+// P_combine_unscale (residues from uint32 group partials) differ only in where r_g comes
+// from; both then run crt_add_residue in modulus order and crt_output.
+//
+// Per-launch modulus data built on the host next to CrtConstants.
+struct CrtReduce {
+  uint32_t magic[kMaxModuli];   // barrett_magic(m_g)
+  uint32_t offset[kMaxModuli];  // signed_offset(m_g)
+  int64_t plane[kMaxModuli];    // element offset of the plane modulus g reads
+  int32_t load[kMaxModuli];     // combine: 1 where g is the first modulus of its group
+};
+
 struct CrtArgs {
-  const int32_t* c;
+  const int32_t* c;      // crt_unscale: raw int32 outputs
+  const uint32_t* x;     // combine: group partials
   int64_t m;
   int64_t n;
-  int64_t ldc;
-  int64_t batch_stride_c;
-  int nchunks;
-  int64_t chunk_stride;
+  int64_t ld;            // ldc or ldx
+  int nchunks;           // crt_unscale
+  int64_t chunk_stride;  // crt_unscale
+  bool vector_loads;     // 16-byte loads of 4 consecutive j
   const int32_t* mu;
   const int32_t* nu;
   double alpha;
@@ -703,41 +918,91 @@ struct CrtArgs {
   double* out;
   int64_t out_rs;
   int64_t out_cs;
+  bool vector_stores;    // out_cs == 1 and 16-byte aligned pairs
   const double* pattern;  // may be null
 };
 
-// One thread per (i, j). The moduli loop is unrolled to kMaxModuli with a guard so that
-// every index into the constants is static (no local-memory copy of the struct).
+// One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row. The moduli loop is
+// unrolled to kMaxModuli with a guard so that every index into the constants is static.
+template <bool kGroups>
 __global__ void __launch_bounds__(kThreads)
-crt_unscale_kernel(CrtArgs a, const __grid_constant__ CrtConstants consts) {
-  const int64_t total = a.m * a.n;
+crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
+           const __grid_constant__ CrtReduce red) {
+  const int64_t n4 = (a.n + 3) / 4;
+  const int64_t total = a.m * n4;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = idx / a.n;
-    const int64_t j = idx % a.n;
-    const int32_t* cij = a.c + i * a.ldc + j;
+    const int64_t i = idx / n4;
+    const int64_t j0 = (idx - i * n4) * 4;
+    const bool full = j0 + 4 <= a.n;
+    const int64_t row = i * a.ld + j0;
 
-    double limb_sums[kMaxLimbs] = {0.0, 0.0, 0.0, 0.0};
+    double limb_sums[4][kMaxLimbs] = {};
+    uint32_t x[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int g = 0; g < kMaxModuli; ++g) {
       if (g < consts.count) {
-        const int32_t mod = consts.moduli[g];
-        int64_t sum = 0;
-        for (int ch = 0; ch < a.nchunks; ++ch) {
-          sum += positive_mod(cij[ch * a.chunk_stride + g * a.batch_stride_c], mod);
+        const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
+        const uint32_t magic = red.magic[g];
+        uint32_t r[4] = {0, 0, 0, 0};
+        if constexpr (kGroups) {
+          if (red.load[g]) {
+            const uint32_t* src = a.x + red.plane[g] + row;
+            if (a.vector_loads && full) {
+              const uint4 w = __ldcs(reinterpret_cast<const uint4*>(src));
+              x[0] = w.x; x[1] = w.y; x[2] = w.z; x[3] = w.w;
+            } else {
+#pragma unroll
+              for (int t = 0; t < 4; ++t) x[t] = j0 + t < a.n ? src[t] : 0u;
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < 4; ++t) r[t] = mod_u32(x[t], mod, magic);
+        } else {
+          const uint32_t offset = red.offset[g];
+          for (int ch = 0; ch < a.nchunks; ++ch) {
+            const int32_t* src = a.c + ch * a.chunk_stride + red.plane[g] + row;
+            int32_t v[4];
+            if (a.vector_loads && full) {
+              const int4 w = __ldcs(reinterpret_cast<const int4*>(src));
+              v[0] = w.x; v[1] = w.y; v[2] = w.z; v[3] = w.w;
+            } else {
+#pragma unroll
+              for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? src[t] : 0;
+            }
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+              const uint32_t s = r[t] + mod_i32(v[t], mod, magic, offset);  // < 2m
+              r[t] = s >= mod ? s - mod : s;
+            }
+          }
         }
-        crt_add_residue(consts, g, static_cast<int32_t>(sum % mod), limb_sums);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) crt_add_residue(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
       }
     }
-    double x = crt_finish(consts, limb_sums);
 
-    if (a.pattern != nullptr) {
-      const double p = a.pattern[i * a.n + j];
-      if (p != 0.0) x = p;  // NaN != 0 too
+    const int32_t mu = a.mu[i];
+    double y[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int64_t j = j0 + t;
+      if (j < a.n) {
+        const double p = a.pattern != nullptr ? a.pattern[i * a.n + j] : 0.0;
+        const double c_value = a.beta != 0.0 ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
+        y[t] = crt_output(consts, limb_sums[t], p, mu + a.nu[j], a.alpha, a.beta, c_value);
+      }
     }
-    const double c_value = a.beta != 0.0 ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
-    a.out[i * a.out_rs + j * a.out_cs] =
-        unscale_value(x, a.mu[i] + a.nu[j], a.alpha, a.beta, c_value);
+    double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
+    if (a.vector_stores && full) {
+      reinterpret_cast<double2*>(dst)[0] = make_double2(y[0], y[1]);
+      reinterpret_cast<double2*>(dst)[1] = make_double2(y[2], y[3]);
+    } else {
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        if (j0 + t < a.n) dst[t * a.out_cs] = y[t];
+      }
+    }
   }
 }
 
@@ -833,13 +1098,37 @@ inline bool lanes_along_k(int64_t vs, int64_t es) {
   return aes <= avs;
 }
 
-inline TileGrid tile_grid(int64_t rows_pad, int64_t k_pad) {
-  TileGrid t;
-  t.rows_pad = rows_pad;
-  t.k_pad = k_pad;
-  t.tiles_k = (k_pad + kTile - 1) / kTile;
-  t.tiles = ((rows_pad + kTile - 1) / kTile) * t.tiles_k;
-  return t;
+inline ChunkGrid chunk_grid(const VectorSet& xs, int64_t rows_pad, int64_t k_pad) {
+  ChunkGrid g;
+  g.rows_pad = rows_pad;
+  g.chunks_k = k_pad / kChunk;
+  g.lanes_along_k = lanes_along_k(xs.vs, xs.es);
+  g.slots = g.lanes_along_k ? rows_pad * g.chunks_k
+                            : (rows_pad + kWarp - 1) / kWarp * kWarp * g.chunks_k;
+  g.vector_loads = g.lanes_along_k && xs.es == 1 && xs.vs % 2 == 0 &&
+                   reinterpret_cast<uintptr_t>(xs.x) % 16 == 0;
+  return g;
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Blocks for a grid-stride kernel: enough to fill every SM (as many as are resident at
+// once), never more than the work needs. Falls back to a fixed count if the queries fail.
+template <class Kernel>
+inline int64_t resident_blocks(Kernel kernel, int threads, int64_t work_items,
+                               int64_t items_per_block) {
+  const int64_t needed = (work_items + items_per_block - 1) / items_per_block;
+  int device = 0, sms = 0, per_sm = 0;
+  int64_t limit = 1024;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) == cudaSuccess &&
+      sms > 0 && per_sm > 0) {
+    limit = static_cast<int64_t>(sms) * per_sm;
+  } else {
+    (void)cudaGetLastError();  // not sticky; the launch itself is checked
+  }
+  return needed < limit ? (needed > 0 ? needed : 1) : limit;
 }
 
 inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, int pb,
@@ -874,10 +1163,11 @@ inline int coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t 
   if (nvec > 0 && exps == nullptr) return err.set(kBadArgument, "%s: exps is null", what);
   if (rows_pad > 0 && k_pad > 0 && out == nullptr)
     return err.set(kBadArgument, "%s: out is null", what);
-  const TileGrid grid = tile_grid(rows_pad, k_pad);
-  if (grid.tiles == 0) return kOk;
-  coarse_kernel<<<blocks_for(grid.tiles, 1), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
-      VectorSet{x, nvec, k, vs, es}, lanes_along_k(vs, es), exps, out, grid);
+  const VectorSet xs{x, nvec, k, vs, es};
+  const ChunkGrid grid = chunk_grid(xs, rows_pad, k_pad);
+  if (grid.slots == 0) return kOk;
+  const int64_t blocks = resident_blocks(coarse_kernel, kThreads, grid.slots, kThreads);
+  coarse_kernel<<<blocks, kThreads, 0, stream>>>(xs, exps, out, k_pad, grid, aligned16(out));
   return check_launch(err, what);
 }
 
@@ -926,23 +1216,119 @@ inline int accurate_shifts(const int64_t* g, int64_t m, int64_t n, const int32_t
   return kOk;
 }
 
-inline int residues(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
-                    const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
-                    int64_t rows_pad, int64_t k_pad, cudaStream_t stream, Message& err) {
+// Output planes must not overlap: either the (modulus, row, k) layout
+// (row_stride >= k_pad, plane_stride >= rows_pad * row_stride) or the concatenated one
+// (plane_stride >= k_pad, row_stride >= nmod * plane_stride).
+inline int residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                            const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
+                            int64_t rows_pad, int64_t k_pad, int64_t row_stride,
+                            int64_t plane_stride, cudaStream_t stream, Message& err) {
   const char* what = "residues";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
   if (nmod < 1 || nmod > kMaxModuli) {
     return err.set(kBadArgument, "%s: nmod=%d outside [1, %d]", what, nmod, kMaxModuli);
   }
-  if (int s = check_padding(what, nvec, k, rows_pad, k_pad, nmod, err)) return s;
+  if (int s = check_padding(what, nvec, k, rows_pad, k_pad, 1, err)) return s;
+  const bool planes_outside = row_stride >= k_pad && rows_pad <= INT64_MAX / (row_stride > 0 ? row_stride : 1) &&
+                              plane_stride >= rows_pad * row_stride;
+  const bool planes_inside = plane_stride >= k_pad && nmod <= INT64_MAX / (plane_stride > 0 ? plane_stride : 1) &&
+                             row_stride >= nmod * plane_stride;
+  if (row_stride < 1 || plane_stride < 1 || !(planes_outside || planes_inside)) {
+    return err.set(kBadArgument,
+                   "%s: overlapping planes: need row_stride >= k_pad and plane_stride >= "
+                   "rows_pad*row_stride, or plane_stride >= k_pad and row_stride >= "
+                   "nmod*plane_stride; got rows_pad=%lld k_pad=%lld nmod=%d row_stride=%lld "
+                   "plane_stride=%lld",
+                   what, static_cast<long long>(rows_pad), static_cast<long long>(k_pad), nmod,
+                   static_cast<long long>(row_stride), static_cast<long long>(plane_stride));
+  }
+  // The last byte written, (nmod-1)*plane_stride + (rows_pad-1)*row_stride + k_pad - 1,
+  // must fit int64.
+  if (rows_pad > 0 && k_pad > 0) {
+    const int64_t rows_part = rows_pad - 1;
+    if ((rows_part > 0 && row_stride > (INT64_MAX - k_pad) / rows_part) ||
+        (nmod > 1 && plane_stride > (INT64_MAX - k_pad - rows_part * row_stride) / (nmod - 1))) {
+      return err.set(kBadArgument, "%s: output extent overflows int64", what);
+    }
+  }
   if (nvec > 0 && shifts == nullptr) return err.set(kBadArgument, "%s: shifts is null", what);
   if (moduli == nullptr) return err.set(kBadArgument, "%s: moduli is null", what);
   if (rows_pad > 0 && k_pad > 0 && out == nullptr)
     return err.set(kBadArgument, "%s: out is null", what);
-  const TileGrid grid = tile_grid(rows_pad, k_pad);
-  if (grid.tiles == 0) return kOk;
-  residues_kernel<<<blocks_for(grid.tiles, 1), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
-      VectorSet{x, nvec, k, vs, es}, lanes_along_k(vs, es), shifts, nmod, moduli, out, grid);
+  const VectorSet xs{x, nvec, k, vs, es};
+  const ChunkGrid grid = chunk_grid(xs, rows_pad, k_pad);
+  if (grid.slots == 0) return kOk;
+  ResidueArgs args{xs, shifts, nmod, moduli, out, row_stride, plane_stride, grid,
+                   aligned16(out) && row_stride % 16 == 0 && plane_stride % 16 == 0};
+  const int64_t blocks = resident_blocks(residues_kernel, kThreads, grid.slots, kThreads);
+  residues_kernel<<<blocks, kThreads, 0, stream>>>(args);
+  return check_launch(err, what);
+}
+
+inline int residues(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                    const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
+                    int64_t rows_pad, int64_t k_pad, cudaStream_t stream, Message& err) {
+  if (!product_fits(rows_pad > 0 ? rows_pad : 0, k_pad > 0 ? k_pad : 0, nmod > 0 ? nmod : 1)) {
+    return err.set(kBadArgument, "residues: output size rows_pad*k_pad*nmod overflows int64");
+  }
+  return residues_strided(x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad, k_pad,
+                          rows_pad * k_pad, stream, err);
+}
+
+inline int check_constants(const char* what, const CrtConstants* consts, Message& err) {
+  if (consts == nullptr) return err.set(kBadArgument, "%s: consts is null", what);
+  if (consts->count < 1 || consts->count > kMaxModuli) {
+    return err.set(kBadArgument, "%s: consts->count=%d outside [1, %d]", what, consts->count,
+                   kMaxModuli);
+  }
+  if (consts->limbs < 1 || consts->limbs > kMaxLimbs) {
+    return err.set(kBadArgument, "%s: consts->limbs=%d outside [1, %d]", what, consts->limbs,
+                   kMaxLimbs);
+  }
+  for (int g = 0; g < consts->count; ++g) {
+    if (consts->moduli[g] < 2 || consts->moduli[g] > 256) {
+      return err.set(kBadArgument, "%s: consts->moduli[%d]=%d outside [2, 256]", what, g,
+                     consts->moduli[g]);
+    }
+  }
+  return kOk;
+}
+
+// The output half of CrtArgs (shared by crt_unscale and combine_unscale).
+inline int check_output(const char* what, int64_t m, int64_t n, const int32_t* mu,
+                        const int32_t* nu, double beta, const double* cin, double* out,
+                        Message& err) {
+  if (mu == nullptr || nu == nullptr || out == nullptr) {
+    return err.set(kBadArgument, "%s: null pointer (mu, nu or out)", what);
+  }
+  if (beta != 0.0 && cin == nullptr) {
+    return err.set(kBadArgument, "%s: beta != 0 needs cin", what);
+  }
+  (void)m;
+  (void)n;
+  return kOk;
+}
+
+inline CrtReduce crt_reduce(const CrtConstants& consts) {
+  CrtReduce red{};
+  for (int g = 0; g < consts.count; ++g) {
+    const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
+    red.magic[g] = barrett_magic(mod);
+    red.offset[g] = signed_offset(mod);
+  }
+  return red;
+}
+
+inline int launch_crt(bool groups, const CrtArgs& args, const CrtConstants& consts,
+                      const CrtReduce& red, cudaStream_t stream, Message& err, const char* what) {
+  const int64_t work = args.m * ((args.n + 3) / 4);
+  if (groups) {
+    const int64_t blocks = resident_blocks(crt_kernel<true>, kThreads, work, kThreads);
+    crt_kernel<true><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+  } else {
+    const int64_t blocks = resident_blocks(crt_kernel<false>, kThreads, work, kThreads);
+    crt_kernel<false><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+  }
   return check_launch(err, what);
 }
 
@@ -957,33 +1343,76 @@ inline int crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t
     return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld", what, static_cast<long long>(m),
                    static_cast<long long>(n));
   }
-  if (consts == nullptr) return err.set(kBadArgument, "%s: consts is null", what);
-  if (consts->count < 1 || consts->count > kMaxModuli || consts->count != nmod) {
-    return err.set(kBadArgument, "%s: consts->count=%d must be in [1, %d] and equal nmod=%d",
-                   what, consts->count, kMaxModuli, nmod);
-  }
-  if (consts->limbs < 1 || consts->limbs > kMaxLimbs) {
-    return err.set(kBadArgument, "%s: consts->limbs=%d outside [1, %d]", what, consts->limbs,
-                   kMaxLimbs);
-  }
-  for (int g = 0; g < consts->count; ++g) {
-    if (consts->moduli[g] < 2 || consts->moduli[g] > 256) {
-      return err.set(kBadArgument, "%s: consts->moduli[%d]=%d outside [2, 256]", what, g,
-                     consts->moduli[g]);
-    }
+  if (int s = check_constants(what, consts, err)) return s;
+  if (consts->count != nmod) {
+    return err.set(kBadArgument, "%s: consts->count=%d must equal nmod=%d", what, consts->count,
+                   nmod);
   }
   if (nchunks < 1) return err.set(kBadArgument, "%s: nchunks=%d must be >= 1", what, nchunks);
   if (m == 0 || n == 0) return kOk;
-  if (c == nullptr || mu == nullptr || nu == nullptr || out == nullptr) {
-    return err.set(kBadArgument, "%s: null pointer (c, mu, nu or out)", what);
+  if (c == nullptr) return err.set(kBadArgument, "%s: null pointer (c)", what);
+  if (int s = check_output(what, m, n, mu, nu, beta, cin, out, err)) return s;
+  CrtReduce red = crt_reduce(*consts);
+  for (int g = 0; g < nmod; ++g) red.plane[g] = g * batch_stride_c;
+  const bool vector_loads = aligned16(c) && ldc % 4 == 0 && batch_stride_c % 4 == 0 &&
+                            (nchunks == 1 || chunk_stride % 4 == 0);
+  const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
+  const CrtArgs args{c, nullptr, m, n, ldc, nchunks, chunk_stride, vector_loads, mu, nu, alpha,
+                     beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, vector_stores, pattern};
+  return launch_crt(false, args, *consts, red, stream, err, what);
+}
+
+inline int combine_unscale(const uint32_t* x, int ngroups, const int32_t* group_sizes,
+                           int64_t m, int64_t n, int64_t ldx, int64_t group_stride,
+                           const CrtConstants* consts, const int32_t* mu, const int32_t* nu,
+                           double alpha, double beta, const double* cin, int64_t cin_rs,
+                           int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs,
+                           const double* pattern, cudaStream_t stream, Message& err) {
+  const char* what = "combine_unscale";
+  if (m < 0 || n < 0 || !product_fits(m, n)) {
+    return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld", what, static_cast<long long>(m),
+                   static_cast<long long>(n));
   }
-  if (beta != 0.0 && cin == nullptr) {
-    return err.set(kBadArgument, "%s: beta != 0 needs cin", what);
+  if (int s = check_constants(what, consts, err)) return s;
+  if (ngroups < 1 || ngroups > consts->count || group_sizes == nullptr) {
+    return err.set(kBadArgument, "%s: ngroups=%d must be in [1, consts->count=%d] with group_sizes",
+                   what, ngroups, consts->count);
   }
-  const CrtArgs args{c, m, n, ldc, batch_stride_c, nchunks, chunk_stride, mu, nu, alpha, beta,
-                     cin, cin_rs, cin_cs, out, out_rs, out_cs, pattern};
-  crt_unscale_kernel<<<blocks_for(m * n, kThreads), kThreads, 0, stream>>>(args, *consts);
-  return check_launch(err, what);
+  CrtReduce red = crt_reduce(*consts);
+  int g = 0;
+  for (int gr = 0; gr < ngroups; ++gr) {
+    const int size = group_sizes[gr];
+    if (size < 1 || size > consts->count - g) {
+      return err.set(kBadArgument, "%s: group_sizes[%d]=%d does not fit the %d moduli", what, gr,
+                     size, consts->count);
+    }
+    uint64_t product = 1;
+    for (int t = 0; t < size; ++t, ++g) {
+      product *= static_cast<uint64_t>(consts->moduli[g]);  // <= 256^20 never reached: checked
+      if (product > 0xffffffffull) {
+        return err.set(kBadArgument, "%s: group %d's moduli product exceeds 2^32 - 1", what, gr);
+      }
+      red.plane[g] = gr * group_stride;
+      red.load[g] = t == 0;
+    }
+  }
+  if (g != consts->count) {
+    return err.set(kBadArgument, "%s: group_sizes sum to %d, consts->count is %d", what, g,
+                   consts->count);
+  }
+  if (m == 0 || n == 0) return kOk;
+  if (x == nullptr) return err.set(kBadArgument, "%s: null pointer (x)", what);
+  if (ldx < n || (ngroups > 1 && group_stride < 1)) {
+    return err.set(kBadArgument, "%s: need ldx >= n and group_stride >= 1; got ldx=%lld "
+                   "group_stride=%lld", what, static_cast<long long>(ldx),
+                   static_cast<long long>(group_stride));
+  }
+  if (int s = check_output(what, m, n, mu, nu, beta, cin, out, err)) return s;
+  const bool vector_loads = aligned16(x) && ldx % 4 == 0 && (ngroups == 1 || group_stride % 4 == 0);
+  const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
+  const CrtArgs args{nullptr, x, m, n, ldx, 1, 0, vector_loads, mu, nu, alpha, beta, cin, cin_rs,
+                     cin_cs, out, out_rs, out_cs, vector_stores, pattern};
+  return launch_crt(true, args, *consts, red, stream, err, what);
 }
 
 inline int nonfinite_pattern(const double* a, int64_t m, int64_t k, int64_t a_rs, int64_t a_cs,

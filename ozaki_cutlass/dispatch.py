@@ -1,0 +1,142 @@
+"""The shape dispatcher: which kernel runs a problem.
+
+A pure function of (problem, arch, table) over an ordered list of candidates; each
+candidate says whether it supports the problem (and why not). The first that fits wins.
+Nothing fitting raises :class:`NoKernelError` naming the shape and every rejection.
+
+The tuning table is JSON (``ozaki-cutlass tune`` writes it on a GPU; the package ships a
+default in ``ozaki_cutlass/data/tuning.json`` that says where and how it was measured):
+
+    {"gpu": ..., "driver": ..., "date": ..., "command": ...,
+     "entries": [{"arch": "sm_90a", "path": "fused", "kernel": "<variant name>",
+                  "m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}, ...]}
+
+Bounds are inclusive; entries are tried in order. Without a table (or when no entry
+fits) the built-in defaults for the arch are tried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .generator import Arch, Epilogue, GemmVariant, catalog, default_variant
+from .numerics import K_CHUNK
+
+log = logging.getLogger(__name__)
+
+PATHS = ("staged", "fused")
+_MAX_INT = 2**31 - 1
+
+
+class NoKernelError(RuntimeError):
+    """No candidate kernel supports the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    m: int
+    n: int
+    k: int
+    moduli: int
+    arch: Arch
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    path: str
+    variant: GemmVariant
+    m: tuple[int, int] = (1, _MAX_INT)
+    n: tuple[int, int] = (1, _MAX_INT)
+    k: tuple[int, int] = (1, _MAX_INT)
+    source: str = "built-in"
+
+    def rejection(self, p: Problem) -> str | None:
+        """None when this candidate runs ``p``, else the reason it does not."""
+        if self.variant.arch is not p.arch:
+            return f"built for {self.variant.arch.value}, the GPU needs {p.arch.value}"
+        for dim, (lo, hi) in (("m", self.m), ("n", self.n), ("k", self.k)):
+            value = getattr(p, dim)
+            if not lo <= value <= hi:
+                return f"{dim}={value} outside its bucket [{lo}, {hi}]"
+        if self.path == "fused":
+            if self.variant.epilogue is not Epilogue.PARTIAL_CRT:
+                return "the fused path needs a partial-CRT epilogue variant"
+            if self.variant.group_size > p.moduli:
+                return f"group size {self.variant.group_size} exceeds {p.moduli} moduli"
+            if p.k > K_CHUNK:
+                return f"k={p.k} > {K_CHUNK}: one modulus's k must fit one exact int32 sum (the staged path chunks k)"
+        elif self.variant.epilogue is not Epilogue.INT32_STORE:
+            return "the staged path needs a plain int32-store variant"
+        return None
+
+    def describe(self) -> str:
+        return f"{self.path}:{self.variant.name} ({self.source})"
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    path: str
+    variant: GemmVariant
+    source: str
+
+
+def _variant_by_name(name: str) -> GemmVariant:
+    matches = [v for v in catalog(None, name, full=True, epilogue=None)]
+    if len(matches) != 1:
+        raise ValueError(f"tuning table names {name!r}, which matches {len(matches)} catalogued variants")
+    return matches[0]
+
+
+def candidates_from_table(table: dict, source: str) -> list[Candidate]:
+    out = []
+    for i, e in enumerate(table.get("entries", [])):
+        if e.get("path") not in PATHS:
+            raise ValueError(f"{source}: entry {i} has path {e.get('path')!r}, expected one of {PATHS}")
+        out.append(Candidate(path=e["path"], variant=_variant_by_name(e["kernel"]),
+                             m=tuple(e.get("m", (1, _MAX_INT))), n=tuple(e.get("n", (1, _MAX_INT))),
+                             k=tuple(e.get("k", (1, _MAX_INT))), source=source))
+    return out
+
+
+def builtin_candidates(arch: Arch) -> list[Candidate]:
+    """Fused kernels first where the arch has them, then the plain staged default."""
+    out = [Candidate(path="fused", variant=v)
+           for v in catalog(arch, epilogue=Epilogue.PARTIAL_CRT)]
+    out.append(Candidate(path="staged", variant=default_variant(arch)))
+    return out
+
+
+@lru_cache(maxsize=None)
+def load_table(path: str | None = None) -> tuple[dict, str]:
+    """The tuning table: ``path`` if given, else the packaged default (may be empty)."""
+    if path is not None:
+        return json.loads(Path(path).read_text()), str(path)
+    try:
+        text = resources.files("ozaki_cutlass").joinpath("data/tuning.json").read_text()
+    except FileNotFoundError:
+        return {"entries": []}, "no table"
+    return json.loads(text), "ozaki_cutlass/data/tuning.json"
+
+
+def choose(problem: Problem, *, table: dict | None = None, table_source: str = "table",
+           path: str | None = None) -> Choice:
+    """The first candidate (table entries, then built-in defaults) that supports
+    ``problem``; ``path`` restricts to "staged" or "fused"."""
+    if path is not None and path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS} or None, got {path!r}")
+    cands = (candidates_from_table(table, table_source) if table else []) + builtin_candidates(problem.arch)
+    reasons = []
+    for c in cands:
+        why = c.rejection(problem)
+        if why is None and path is not None and c.path != path:
+            why = f"path {c.path}, {path} requested"
+        if why is None:
+            return Choice(path=c.path, variant=c.variant, source=c.source)
+        reasons.append(f"  {c.describe()}: {why}")
+    raise NoKernelError(f"no kernel for m={problem.m}, n={problem.n}, k={problem.k}, "
+                        f"{problem.moduli} moduli on {problem.arch.value}; tried:\n" + "\n".join(reasons))

@@ -1,0 +1,286 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// The C ABI of a fused modulus-group INT8 GEMM (templates/int8_group_gemm_sm90.cu.j2) and
+// the host logic behind it: argument checks, the group constants, the CUTLASS arguments
+// of the group mainloop (group_mma_sm90.h) and the partial-CRT epilogue (partial_crt.h).
+//
+// ABI (version 1), with `P` = "ozaki_" + variant name:
+//   int         P_run(int m, int n, int k_pad, int group_size,
+//                     const int8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
+//                     uint32_t* X, int64_t ldx, const uint32_t* moduli,
+//                     void* workspace, size_t workspace_bytes, cudaStream_t stream);
+//   size_t      P_workspace_size(int m, int n, int k_pad, int group_size);
+//   const char* P_name(void);
+//   int         P_abi_version(void);
+//   const char* P_last_error(void);
+// The group's int8 residues are concatenated along k: for i < m, j < n and g < G,
+//   acc_g = sum_{l < k_pad} A[i*lda + g*k_pad + l] * B[j*ldb + g*k_pad + l]
+// (int32, two's-complement wrap-around), and
+//   X[i*ldx + j] = (sum_g c_g (acc_g mod m_g)) mod M in [0, M), M = prod_g m_g,
+// the unique value in [0, M) congruent to acc_g modulo every m_g. `moduli` is a HOST
+// array of group_size values in [2, 256], pairwise coprime (copied into the launch).
+// Requirements: group_size = the variant's G; k_pad a positive multiple of tile_k;
+// lda, ldb >= G*k_pad and multiples of 16; n and ldx multiples of 4, ldx >= n;
+// A, B, X 16-byte aligned. Status codes and P_last_error as in int8_gemm_entry.h:
+// 0 ok, 1 not supported (checked before any CUDA call), 2 CUDA/CUTLASS error.
+// `run` neither allocates nor synchronizes.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include <cuda_runtime_api.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+#include "cutlass/gemm/gemm.h"
+#include "cutlass/kernel_hardware_info.h"
+
+#include "ozaki/group_arith.h"
+#include "ozaki/int8_gemm_entry.h"
+#include "ozaki/partial_crt.h"
+
+namespace ozaki {
+
+// One call of `P_run`, as received.
+struct GroupGemmProblem {
+  int m = 0;
+  int n = 0;
+  int k_pad = 0;
+  int group_size = 0;
+  const int8_t* a = nullptr;
+  int64_t lda = 0;
+  const int8_t* b = nullptr;
+  int64_t ldb = 0;
+  uint32_t* x = nullptr;
+  int64_t ldx = 0;
+  const uint32_t* moduli = nullptr;  // host
+};
+
+// Backend of one generated library: `Gemm` is a GemmUniversalAdapter over a kernel whose
+// mainloop is GroupMmaSm90<..., G> and whose epilogue runs PartialCrtEvt<G>.
+template <class Gemm_, int G, int TileK>
+struct GroupGemmSm90Entry {
+  using Gemm = Gemm_;
+  using GemmKernel = typename Gemm::GemmKernel;
+  using Arguments = typename Gemm::Arguments;
+  using StrideA = typename GemmKernel::StrideA;
+  using StrideB = typename GemmKernel::StrideB;
+  using StrideD = typename GemmKernel::StrideD;
+
+  static_assert(std::is_same_v<typename GemmKernel::ElementA, int8_t>, "A must be int8");
+  static_assert(std::is_same_v<typename GemmKernel::ElementB, int8_t>, "B must be int8");
+  static_assert(std::is_same_v<typename GemmKernel::ElementD, uint32_t>, "X must be uint32");
+  static_assert(std::is_void_v<typename GemmKernel::ElementC>, "no source C");
+  static_assert(std::is_same_v<StrideA, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "A: K contiguous");
+  static_assert(std::is_same_v<StrideB, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "B: K contiguous");
+  static_assert(std::is_same_v<StrideD, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "X: row-major");
+  static_assert(TileK == cute::size<2>(typename GemmKernel::TileShape{}), "tile_k mismatch");
+
+  static constexpr int kAlignmentAB = 16;         // int8 elements per 16 bytes (TMA)
+  static constexpr int kAlignmentX = 4;           // uint32 elements per 16 bytes (TMA)
+  static constexpr int64_t kMaxStrideBytes = int64_t(1) << 40;  // TMA descriptor strides
+
+  static int run(const GroupGemmProblem& problem, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream, ErrorMessage& err) noexcept {
+    err.clear();
+    try {
+      return static_cast<int>(run_checked(problem, workspace, workspace_bytes, stream, err));
+    } catch (...) {
+      return static_cast<int>(
+          err.set(Status::kCudaError, "unexpected C++ exception in the kernel entry point"));
+    }
+  }
+
+  // 0 when the sizes are not a valid problem (run() then reports why).
+  static size_t workspace_size(int m, int n, int k_pad, int group_size) noexcept {
+    try {
+      if (m < 1 || n < 1 || k_pad < 1 || group_size != G || k_pad > kMaxKPad) {
+        return 0;
+      }
+      GroupGemmProblem p;
+      p.m = m;
+      p.n = n;
+      p.k_pad = k_pad;
+      p.group_size = group_size;
+      p.lda = p.ldb = int64_t(G) * k_pad;
+      p.ldx = n;
+      return Gemm::get_workspace_size(make_arguments(p, GroupConstants{}));
+    } catch (...) {
+      return 0;
+    }
+  }
+
+ private:
+  static constexpr int kMaxKPad = std::numeric_limits<int>::max() / G;  // K = G*k_pad fits int
+
+  static Status check_stride(const char* what, int64_t value, int64_t minimum, int alignment,
+                             int element_bytes, ErrorMessage& err) noexcept {
+    if (value < minimum) {
+      return err.set(Status::kNotSupported, "%s=%lld must be >= %lld", what,
+                     static_cast<long long>(value), static_cast<long long>(minimum));
+    }
+    if (value % alignment != 0) {
+      return err.set(Status::kNotSupported, "%s=%lld must be a multiple of %d", what,
+                     static_cast<long long>(value), alignment);
+    }
+    if (value >= kMaxStrideBytes / element_bytes) {
+      return err.set(Status::kNotSupported, "%s=%lld is too large for TMA (< %lld bytes)", what,
+                     static_cast<long long>(value), static_cast<long long>(kMaxStrideBytes));
+    }
+    return Status::kOk;
+  }
+
+  static Status check_problem(const GroupGemmProblem& p, GroupConstants& constants,
+                              ErrorMessage& err) noexcept {
+    if (p.group_size != G) {
+      return err.set(Status::kNotSupported, "group_size=%d, but this kernel folds exactly %d moduli",
+                     p.group_size, G);
+    }
+    const struct {
+      const char* name;
+      int value;
+    } sizes[] = {{"m", p.m}, {"n", p.n}, {"k_pad", p.k_pad}};
+    for (const auto& s : sizes) {
+      if (s.value < 1) {
+        return err.set(Status::kNotSupported, "%s=%d must be >= 1", s.name, s.value);
+      }
+    }
+    if (p.k_pad % TileK != 0) {
+      return err.set(Status::kNotSupported,
+                     "k_pad=%d must be a multiple of tile_k=%d (a modulus ends on a k-tile)",
+                     p.k_pad, TileK);
+    }
+    if (p.k_pad > kMaxKPad) {
+      return err.set(Status::kNotSupported, "k_pad=%d: group_size * k_pad exceeds INT_MAX", p.k_pad);
+    }
+    if (p.n % kAlignmentX != 0) {
+      return err.set(Status::kNotSupported, "n=%d must be a multiple of %d (uint32 output rows)",
+                     p.n, kAlignmentX);
+    }
+    const struct {
+      const char* name;
+      const void* ptr;
+    } pointers[] = {{"A", p.a}, {"B", p.b}, {"X", p.x}};
+    for (const auto& q : pointers) {
+      if (q.ptr == nullptr) {
+        return err.set(Status::kNotSupported, "%s is a null pointer", q.name);
+      }
+      if (!detail::is_aligned(q.ptr, kPointerAlignmentBytes)) {
+        return err.set(Status::kNotSupported, "%s=%p must be %d-byte aligned", q.name, q.ptr,
+                       kPointerAlignmentBytes);
+      }
+    }
+    const int64_t k_total = int64_t(G) * p.k_pad;
+    Status s = Status::kOk;
+    if ((s = check_stride("lda", p.lda, k_total, kAlignmentAB, 1, err)) != Status::kOk ||
+        (s = check_stride("ldb", p.ldb, k_total, kAlignmentAB, 1, err)) != Status::kOk ||
+        (s = check_stride("ldx", p.ldx, p.n, kAlignmentX, 4, err)) != Status::kOk) {
+      return s;
+    }
+    if (p.moduli == nullptr) {
+      return err.set(Status::kNotSupported, "moduli is a null pointer");
+    }
+    int bad = -1;
+    const char* why = make_group_constants(p.moduli, G, constants, bad);
+    if (why != nullptr) {
+      if (bad >= 0) {
+        return err.set(Status::kNotSupported, "moduli[%d]=%u: %s", bad, p.moduli[bad], why);
+      }
+      return err.set(Status::kNotSupported, "moduli: %s", why);
+    }
+    return Status::kOk;
+  }
+
+  static Arguments make_arguments(const GroupGemmProblem& p, const GroupConstants& constants) {
+    // Batch strides (L = 1) are unused, but TMA encodes one: the leading dimension is valid.
+    const StrideA stride_a = cute::make_stride(p.lda, cute::Int<1>{}, p.lda);
+    const StrideB stride_b = cute::make_stride(p.ldb, cute::Int<1>{}, p.ldb);
+    const StrideD stride_x = cute::make_stride(p.ldx, cute::Int<1>{}, p.ldx);
+    Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape = cute::make_shape(p.m, p.n, G * p.k_pad, 1);  // K: the whole group
+    args.mainloop.ptr_A = p.a;
+    args.mainloop.dA = stride_a;
+    args.mainloop.ptr_B = p.b;
+    args.mainloop.dB = stride_b;
+    for (int g = 0; g < G; ++g) {
+      args.mainloop.group.fold[g] = constants.fold[g];
+    }
+    args.mainloop.group.k_tiles_per_modulus = p.k_pad / TileK;
+    args.epilogue.thread = partial_crt_arguments<G>(constants.crt);
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.dC = stride_x;
+    args.epilogue.ptr_D = p.x;
+    args.epilogue.dD = stride_x;
+    return args;
+  }
+
+  // As Int8GemmSm90::bind_device: a current context and the current device's SM count
+  // before Gemm::initialize encodes the TMA descriptors.
+  static Status bind_device(Arguments& args, ErrorMessage& err) noexcept {
+    int device = 0;
+    cudaError_t cuda = cudaGetDevice(&device);
+    if (cuda != cudaSuccess) {
+      return cuda_failure("cudaGetDevice", cuda, err);
+    }
+    cudaFuncAttributes attributes{};
+    cuda = cudaFuncGetAttributes(&attributes, cutlass::device_kernel<GemmKernel>);
+    if (cuda != cudaSuccess) {
+      return cuda_failure("loading the sm_90a kernel (cudaFuncGetAttributes)", cuda, err);
+    }
+    int sm_count = 0;
+    cuda = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+    if (cuda != cudaSuccess) {
+      return cuda_failure("cudaDeviceGetAttribute(MultiProcessorCount)", cuda, err);
+    }
+    args.hw_info.device_id = device;
+    args.hw_info.sm_count = sm_count;
+    return Status::kOk;
+  }
+
+  static Status run_checked(const GroupGemmProblem& problem, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream, ErrorMessage& err) {
+    GroupConstants constants;
+    Status status = check_problem(problem, constants, err);
+    if (status != Status::kOk) {
+      return status;
+    }
+    Arguments args = make_arguments(problem, constants);
+    cutlass::Status cs = Gemm::can_implement(args);
+    if (cs != cutlass::Status::kSuccess) {
+      return err.set(Status::kNotSupported,
+                     "CUTLASS can_implement rejected m=%d n=%d k_pad=%d group_size=%d: %s",
+                     problem.m, problem.n, problem.k_pad, problem.group_size,
+                     cutlass::cutlassGetStatusString(cs));
+    }
+    status = check_workspace(Gemm::get_workspace_size(args), workspace, workspace_bytes, err);
+    if (status != Status::kOk) {
+      return status;
+    }
+    status = bind_device(args, err);
+    if (status != Status::kOk) {
+      return status;
+    }
+    Gemm gemm;
+    cs = gemm.initialize(args, workspace, stream);
+    if (cs != cutlass::Status::kSuccess) {
+      return cutlass_failure("initialize", cs, err);
+    }
+    cs = gemm.run(stream);
+    if (cs != cutlass::Status::kSuccess) {
+      return cutlass_failure("launch", cs, err);
+    }
+    const cudaError_t cuda = cudaGetLastError();
+    if (cuda != cudaSuccess) {
+      return cuda_failure("kernel launch", cuda, err);
+    }
+    return Status::kOk;
+  }
+};
+
+}  // namespace ozaki

@@ -1,0 +1,255 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// Exact modular arithmetic for the stage kernels without 64-bit division, as pure
+// __host__ __device__ helpers (checked on the host against Python: .dev/stages2/).
+// Included by ozaki/stages.cuh after its scalar helpers (double_bits, bit_length,
+// pow2_mod); not a standalone header.
+//
+// 1. Residues of the scaled integers (P_residues*), on the FP32 pipe.
+//    V = trunc(2^shift a) = sign * M * 2^e with M < 2^53, e >= 0 (scaled_integer, read
+//    from the bits of a, no ldexp). M is cut into four pieces
+//        M = p0 + p1 2^14 + p2 2^27 + p3 2^40,   p0 < 2^14, p1, p2, p3 < 2^13,
+//    carried as exact floats with the sign of V (residue_pieces). For a modulus m with
+//    symmetric constants c_t = 2^(14, 27, 40) mods m (|c_t| <= 128),
+//        x = p0 + p1 c1 + p2 c2 + p3 c3 == sign * M (mod m),   |x| < 2^14 + 3 * 2^20 < 2^22,
+//    three exact FFMAs (every partial sum is an integer below 2^22, plus 0.25 at most).
+//    The symmetric residue s in [h - m, h - 1], h = (m + 1) / 2 (integer division) is
+//        s = y - m q,   q = rint((y + 1/4) / m),
+//    because (y + 1/4)/m is at least 1/(4m) away from every half-integer for integer y,
+//    and rint((y + 1/4)/m) = floor((y + m - h)/m) for odd and even m alike. q is computed
+//    as FFMA(y + 1/4, fl(1/m), 1.5 * 2^23) - 1.5 * 2^23: the only error is fl(1/m)'s,
+//    |y + 1/4| 2^-24 / m < 1/(4m) for |y| < 2^22, so q is exact (reduce_quarter).
+//    s + 1/4 = FFMA(q, -m, y + 1/4) is exact, and fl(s + 1/4 + 1.5 * 2^23) = 1.5 * 2^23 + s
+//    has s (two's complement) in its low byte: no float -> int conversion anywhere.
+//    e > 0: r = x - m rint(x / m) (|r| <= m/2, reduce_near), then y = r f with
+//    f = 2^e mods m (a shared-memory table), |y| <= 2^14, then reduce_quarter(y + 1/4).
+//    For m = 256 everything is exact in the same way (fl(1/m) is exact).
+//
+// 2. Residues of raw int32 / uint32 values (P_crt_unscale, P_combine_unscale): Barrett
+//    with the 32-bit magic floor(2^32 / m): q' = umulhi(u, magic) is floor(u / m) or one
+//    less, so u - q' m is in [0, 2m) and one conditional subtraction finishes
+//    (mod_u32). A signed c is read as u = c + 2^31 and corrected by (m - 2^31 mod m).
+
+#pragma once
+
+namespace ozaki {
+namespace stages {
+
+// --- float building blocks ---------------------------------------------------------
+inline constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to integers
+inline constexpr float kTwo23 = 8388608.0f;         // 2^23
+inline constexpr uint32_t kTwo23Bits = 0x4B000000u; // bits of 2^23
+
+__host__ __device__ inline float fma_rn_f(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+  return __fmaf_rn(a, b, c);
+#else
+  return fmaf(a, b, c);  // correctly rounded (host tests: -ffp-contract=off)
+#endif
+}
+
+__host__ __device__ inline float add_rn_f(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+__host__ __device__ inline float float_from_bits(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+#endif
+}
+
+__host__ __device__ inline uint32_t float_to_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof(bits));
+  return bits;
+#endif
+}
+
+// The symmetric representative of r in [0, m): r - m when r > m / 2 (|result| <= m / 2).
+__host__ __device__ inline int32_t centered(uint32_t r, uint32_t m) {
+  return 2 * r > m ? static_cast<int32_t>(r) - static_cast<int32_t>(m) : static_cast<int32_t>(r);
+}
+
+// The per-modulus constants of the float residue path.
+struct FloatModulus {
+  float neg_m;  // -m
+  float inv;    // fl(1 / m)
+  float c1;     // 2^14 mods m (centered)
+  float c2;     // 2^27 mods m
+  float c3;     // 2^40 mods m
+  float pad0, pad1, pad2;  // 32 bytes: two 16-byte shared-memory loads
+};
+
+__host__ __device__ inline FloatModulus float_modulus(uint32_t m) {
+  FloatModulus k;
+  k.neg_m = -static_cast<float>(m);
+  k.inv = 1.0f / static_cast<float>(m);  // correctly rounded division
+  k.c1 = static_cast<float>(centered(pow2_mod(14, m), m));
+  k.c2 = static_cast<float>(centered(pow2_mod(27, m), m));
+  k.c3 = static_cast<float>(centered(pow2_mod(40, m), m));
+  k.pad0 = k.pad1 = k.pad2 = 0.0f;
+  return k;
+}
+
+// The factor f = 2^e mods m of the e > 0 path, as a float.
+__host__ __device__ inline float pow2_factor(int e, uint32_t m) {
+  return static_cast<float>(centered(pow2_mod(e, m), m));
+}
+
+// 1.5 * 2^23 + s with s the symmetric residue of the integer y, given yq = y + 1/4
+// exactly (|y| < 2^22). The low byte of the bits is s as int8.
+__host__ __device__ inline float reduce_quarter(float yq, const FloatModulus& k) {
+  const float t = fma_rn_f(yq, k.inv, kRoundMagic);
+  const float q = add_rn_f(t, -kRoundMagic);
+  const float s = fma_rn_f(q, k.neg_m, yq);  // s + 1/4, exact
+  return add_rn_f(s, kRoundMagic);           // rounds the 1/4 away
+}
+
+// x - m rint(x / m) for an integer |x| < 2^22: exact, in [-m/2, m/2].
+__host__ __device__ inline float reduce_near(float x, const FloatModulus& k) {
+  const float t = fma_rn_f(x, k.inv, kRoundMagic);
+  const float q = add_rn_f(t, -kRoundMagic);
+  return fma_rn_f(q, k.neg_m, x);
+}
+
+// The int8 residue in the low byte of a reduce_quarter result.
+__host__ __device__ inline int8_t residue_byte(float biased) {
+  return static_cast<int8_t>(static_cast<uint8_t>(float_to_bits(biased) & 0xffu));
+}
+
+// V = trunc(2^shift a) as sign * value * 2^exp, value < 2^53, exp >= 0, from the bits of
+// a: the same integer as decompose_integer(scale_to_integer(a, shift)), including the
+// overflow of ldexp to +-Inf (value 2^52, exp 972, as decompose_integer(+-Inf) reads it).
+// NaN and Inf inputs give 0 (the kernels treat them as 0).
+struct ScaledInteger {
+  bool negative;
+  uint64_t value;
+  int exp;
+};
+
+__host__ __device__ inline ScaledInteger scaled_integer(double a, int32_t shift) {
+  const uint64_t bits = double_bits(a);
+  ScaledInteger s{false, 0, 0};
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  if (biased == 0x7ff) return s;
+  uint64_t mant = bits & 0x000fffffffffffffull;
+  int e2 = -1074;
+  if (biased != 0) {
+    mant |= 0x0010000000000000ull;
+    e2 = biased - 1075;
+  }
+  if (mant == 0) return s;
+  s.negative = (bits >> 63) != 0;
+  const int64_t t = static_cast<int64_t>(e2) + shift;          // a = mant 2^e2
+  if (static_cast<int64_t>(bit_length(mant)) + t > 1024) {    // |2^shift a| >= 2^1024: Inf
+    s.value = 0x0010000000000000ull;
+    s.exp = 972;
+    return s;
+  }
+  if (t >= 0) {
+    s.value = mant;
+    s.exp = static_cast<int>(t);
+  } else {
+    s.value = t <= -64 ? 0 : mant >> (-t);
+    if (s.value == 0) s.negative = false;
+  }
+  return s;
+}
+
+// The four signed float pieces of sign * value (see the top); `quarter` adds 1/4 to p0
+// (the e == 0 path feeds x + 1/4 straight into reduce_quarter).
+struct Pieces {
+  float p0, p1, p2, p3;
+};
+
+__host__ __device__ inline Pieces residue_pieces(const ScaledInteger& v, bool quarter) {
+  const float sign = v.negative ? -1.0f : 1.0f;
+  const float offset = v.negative ? kTwo23 : -kTwo23;  // -sign * 2^23
+  const uint64_t m = v.value;
+  // float(2^23 + p) from the bits, then sign * (2^23 + p) - sign * 2^23 = sign * p exactly.
+  auto piece = [&](uint32_t p) { return fma_rn_f(float_from_bits(kTwo23Bits | p), sign, offset); };
+  Pieces out;
+  out.p0 = piece(static_cast<uint32_t>(m & 0x3fffu));
+  out.p1 = piece(static_cast<uint32_t>((m >> 14) & 0x1fffu));
+  out.p2 = piece(static_cast<uint32_t>((m >> 27) & 0x1fffu));
+  out.p3 = piece(static_cast<uint32_t>(m >> 40));
+  if (quarter) out.p0 = add_rn_f(out.p0, 0.25f);
+  return out;
+}
+
+// x = p0 + p1 c1 + p2 c2 + p3 c3 (exact).
+__host__ __device__ inline float combine_pieces(const Pieces& p, const FloatModulus& k) {
+  float x = fma_rn_f(p.p1, k.c1, p.p0);
+  x = fma_rn_f(p.p2, k.c2, x);
+  return fma_rn_f(p.p3, k.c3, x);
+}
+
+// The stored residue, e == 0 path: pieces built with quarter = true.
+__host__ __device__ inline float residue_e0(const Pieces& pq, const FloatModulus& k) {
+  return reduce_quarter(combine_pieces(pq, k), k);
+}
+
+// The stored residue, any e: pieces built with quarter = false, f = pow2_factor(e, m).
+__host__ __device__ inline float residue_scaled(const Pieces& p, float f, const FloatModulus& k) {
+  const float r = reduce_near(combine_pieces(p, k), k);
+  return reduce_quarter(fma_rn_f(r, f, 0.25f), k);
+}
+
+// Four residue bytes (low bytes of four reduce_quarter results) in one word, b0 lowest.
+__host__ __device__ inline uint32_t pack_bytes(float b0, float b1, float b2, float b3) {
+#ifdef __CUDA_ARCH__
+  const uint32_t lo = __byte_perm(__float_as_uint(b0), __float_as_uint(b1), 0x0040);
+  const uint32_t hi = __byte_perm(__float_as_uint(b2), __float_as_uint(b3), 0x0040);
+  return __byte_perm(lo, hi, 0x5410);
+#else
+  return (float_to_bits(b0) & 0xffu) | ((float_to_bits(b1) & 0xffu) << 8) |
+         ((float_to_bits(b2) & 0xffu) << 16) | ((float_to_bits(b3) & 0xffu) << 24);
+#endif
+}
+
+// --- 32-bit Barrett -----------------------------------------------------------------
+__host__ __device__ inline uint32_t mulhi_u32(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
+// floor(2^32 / m) for 2 <= m <= 2^16.
+__host__ __device__ inline uint32_t barrett_magic(uint32_t m) {
+  return static_cast<uint32_t>(0x100000000ull / m);
+}
+
+// u mod m for any uint32 u (2 <= m <= 2^16, magic = barrett_magic(m)).
+__host__ __device__ inline uint32_t mod_u32(uint32_t u, uint32_t m, uint32_t magic) {
+  const uint32_t r = u - mulhi_u32(u, magic) * m;  // in [0, 2m)
+  return r >= m ? r - m : r;
+}
+
+// (m - 2^31 mod m) mod m: the correction of mod_i32.
+__host__ __device__ inline uint32_t signed_offset(uint32_t m) {
+  return (m - static_cast<uint32_t>(0x80000000ull % m)) % m;
+}
+
+// c mod m in [0, m) for any int32 c (Python's c % m).
+__host__ __device__ inline uint32_t mod_i32(int32_t c, uint32_t m, uint32_t magic,
+                                            uint32_t offset) {
+  const uint32_t u = static_cast<uint32_t>(c) ^ 0x80000000u;  // c + 2^31
+  const uint32_t r = mod_u32(u, m, magic) + offset;           // in [0, 2m)
+  return r >= m ? r - m : r;
+}
+
+}  // namespace stages
+}  // namespace ozaki

@@ -1,0 +1,182 @@
+"""Fused modulus-group INT8 GEMMs (sm_90a, partial-CRT epilogue) on the GPU: bit for bit
+against the exact integer formula, and the INT8 rate next to the plain kernel.
+
+For the group's moduli m_0..m_{G-1} with residues concatenated along k (row i of A holds
+modulus 0's k_pad values, then modulus 1's, ...; B likewise):
+    X[i, j] = (sum_g c_g (A_g[i] . B_g[j] mod m_g)) mod prod m_g,
+c_g = (M/m_g) ((M/m_g)^-1 mod m_g) mod M. Inputs are fresh random residues in each
+modulus' symmetric range (never zeros); X is poisoned before every launch.
+"""
+
+import statistics
+
+import numpy as np
+import pytest
+from fused_support import FusedLib, reference, symmetric_residues
+
+from ozaki_cutlass import _cuda
+from ozaki_cutlass.generator import Epilogue, GemmVariant, build, catalog
+
+pytestmark = pytest.mark.gpu
+
+OUT = None  # the default artifact directory (build/ in a checkout)
+VARIANTS = catalog("sm_90a", epilogue=Epilogue.PARTIAL_CRT)
+POISON = 0x5A
+MODULI = {
+    4: [(256, 255, 253, 251), (199, 197, 193, 191)],
+    3: [(256, 255, 253), (239, 233, 229)],
+    2: [(247, 241), (256, 255)],
+    1: [(256,), (251,)],
+}
+PLAIN = "i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1"
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    _cuda.ensure_context()
+
+
+_libs = {}
+
+
+def load(variant):
+    if variant not in _libs:
+        (artifact,) = build([variant], OUT, progress=False).artifacts
+        _libs[variant] = FusedLib(artifact)
+    return _libs[variant]
+
+
+def make_operands(rng, rows, moduli, k_pad, gap=0):
+    """rows x (G*k_pad + gap) int8, modulus g's residues in columns [g*k_pad, (g+1)*k_pad)."""
+    g = len(moduli)
+    out = np.zeros((rows, g * k_pad + gap), np.int8)
+    for i, m in enumerate(moduli):
+        out[:, i * k_pad:(i + 1) * k_pad] = symmetric_residues(rng, (rows, k_pad), m)
+    return out
+
+
+def run_fused(lib, a, b, moduli, k_pad, n, ldx=None):
+    m = a.shape[0]
+    ldx = ldx or n
+    da, db = _cuda.DeviceBuffer(a.nbytes), _cuda.DeviceBuffer(b.nbytes)
+    dx = _cuda.DeviceBuffer(4 * m * ldx)
+    da.upload(np.ascontiguousarray(a))
+    db.upload(np.ascontiguousarray(b))
+    dx.fill_bytes(POISON)
+    ws_bytes = lib.workspace_size(m, n, k_pad, len(moduli))
+    ws = _cuda.DeviceBuffer(ws_bytes) if ws_bytes else None
+    status, text = lib.run(m, n, k_pad, len(moduli), da.ptr, a.shape[1], db.ptr, b.shape[1],
+                           dx.ptr, ldx, list(moduli), ws.ptr if ws else 0, ws_bytes, 0)
+    assert status == 0, text
+    _cuda.synchronize()
+    x = dx.download(np.empty((m, ldx), np.uint32))
+    return x[:, :n]
+
+
+def sizes(v):
+    """(m, n, k_pad): 1, odd m, tile +- alignment, k_pad = tile_k and 3 tile_k. n % 4 == 0."""
+    return [
+        (1, 4, v.tile_k),
+        (v.tile_m + 1, v.tile_n + 4, v.tile_k),
+        (v.tile_m - 1, v.tile_n - 4, 3 * v.tile_k),
+        (3 * v.tile_m + 7, 2 * v.tile_n + 12, 3 * v.tile_k),
+        (77, 132, 2 * v.tile_k),
+    ]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
+def test_bit_exact_against_the_integer_formula(ctx, rng, variant):
+    lib = load(variant)
+    for moduli in MODULI[variant.group_size]:
+        for m, n, k_pad in sizes(variant):
+            for gap in (0, 48):  # lda/ldb beyond G*k_pad (multiples of 16)
+                a = make_operands(rng, m, moduli, k_pad, gap)
+                b = make_operands(rng, n, moduli, k_pad, gap)
+                got = run_fused(lib, a, b, moduli, k_pad, n, ldx=n + (8 if gap else 0))
+                want = reference(a, b, moduli, k_pad)
+                assert np.array_equal(got, want), (variant.name, moduli, m, n, k_pad, gap)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
+def test_extreme_accumulators(ctx, variant):
+    """Every product +-2^14 over a long k_pad: negative and large int32 accumulators."""
+    lib = load(variant)
+    moduli = MODULI[variant.group_size][0]
+    k_pad = 16 * variant.tile_k
+    m, n = 8, 8
+    a = np.full((m, len(moduli) * k_pad), -128, np.int8)
+    b = np.full((n, len(moduli) * k_pad), -128, np.int8)
+    b[1::2] = 127  # odd rows: negative sums
+    got = run_fused(lib, a, b, moduli, k_pad, n)
+    assert np.array_equal(got, reference(a, b, moduli, k_pad))
+
+
+@pytest.mark.parametrize("variant", VARIANTS[:1], ids=lambda v: v.name)
+def test_bad_moduli_are_refused(ctx, variant):
+    lib = load(variant)
+    status, text = lib.run(4, 4, variant.tile_k, variant.group_size, 1 << 20,
+                           variant.group_size * variant.tile_k, 1 << 20,
+                           variant.group_size * variant.tile_k, 1 << 20, 4,
+                           [256] * variant.group_size)
+    assert status == 1 and "coprime" in text
+
+
+def _time(fn, repeats=5):
+    timer = _cuda.EventTimer()
+    fn()
+    fn()
+    times = []
+    for _ in range(repeats):
+        timer.start()
+        fn()
+        times.append(timer.stop())
+    return statistics.median(times) / 1e3
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.group_size == 4], ids=lambda v: v.name)
+def test_rate_next_to_the_plain_kernel(ctx, rng, variant, capsys):
+    from ozaki_cutlass.kernels import load_int8_gemm
+
+    m = n = k_pad = 8192
+    g = variant.group_size
+    moduli = MODULI[g][0]
+    lib = load(variant)
+    a = rng.integers(-128, 128, (m, g * k_pad), dtype=np.int8)
+    b = rng.integers(-128, 128, (n, g * k_pad), dtype=np.int8)
+    da, db = _cuda.DeviceBuffer(a.nbytes), _cuda.DeviceBuffer(b.nbytes)
+    da.upload(a)
+    db.upload(b)
+    dx = _cuda.DeviceBuffer(4 * m * n)
+    ws_bytes = lib.workspace_size(m, n, k_pad, g)
+    ws = _cuda.DeviceBuffer(ws_bytes) if ws_bytes else None
+
+    def fused():
+        status, text = lib.run(m, n, k_pad, g, da.ptr, g * k_pad, db.ptr, g * k_pad, dx.ptr, n,
+                               list(moduli), ws.ptr if ws else 0, ws_bytes, 0)
+        assert status == 0, text
+
+    t_fused = _time(fused)
+    # A spot check of the big run: a few rows against the formula.
+    x = dx.download(np.empty((m, n), np.uint32))
+    rows = [0, 4097, m - 1]
+    assert np.array_equal(x[rows], reference(a[rows], b, moduli, k_pad))
+
+    # The same work on the plain kernel: a batch of G GEMMs reading the same operands.
+    plain = load_int8_gemm(GemmVariant.from_dict(dict(
+        arch="sm_90a", tile_m=128, tile_n=256, tile_k=128, cluster_m=1, cluster_n=1,
+        schedule="cooperative", stages=0)), OUT)
+    assert plain.name == PLAIN
+    dc = _cuda.DeviceBuffer(4 * g * m * n)
+    pws = plain.workspace_size(m, n, k_pad, g)
+    pw = _cuda.DeviceBuffer(pws) if pws else None
+
+    def batched():
+        plain(m, n, k_pad, g, da.ptr, g * k_pad, k_pad, db.ptr, g * k_pad, k_pad, dc.ptr, n, m * n,
+              pw.ptr if pw else 0, pws, 0)
+
+    t_plain = _time(batched)
+    ops = 2 * m * n * k_pad * g
+    with capsys.disabled():
+        print(f"\n  {variant.name}: {ops / t_fused / 1e12:.0f} TOP/s ({t_fused * 1e3:.2f} ms); "
+              f"{PLAIN} batch {g}: {ops / t_plain / 1e12:.0f} TOP/s ({t_plain * 1e3:.2f} ms); "
+              f"ratio {t_plain / t_fused:.2f}")

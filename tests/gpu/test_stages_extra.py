@@ -1,0 +1,229 @@
+"""GPU checks of the stage kernels added for the fused pipeline: residues in a strided
+(concatenated) layout, and the combine kernel that finishes the CRT from group partials.
+Exact equality throughout (integer results, and the same double sequence as crt_unscale)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ozaki_cutlass import _cuda, reference as R
+from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.generator import Arch
+from ozaki_cutlass.kernels import UnsupportedProblem
+from ozaki_cutlass.numerics import crt_constants
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def st():
+    _cuda.ensure_context()
+    from ozaki_cutlass._device import visible_arch
+    from ozaki_cutlass.stages_build import load_stages
+
+    return load_stages(visible_arch() or Arch.SM90A)
+
+
+class Dev:
+    def __init__(self):
+        self.keep = []
+
+    def put(self, x):
+        x = np.ascontiguousarray(x)
+        buf = _cuda.DeviceBuffer(max(x.nbytes, 16))
+        buf.upload(x)
+        self.keep.append(buf)
+        return buf.ptr
+
+    def empty(self, nbytes, poison=0x5A):
+        buf = _cuda.DeviceBuffer(max(nbytes, 16))
+        buf.fill_bytes(poison)
+        self.keep.append(buf)
+        return buf
+
+    @staticmethod
+    def get(buf, dtype, shape):
+        _cuda.synchronize()
+        return buf.download(np.empty(shape, dtype))
+
+
+def _inputs(rng, m, k):
+    """Rows with every residue path: |A'| < 2^53, 2^53..2^180 (the shared-memory 2^e table),
+    beyond it (e >= 128), subnormals, zeros, NaN/Inf (-> 0)."""
+    a = random_matrix(m, k, 4.0, rng)
+    a[0] *= 2.0**600
+    a[1] *= 2.0**-1000
+    a[2] = 0.0
+    a[3, ::7] = np.nan
+    a[4, ::5] = -np.inf
+    return a
+
+
+def _shifts(rng, a, pb):
+    e = R.exponents(np.where(np.isfinite(a), a, 0.0), 1)
+    mu = R.fast_shifts(np.where(np.isfinite(a), a, 0.0), 1, e, pb)
+    mu = mu + rng.integers(0, 60, mu.shape)      # larger integers: e > 0 paths
+    mu[5] += 200                                 # e >= 128 for row 5 (slow path)
+    return mu.astype(np.int32)
+
+
+def _want_residues(a, mu, moduli):
+    fin = np.where(np.isfinite(a), a, 0.0)
+    xi = np.trunc(np.ldexp(fin, mu.astype(np.int64)[:, None]))
+    out = np.empty((len(moduli),) + a.shape, np.int8)
+    for g, mod in enumerate(moduli):       # Python integers: exact also beyond 2^(53+...)
+        for i in range(a.shape[0]):
+            for l in range(a.shape[1]):
+                r = int(xi[i, l]) % mod
+                out[g, i, l] = r - mod if r >= (mod + 1) // 2 else r
+    return out
+
+
+@pytest.mark.parametrize("count", [3, 15, 20])
+@pytest.mark.parametrize("layout", ["planes", "concatenated"])
+@pytest.mark.parametrize("lanes", ["k", "vectors"])
+def test_residues_strided(st, rng, count, layout, lanes):
+    m, k = 45, 83  # odd sizes: tails in k, padding rows
+    consts = crt_constants(count)
+    a = _inputs(rng, m, k)
+    mu = _shifts(rng, a, consts.bound_exponent)
+    if count == 15 and layout == "planes":  # cross-check the helper against the reference
+        fin = np.where(np.isfinite(a), a, 0.0)
+        small = np.abs(mu.astype(np.int64)) < 400
+        ref = R.residues(R.scale_to_integers(fin[small], mu[small].astype(np.int64), 1), consts.moduli)
+        assert np.array_equal(ref, _want_residues(a[small], mu[small], consts.moduli))
+    want = _want_residues(a, mu, consts.moduli)
+    rows_pad, k_pad = 48, 96
+    if layout == "planes":
+        row_stride, plane_stride = k_pad, rows_pad * k_pad
+    else:
+        row_stride, plane_stride = count * k_pad, k_pad
+    d = Dev()
+    if lanes == "k":
+        px, vs, es = d.put(a), k, 1
+    else:
+        px, vs, es = d.put(np.asfortranarray(a).ravel(order="K")), 1, m
+    out = d.empty(rows_pad * row_stride if layout == "concatenated" else count * plane_stride)
+    st.residues_strided(px, m, k, vs, es, d.put(mu), count, d.put(np.array(consts.moduli, np.int32)),
+                        out.ptr, rows_pad, k_pad, row_stride, plane_stride, 0)
+    got = d.get(out, np.int8, out.nbytes)
+    idx = (np.arange(count)[:, None, None] * plane_stride + np.arange(rows_pad)[None, :, None] * row_stride
+           + np.arange(k_pad)[None, None, :])
+    planes = got[idx]
+    assert np.array_equal(planes[:, :m, :k], want)
+    assert not planes[:, :, k:].any() and not planes[:, m:, :].any()
+    if layout == "concatenated":  # the layout covers the buffer exactly
+        assert idx.size == out.nbytes and np.unique(idx).size == idx.size
+
+
+def test_residues_plain_matches_strided(st, rng):
+    """P_residues is P_residues_strided with the (modulus, row, k) strides."""
+    m, k, count = 37, 91, 17
+    consts = crt_constants(count)
+    a = _inputs(rng, m, k)
+    mu = _shifts(rng, a, consts.bound_exponent)
+    d = Dev()
+    px, pmu, pmod = d.put(a), d.put(mu), d.put(np.array(consts.moduli, np.int32))
+    o1, o2 = d.empty(count * m * 96), d.empty(count * m * 96, poison=0x33)
+    st.residues(px, m, k, k, 1, pmu, count, pmod, o1.ptr, m, 96, 0)
+    st.residues_strided(px, m, k, k, 1, pmu, count, pmod, o2.ptr, m, 96, 96, m * 96, 0)
+    g1 = d.get(o1, np.int8, (count, m, 96))
+    assert np.array_equal(g1, d.get(o2, np.int8, (count, m, 96)))
+    assert np.array_equal(g1[:, :, :k], _want_residues(a, mu, consts.moduli))
+
+
+@pytest.mark.parametrize("rows_pad,k_pad,row_stride,plane_stride", [
+    (8, 32, 32, 8 * 32 - 1),     # planes overlap the last row
+    (8, 32, 16, 8 * 32),         # row_stride < k_pad
+    (8, 32, 3 * 32 - 1, 32),     # concatenated rows overlap
+    (8, 30, 30, 240),            # k_pad not a multiple of 16
+])
+def test_residues_strided_rejects(st, rows_pad, k_pad, row_stride, plane_stride):
+    with pytest.raises(UnsupportedProblem):
+        st.residues_strided(16, 4, 16, 16, 1, 16, 3, 16, 16, rows_pad, k_pad, row_stride, plane_stride, 0)
+
+
+def _groups(count, rng):
+    mods = crt_constants(count).moduli
+    sizes, g = [], 0
+    while g < count:
+        size = min(int(rng.integers(1, 5)), count - g)
+        while math.prod(mods[g:g + size]) >= 2**32:
+            size -= 1
+        sizes.append(size)
+        g += size
+    return sizes
+
+
+@pytest.mark.parametrize("count", [2, 5, 6, 11, 15, 16, 20])
+def test_combine_unscale(st, rng, count):
+    consts = crt_constants(count)
+    m, n, ldx = 19, 13, 16
+    lim = 2**consts.bound_exponent
+    x = [[int.from_bytes(rng.bytes(24), "little") % (2 * lim + 1) - lim for _ in range(n)] for _ in range(m)]
+    x[0][0], x[0][1], x[1][0] = 0, lim, -lim
+    sizes = _groups(count, rng)
+    r = np.zeros((count, m, n), np.int32)
+    parts = np.zeros((len(sizes), m, ldx), np.uint32)
+    for i in range(m):
+        for j in range(n):
+            g = 0
+            for gr, size in enumerate(sizes):
+                parts[gr, i, j] = x[i][j] % math.prod(consts.moduli[g:g + size])
+                g += size
+            for g, mod in enumerate(consts.moduli):
+                r[g, i, j] = x[i][j] % mod
+    mu = rng.integers(-1100, 1100, m).astype(np.int32)
+    nu = rng.integers(-100, 100, n).astype(np.int32)
+    cin = random_matrix(m, n, 1.0, rng)
+    pattern = np.zeros((m, n))
+    pattern[2, 3], pattern[4, 5], pattern[6, 7] = np.nan, np.inf, -np.inf
+    xr = R.crt_reconstruct(r, consts)
+    for beta, pat in ((0.25, None), (0.0, pattern)):
+        want = R.unscale(np.where(pattern == 0, xr, pattern) if pat is not None else xr,
+                         mu.astype(np.int64), nu.astype(np.int64), -1.5, beta, cin if beta else None)
+        d = Dev()
+        out = d.empty(8 * m * n)
+        st.combine_unscale(d.put(parts), sizes, m, n, ldx, m * ldx, consts, d.put(mu), d.put(nu), -1.5, beta,
+                           d.put(cin) if beta else 0, n, 1, out.ptr, n, 1, d.put(pat) if pat is not None else 0, 0)
+        got = d.get(out, np.float64, (m, n))
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+        # the same entries through crt_unscale (one chunk, residues as the raw int32 input)
+        out2 = d.empty(8 * m * n, poison=0x11)
+        c = np.zeros((count, m, ldx), np.int32)
+        mods = np.array(consts.moduli, np.int64)[:, None, None]
+        c[:, :, :n] = r + mods * rng.integers(-2**22, 2**22, r.shape)  # raw values, same class
+        st.crt_unscale(d.put(c), count, m, n, ldx, m * ldx, 1, 0, consts, d.put(mu), d.put(nu), -1.5, beta,
+                       d.put(cin) if beta else 0, n, 1, out2.ptr, n, 1, d.put(pat) if pat is not None else 0, 0)
+        assert np.array_equal(d.get(out2, np.float64, (m, n)).view(np.int64), want.view(np.int64))
+
+
+def test_combine_unscale_column_major_out(st, rng):
+    """Scalar loads/stores: odd ldx, column-major output, one group per modulus."""
+    count = 7
+    consts = crt_constants(count)
+    m, n, ldx = 5, 9, 11
+    x = rng.integers(-2**40, 2**40, (m, n))
+    parts = np.zeros((count, m, ldx), np.uint32)
+    r = np.zeros((count, m, n), np.int32)
+    for g, mod in enumerate(consts.moduli):
+        parts[g, :, :n] = x % mod
+        r[g] = x % mod
+    mu = np.zeros(m, np.int32)
+    nu = np.zeros(n, np.int32)
+    want = R.unscale(R.crt_reconstruct(r, consts), mu.astype(np.int64), nu.astype(np.int64), 1.0, 0.0, None)
+    assert np.array_equal(want, x.astype(np.float64))
+    d = Dev()
+    out = d.empty(8 * m * n)
+    st.combine_unscale(d.put(parts), [1] * count, m, n, ldx, m * ldx, consts, d.put(mu), d.put(nu), 1.0, 0.0,
+                       0, 0, 0, out.ptr, 1, m, 0, 0)
+    got = d.get(out, np.float64, (n, m)).T
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("count,sizes", [(2, [1]), (3, [2, 2]), (5, [5]), (2, [0, 2])])
+def test_combine_unscale_rejects(st, count, sizes):
+    with pytest.raises(UnsupportedProblem):  # sum != count, product >= 2^32, an empty group
+        st.combine_unscale(16, sizes, 4, 4, 4, 16, crt_constants(count), 16, 16, 1.0, 0.0, 0, 0, 0,
+                           16, 4, 1, 0, 0)

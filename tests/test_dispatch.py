@@ -1,0 +1,66 @@
+"""The shape dispatcher: a pure function of (problem, arch, table)."""
+
+import pytest
+
+from ozaki_cutlass import dispatch
+from ozaki_cutlass.dispatch import Problem, choose
+from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
+from ozaki_cutlass.numerics import K_CHUNK
+
+
+def test_builtin_default_prefers_fused_on_sm90a():
+    c = choose(Problem(4096, 4096, 4096, 15, Arch.SM90A))
+    assert c.path == "fused" and c.variant.epilogue is Epilogue.PARTIAL_CRT and c.source == "built-in"
+
+
+def test_sm80_gets_the_staged_default():
+    c = choose(Problem(4096, 4096, 4096, 15, Arch.SM80))
+    assert c.path == "staged" and c.variant == default_variant(Arch.SM80)
+
+
+def test_long_k_falls_back_to_staged():
+    c = choose(Problem(64, 64, K_CHUNK + 1, 15, Arch.SM90A))
+    assert c.path == "staged"
+
+
+def test_path_override():
+    assert choose(Problem(4096, 4096, 4096, 15, Arch.SM90A), path="staged").path == "staged"
+    with pytest.raises(ValueError, match="path must be one of"):
+        choose(Problem(8, 8, 8, 15, Arch.SM90A), path="magic")
+
+
+def test_table_entries_first_and_buckets():
+    fused = catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT)
+    plain = catalog(Arch.SM90A)
+    table = {"entries": [
+        {"arch": "sm_90a", "path": "staged", "kernel": plain[1].name, "m": [1, 1000], "n": [1, 1000], "k": [1, 1000]},
+        {"arch": "sm_90a", "path": "fused", "kernel": fused[-1].name, "m": [1001, 99999], "n": [1, 99999], "k": [1, 99999]},
+    ]}
+    small = choose(Problem(500, 600, 700, 15, Arch.SM90A), table=table, table_source="t.json")
+    assert (small.path, small.variant, small.source) == ("staged", plain[1], "t.json")
+    big = choose(Problem(5000, 600, 700, 15, Arch.SM90A), table=table, table_source="t.json")
+    assert (big.path, big.variant) == ("fused", fused[-1])
+    # outside every bucket: the built-in candidates
+    assert choose(Problem(500, 5000, 700, 15, Arch.SM90A), table=table).source == "built-in"
+
+
+def test_nothing_fits_names_shape_and_every_reason(monkeypatch):
+    monkeypatch.setattr(dispatch, "builtin_candidates", lambda arch: [])
+    table = {"entries": [{"arch": "sm_90a", "path": "staged", "kernel": catalog(Arch.SM80)[0].name}]}
+    with pytest.raises(dispatch.NoKernelError) as err:
+        choose(Problem(7, 9, 11, 15, Arch.SM90A), table=table)
+    text = str(err.value)
+    assert "m=7, n=9, k=11" in text and "built for sm_80, the GPU needs sm_90a" in text
+
+
+def test_bad_table_entry():
+    with pytest.raises(ValueError, match="path"):
+        dispatch.candidates_from_table({"entries": [{"path": "x", "kernel": "y"}]}, "t.json")
+    with pytest.raises(ValueError, match="matches 0"):
+        dispatch.candidates_from_table({"entries": [{"path": "fused", "kernel": "no_such"}]}, "t.json")
+
+
+def test_packaged_table_loads():
+    table, source = dispatch.load_table()
+    assert isinstance(table.get("entries", []), list)
+    dispatch.candidates_from_table(table, source)  # every entry names a catalogued kernel
