@@ -7,6 +7,7 @@
 | `CUTLASS_PATH`    | a CUTLASS source tree (holding `include/`) instead of the wheel |
 | `OZAKI_CACHE_DIR` | where artifacts are built and looked up                        |
 | `OZAKI_BUILD_JOBS`| how many nvcc processes run at once                            |
+| `OZAKI_TUNING_TABLE` | a tuning table (JSON) for the dispatcher instead of the packaged one |
 | `XDG_CACHE_HOME`  | the user cache dir (default `~/.cache`) when installed         |
 
 Values are read when asked for, never at import; an empty value counts as unset.
@@ -25,6 +26,7 @@ __all__ = [
     "cutlass_path",
     "cache_dir",
     "build_jobs",
+    "tuning_table",
     "user_cache_dir",
     "default_out_dir",
 ]
@@ -62,6 +64,11 @@ def cutlass_path() -> Path | None:
 def cache_dir() -> Path | None:
     """`OZAKI_CACHE_DIR`: the artifact directory."""
     return _path("OZAKI_CACHE_DIR")
+
+
+def tuning_table() -> Path | None:
+    """`OZAKI_TUNING_TABLE`: the dispatcher's table, instead of the packaged default."""
+    return _path("OZAKI_TUNING_TABLE")
 
 
 def build_jobs() -> int | None:

@@ -102,6 +102,7 @@ def context(variant: Variant) -> dict[str, Any]:
         sm90 = common | {
             "cluster_m": variant.cluster_m,
             "cluster_n": variant.cluster_n,
+            "swizzle": variant.swizzle,
             "kernel_schedule": spelling.kernel,
             "epilogue_schedule": spelling.epilogue,
         }

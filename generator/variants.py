@@ -150,6 +150,7 @@ class GemmVariant:
     warp_k: int = 0
     epilogue: Epilogue = Epilogue.INT32_STORE
     group_size: int = 1
+    swizzle: int = 1
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -164,7 +165,7 @@ class GemmVariant:
 
         sm_90a names leave out the warp tile (always 0 there) and sm_80 names the cluster
         (always 1x1 there): the legality rules fix those fields, so no two variants share
-        a name.
+        a name. The tile-scheduler swizzle appears as a `_sw{N}` suffix when it is not 1.
         """
         tile = f"{self.tile_m}x{self.tile_n}x{self.tile_k}"
         if self.arch is Arch.SM90A:
@@ -180,7 +181,7 @@ class GemmVariant:
             f"s{self.stages}",
             EPILOGUE_TAGS[self.epilogue],
             f"g{self.group_size}",
-        ))
+        )) + (f"_sw{self.swizzle}" if self.swizzle != 1 else "")
 
     @property
     def symbol(self) -> str:
@@ -251,6 +252,10 @@ def _illegal_reason(v: GemmVariant) -> str:
                 f"group_size must be 1 (got {v.group_size})")
     if v.epilogue is Epilogue.PARTIAL_CRT and v.arch is not Arch.SM90A:
         return f"the {v.epilogue.value} epilogue exists on sm_90a only"
+    if v.swizzle not in (1, 2, 4, 8):
+        return f"swizzle must be 1, 2, 4 or 8 (got {v.swizzle})"
+    if v.arch is Arch.SM80 and v.swizzle != 1:
+        return "swizzle is a setting of the sm_90a persistent tile scheduler: it must be 1 on sm_80"
     if min(v.tile_m, v.tile_n, v.tile_k) < 1:
         return "tile sizes must be positive"
     if v.arch is Arch.SM90A:
@@ -377,16 +382,16 @@ def _sm80_reason(v: GemmVariant) -> str:
 # --- the catalog ------------------------------------------------------------------------
 def _sm90(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: Schedule,
           stages: int = 0, *, epilogue: Epilogue = Epilogue.INT32_STORE,
-          group_size: int = 1) -> GemmVariant:
+          group_size: int = 1, swizzle: int = 1) -> GemmVariant:
     return GemmVariant(arch=Arch.SM90A, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2],
                        cluster_m=cluster[0], cluster_n=cluster[1], schedule=schedule,
-                       stages=stages, epilogue=epilogue, group_size=group_size)
+                       stages=stages, epilogue=epilogue, group_size=group_size, swizzle=swizzle)
 
 
 def _sm90_fused(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: Schedule,
-                group_size: int, stages: int = 0) -> GemmVariant:
+                group_size: int, stages: int = 0, swizzle: int = 1) -> GemmVariant:
     return _sm90(tile, cluster, schedule, stages, epilogue=Epilogue.PARTIAL_CRT,
-                 group_size=group_size)
+                 group_size=group_size, swizzle=swizzle)
 
 
 def _sm80(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int) -> GemmVariant:
@@ -415,6 +420,8 @@ _DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
 _FUSED_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
     Arch.SM90A: (
         _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 4),
+        # its sibling for the last group of 4k-1 moduli (15 = 4 + 4 + 4 + 3)
+        _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 3),
         _sm90_fused((128, 128, 128), (2, 1), Schedule.COOPERATIVE, 3),
         _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 2),
     ),
@@ -434,6 +441,7 @@ _SM90_SWEEP = {
     "cluster": ((1, 1), (2, 1), (1, 2), (2, 2)),
     "schedule": (Schedule.COOPERATIVE, Schedule.PINGPONG),
     "stages": (0, 3, 4, 5, 6),
+    "swizzle": (1, 8),
 }
 _SM80_SWEEP = {
     "tile_m": (64, 128, 256),
@@ -456,14 +464,14 @@ def _full_sweep(arch: Arch, epilogue: Epilogue = Epilogue.INT32_STORE) -> tuple[
             return ()
         axes = _SM90_SWEEP | {"group_size": _GROUP_SIZES}
         candidates = (
-            _legal_or_none(_sm90_fused, (m, n, k), cluster, schedule, g, stages)
-            for m, n, k, cluster, schedule, stages, g in itertools.product(*axes.values())
+            _legal_or_none(_sm90_fused, (m, n, k), cluster, schedule, g, stages, sw)
+            for m, n, k, cluster, schedule, stages, sw, g in itertools.product(*axes.values())
         )
     elif arch is Arch.SM90A:
         axes = _SM90_SWEEP
         candidates = (
-            _legal_or_none(_sm90, (m, n, k), cluster, schedule, stages)
-            for m, n, k, cluster, schedule, stages in itertools.product(*axes.values())
+            _legal_or_none(functools.partial(_sm90, swizzle=sw), (m, n, k), cluster, schedule, stages)
+            for m, n, k, cluster, schedule, stages, sw in itertools.product(*axes.values())
         )
     else:
         axes = _SM80_SWEEP

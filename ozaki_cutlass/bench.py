@@ -272,6 +272,11 @@ def tune_main(args) -> int:
     moduli = args.moduli or DEFAULT_MODULI
     cands = builtin_candidates(arch)
     cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if v != cands[-1].variant]
+    for pattern in args.variants or ():
+        for v in catalog(arch, pattern, full=True, epilogue=None):
+            path = "fused" if v.epilogue.value == "partial_crt" else "staged"
+            if all(c.variant != v for c in cands):
+                cands.append(Candidate(path=path, variant=v))
     sizes = sorted(args.sizes)
     bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [2**31 - 1]
     entries, report = [], []
@@ -281,6 +286,10 @@ def tune_main(args) -> int:
         xb = (rs.random((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
         timings = []
         for c in cands:
+            missing = _unbuilt(c, moduli)
+            if missing:
+                report.append((n, c.describe(), f"skipped: not built ({', '.join(missing)})"))
+                continue
             try:
                 for _ in range(args.warmup):
                     pipeline.gemm(xa, xb, moduli=moduli, kernel=c.variant, path=c.path)
@@ -318,6 +327,26 @@ def tune_main(args) -> int:
     return 0
 
 
+def _unbuilt(candidate, moduli) -> list[str]:
+    """Names of the kernels a candidate needs that are not built (tuning builds nothing)."""
+    from dataclasses import replace
+
+    from .kernels import locate
+    from .pipeline import group_sizes
+
+    needed = [candidate.variant]
+    if candidate.path == "fused":
+        needed = [replace(candidate.variant, group_size=g)
+                  for g in sorted(set(group_sizes(moduli, candidate.variant.group_size)))]
+    missing = []
+    for v in needed:
+        try:
+            locate(v, build_missing=False)
+        except FileNotFoundError:
+            missing.append(v.name)
+    return missing
+
+
 def add_tune_parser(sub) -> None:
     p = sub.add_parser("tune", help="time the candidate kernels per size bucket, write the dispatcher's table (GPU)")
     p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
@@ -325,5 +354,7 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--variants", nargs="+", default=None, metavar="GLOB",
+                   help="also time these catalogued variants (globs over the full catalog)")
     p.add_argument("--out", default="tuning.json")
     p.set_defaults(handler=tune_main)

@@ -132,13 +132,15 @@ def _select(arch, pattern: str | None, full: bool):
 
 
 def _build_targets(arch, pattern: str | None):
-    """The GEMM variants selected, plus the arch's stage-kernel library (which the staged
-    pipeline needs) unless a pattern leaves it out."""
+    """The GEMM variants selected (plain and fused), plus the arch's stage-kernel library
+    (which both pipelines need) unless a pattern leaves it out."""
     import fnmatch
 
     from .generator import StagesVariant
 
-    targets = list(_select(arch, pattern, full=False))
+    from .generator import catalog
+
+    targets = catalog(arch, pattern, full=pattern is not None, epilogue=None)
     stages = StagesVariant(arch=arch)
     if pattern is None or fnmatch.fnmatchcase(stages.name, pattern):
         targets.append(stages)

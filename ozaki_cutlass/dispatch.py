@@ -37,6 +37,11 @@ class NoKernelError(RuntimeError):
     """No candidate kernel supports the problem."""
 
 
+def runs_on(built: Arch, gpu: Arch) -> bool:
+    """sm_90a code runs on sm_90 only; sm_80 code (with its compute_80 PTX) on any 8.0+."""
+    return built is gpu or built is Arch.SM80
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     m: int
@@ -57,7 +62,7 @@ class Candidate:
 
     def rejection(self, p: Problem) -> str | None:
         """None when this candidate runs ``p``, else the reason it does not."""
-        if self.variant.arch is not p.arch:
+        if not runs_on(self.variant.arch, p.arch):
             return f"built for {self.variant.arch.value}, the GPU needs {p.arch.value}"
         for dim, (lo, hi) in (("m", self.m), ("n", self.n), ("k", self.k)):
             value = getattr(p, dim)
@@ -111,9 +116,18 @@ def builtin_candidates(arch: Arch) -> list[Candidate]:
     return out
 
 
-@lru_cache(maxsize=None)
 def load_table(path: str | None = None) -> tuple[dict, str]:
-    """The tuning table: ``path`` if given, else the packaged default (may be empty)."""
+    """The tuning table: ``path`` if given, else ``OZAKI_TUNING_TABLE``, else the packaged
+    default (which may be absent: then only the built-in candidates are tried)."""
+    from .generator import environment
+
+    if path is None and environment.tuning_table() is not None:
+        path = str(environment.tuning_table())
+    return _read_table(path)
+
+
+@lru_cache(maxsize=None)
+def _read_table(path: str | None) -> tuple[dict, str]:
     if path is not None:
         return json.loads(Path(path).read_text()), str(path)
     try:

@@ -94,7 +94,22 @@ def _load_cached(directory: str) -> Int8Gemm:
     return Int8Gemm(Artifact.from_directory(directory))
 
 
+_LOCATED: dict = {}
+
+
 def locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Artifact:
+    """Memoized per process (artifacts are content-addressed and never change in place):
+    computing a cache key renders the template and hashes headers, which must not happen
+    on every GEMM call."""
+    key = (variant, None if out_dir is None else str(out_dir))
+    art = _LOCATED.get(key)
+    if art is None or not art.library_path.is_file():
+        art = _locate(variant, out_dir, build_missing=build_missing, progress=progress)
+        _LOCATED[key] = art
+    return art
+
+
+def _locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Artifact:
     """The artifact of ``variant``: built for the current sources and toolchain (building
     it, with progress, when missing). Without a toolchain (no nvcc or CUTLASS here) an
     artifact built elsewhere for the same variant and ABI is used, with a warning, since

@@ -46,11 +46,15 @@ def test_table_entries_first_and_buckets():
 
 def test_nothing_fits_names_shape_and_every_reason(monkeypatch):
     monkeypatch.setattr(dispatch, "builtin_candidates", lambda arch: [])
-    table = {"entries": [{"arch": "sm_90a", "path": "staged", "kernel": catalog(Arch.SM80)[0].name}]}
+    table = {"entries": [{"arch": "sm_90a", "path": "staged", "kernel": catalog(Arch.SM90A)[0].name}]}
     with pytest.raises(dispatch.NoKernelError) as err:
-        choose(Problem(7, 9, 11, 15, Arch.SM90A), table=table)
+        choose(Problem(7, 9, 11, 15, Arch.SM80), table=table)
     text = str(err.value)
-    assert "m=7, n=9, k=11" in text and "built for sm_80, the GPU needs sm_90a" in text
+    assert "m=7, n=9, k=11" in text and "built for sm_90a, the GPU needs sm_80" in text
+
+
+def test_sm80_kernels_run_on_sm90():
+    assert dispatch.runs_on(Arch.SM80, Arch.SM90A) and not dispatch.runs_on(Arch.SM90A, Arch.SM80)
 
 
 def test_bad_table_entry():

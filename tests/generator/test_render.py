@@ -20,7 +20,7 @@ from ozaki_cutlass.generator.render import TEMPLATES, context, default_templates
 
 COMMON = {"generated_by", "name", "symbol", "epilogue", "tile_m", "tile_n", "tile_k", "stages"}
 CONTEXT_KEYS = {
-    Arch.SM90A: COMMON | {"cluster_m", "cluster_n", "kernel_schedule", "epilogue_schedule"},
+    Arch.SM90A: COMMON | {"cluster_m", "cluster_n", "swizzle", "kernel_schedule", "epilogue_schedule"},
     Arch.SM80: COMMON | {"warp_m", "warp_n", "warp_k", "inst_m", "inst_n", "inst_k"},
 }
 REAL_TEMPLATES = default_templates_dir()

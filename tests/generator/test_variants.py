@@ -68,6 +68,7 @@ ALTERNATIVES = {
     "warp_k": [0, 32, 64],
     "epilogue": list(Epilogue),
     "group_size": [1, 2, 3, 4],
+    "swizzle": [1, 2, 4, 8],
 }
 
 

@@ -63,8 +63,10 @@ struct GroupGemmProblem {
 
 // Backend of one generated library: `Gemm` is a GemmUniversalAdapter over a kernel whose
 // mainloop is GroupMmaSm90<..., G> and whose epilogue runs PartialCrtEvt<G>.
-template <class Gemm_, int G, int TileK>
+template <class Gemm_, int G, int TileK, int MaxSwizzle = 1>
 struct GroupGemmSm90Entry {
+  static_assert(MaxSwizzle == 1 || MaxSwizzle == 2 || MaxSwizzle == 4 || MaxSwizzle == 8,
+                "swizzle must be 1, 2, 4 or 8");
   using Gemm = Gemm_;
   using GemmKernel = typename Gemm::GemmKernel;
   using Arguments = typename Gemm::Arguments;
@@ -217,6 +219,7 @@ struct GroupGemmSm90Entry {
     args.epilogue.dC = stride_x;
     args.epilogue.ptr_D = p.x;
     args.epilogue.dD = stride_x;
+    args.scheduler.max_swizzle_size = MaxSwizzle;
     return args;
   }
 

@@ -27,8 +27,12 @@ struct Sm90EpilogueArguments {
   static typename FusionCallbacks::Arguments make(const Int8GemmProblem&) { return {}; }
 };
 
-template <class Gemm_>
+// MaxSwizzle: the persistent tile scheduler's swizzle (1 = none; 2/4/8 visit tiles in
+// groups along the minor raster dimension so operand tiles are reused from L2).
+template <class Gemm_, int MaxSwizzle = 1>
 struct Int8GemmSm90 {
+  static_assert(MaxSwizzle == 1 || MaxSwizzle == 2 || MaxSwizzle == 4 || MaxSwizzle == 8,
+                "swizzle must be 1, 2, 4 or 8");
   using Gemm = Gemm_;
   using GemmKernel = typename Gemm::GemmKernel;
   using Arguments = typename Gemm::Arguments;
@@ -79,6 +83,7 @@ struct Int8GemmSm90 {
     args.epilogue.dC = stride_d;
     args.epilogue.ptr_D = p.c;
     args.epilogue.dD = stride_d;
+    args.scheduler.max_swizzle_size = MaxSwizzle;
     return args;
   }
 
