@@ -271,7 +271,7 @@ def tune_main(args) -> int:
     arch = visible_arch()
     moduli = args.moduli or DEFAULT_MODULI
     cands = builtin_candidates(arch)
-    cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if v != cands[-1].variant]
+    cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if all(c.variant != v for c in cands)]
     for pattern in args.variants or ():
         for v in catalog(arch, pattern, full=True, epilogue=None):
             path = "fused" if v.epilogue.value == "partial_crt" else "staged"

@@ -109,10 +109,11 @@ def candidates_from_table(table: dict, source: str) -> list[Candidate]:
 
 
 def builtin_candidates(arch: Arch) -> list[Candidate]:
-    """Fused kernels first where the arch has them, then the plain staged default."""
-    out = [Candidate(path="fused", variant=v)
-           for v in catalog(arch, epilogue=Epilogue.PARTIAL_CRT)]
-    out.append(Candidate(path="staged", variant=default_variant(arch)))
+    """The staged path on the arch's default INT8 GEMM first: on the H200 it is as fast
+    as or faster than the first fused kernels at n = 4096..16384 (docs/benchmarks.md),
+    so the fused ones are chosen only through a tuning table or ``path="fused"``."""
+    out = [Candidate(path="staged", variant=default_variant(arch))]
+    out += [Candidate(path="fused", variant=v) for v in catalog(arch, epilogue=Epilogue.PARTIAL_CRT)]
     return out
 
 

@@ -144,7 +144,7 @@ def test_list_prints_the_catalog_with_what_is_built(fake_nvcc, tmp_path, capsys)
     rows = {line.split()[0]: line.split() for line in lines[1:-1]}
     assert set(rows) == {v.name for v in catalog()}
     default = default_variant("sm_90a").name
-    assert rows[default][1:] == ["sm_90a", "128x256x128", "1x1", "cooperative", "auto", "no"]
+    assert rows[default][1:] == ["sm_90a", "256x128x128", "1x2", "cooperative", "auto", "no"]
     assert lines[-1].startswith("6 variants, 0 built")
 
     assert cli.main(["build", "--arch", "sm_90a", "--variants", default, "--out", out]) == 0

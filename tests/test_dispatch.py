@@ -8,9 +8,14 @@ from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
 from ozaki_cutlass.numerics import K_CHUNK
 
 
-def test_builtin_default_prefers_fused_on_sm90a():
+def test_builtin_default_is_the_staged_default_kernel():
     c = choose(Problem(4096, 4096, 4096, 15, Arch.SM90A))
-    assert c.path == "fused" and c.variant.epilogue is Epilogue.PARTIAL_CRT and c.source == "built-in"
+    assert (c.path, c.variant, c.source) == ("staged", default_variant(Arch.SM90A), "built-in")
+
+
+def test_fused_when_asked():
+    c = choose(Problem(4096, 4096, 4096, 15, Arch.SM90A), path="fused")
+    assert c.variant.epilogue is Epilogue.PARTIAL_CRT and c.variant.group_size <= 15
 
 
 def test_sm80_gets_the_staged_default():

@@ -48,7 +48,9 @@ def test_names_are_c_identifiers_and_symbols_prefix_them():
 
 
 def test_name_examples():
-    assert default_variant("sm_90a").name == "i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1"
+    assert default_variant("sm_90a").name == "i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1"
+    assert catalog("sm_90a")[1].name == "i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1"
+    assert dataclasses.replace(catalog("sm_90a")[1], swizzle=8).name.endswith("_g1_sw8")
     assert default_variant(Arch.SM80).name == "i8_sm80_128x256x64_w64x64x64_ms_s3_int32_g1"
 
 

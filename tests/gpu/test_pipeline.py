@@ -34,7 +34,7 @@ def _problem(rng, m, n, k, phi, trans_a=False, trans_b=False):
 SHAPES = [(1, 1, 1), (1, 7, 3), (5, 1, 33), (17, 19, 1), (33, 65, 127), (129, 63, 200), (200, 301, 515)]
 
 
-@pytest.mark.parametrize("path", ["staged", None])
+@pytest.mark.parametrize("path", ["staged", "fused"])
 @pytest.mark.parametrize("mode", ["fast", "accurate"])
 @pytest.mark.parametrize("phi", [0.5, 1.0, 2.0, 4.0])
 def test_bit_identical_to_reference(rng, mode, phi, path):
