@@ -50,7 +50,7 @@ from typing import Any
 from . import environment
 from .errors import CompileError, ToolchainError
 from .render import default_templates_dir, render, write_if_different
-from .variants import Arch, GemmVariant, Variant, variant_from_dict
+from .variants import Arch, Variant, variant_from_dict
 
 __all__ = [
     "ARTIFACT_ABI_VERSION",

@@ -24,7 +24,6 @@ from .variants import (
     SM80_MMA_SHAPE,
     Arch,
     Epilogue,
-    GemmVariant,
     StagesVariant,
     Variant,
 )

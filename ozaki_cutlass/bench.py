@@ -180,6 +180,10 @@ def staged_main(args) -> int:
     _cuda.ensure_context()
     moduli = args.moduli or DEFAULT_MODULI
     rows = []
+    print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
+          f"after {args.warmup} warm-up; errors on 2 sampled rows vs long double; native = cuBLAS via CuPy")
+    print(f"{'n':>6} {'path':>7} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
+          f"{'crt':>7} {'total ms':>9} {'err':>9}  kernel", flush=True)
     for n in args.sizes:
         rs = cp.random.default_rng(args.seed + n)
         # (U - 0.5) exp(phi N(0,1)), phi = 0.5, generated on the GPU
@@ -210,23 +214,9 @@ def staged_main(args) -> int:
             first, *rest = outs.values()
             row["bit_identical"] = all(bool(cp.array_equal(first.view(cp.int64), o.view(cp.int64))) for o in rest)
         rows.append(row)
+        _print_row(row, args.paths)
         del xa, xb, outs, nat_out
         cp.get_default_memory_pool().free_all_blocks()
-    print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
-          f"after {args.warmup} warm-up; errors on 2 sampled rows vs long double; native = cuBLAS via CuPy")
-    print(f"{'n':>6} {'path':>7} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
-          f"{'crt':>7} {'total ms':>9} {'err':>9}  kernel")
-    for r in rows:
-        print(f"{r['n']:6d} {'native':>7} {r['native_tflops'] or float('nan'):7.1f} {1.0:8.2f} "
-              f"{'':7s} {'':7s} {'':8s} {'':7s} {r['native_ms'] or float('nan'):9.2f} {r['native_error']:9.2e}")
-        for path in args.paths:
-            e = r[path]
-            p = e["phases_ms"]
-            ratio = e["tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
-            print(f"{r['n']:6d} {path:>7} {e['tflops']:7.1f} {ratio:8.2f} {p['scale']:7.2f} {p['residues']:7.2f} "
-                  f"{p['int8_gemm']:8.2f} {p['crt']:7.2f} {p['total']:9.2f} {e['error']:9.2e}  {e['kernel']}")
-        if "bit_identical" in r:
-            print(f"{r['n']:6d} paths bit-identical: {r['bit_identical']}")
     if args.json:
         from ._device import compute_capability
 
@@ -234,6 +224,19 @@ def staged_main(args) -> int:
             json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        "capability": compute_capability(), "phi": args.phi, "rows": rows}, f, indent=2)
     return 0
+
+
+def _print_row(r, paths) -> None:
+    print(f"{r['n']:6d} {'native':>7} {r['native_tflops'] or float('nan'):7.1f} {1.0:8.2f} "
+          f"{'':7s} {'':7s} {'':8s} {'':7s} {r['native_ms'] or float('nan'):9.2f} {r['native_error']:9.2e}")
+    for path in paths:
+        e = r[path]
+        p = e["phases_ms"]
+        ratio = e["tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
+        print(f"{r['n']:6d} {path:>7} {e['tflops']:7.1f} {ratio:8.2f} {p['scale']:7.2f} {p['residues']:7.2f} "
+              f"{p['int8_gemm']:8.2f} {p['crt']:7.2f} {p['total']:9.2f} {e['error']:9.2e}  {e['kernel']}")
+    if "bit_identical" in r:
+        print(f"{r['n']:6d} paths bit-identical: {r['bit_identical']}", flush=True)
 
 
 def add_bench_parser(sub) -> None:

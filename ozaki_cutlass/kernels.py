@@ -49,8 +49,12 @@ def _open(library: Path, symbol: str, name: str) -> ctypes.CDLL:
     return lib
 
 
-class Int8Gemm:
-    """One generated INT8 GEMM (int8 x int8 -> int32, TN, batched), ready to launch."""
+class GeneratedLibrary:
+    """A loaded generated library: ``<symbol>_run`` with its argument types, the
+    workspace query, and status checking with the library's own message."""
+
+    RUN_ARGTYPES: list = []
+    WORKSPACE_ARGTYPES = [_int, _int, _int, _int]
 
     def __init__(self, artifact: Artifact):
         self.artifact = artifact
@@ -58,26 +62,16 @@ class Int8Gemm:
         sym = artifact.symbol
         self._lib = _open(Path(artifact.library_path), sym, self.variant.name)
         self._run = getattr(self._lib, f"{sym}_run")
-        self._run.restype = _int
-        self._run.argtypes = [_int, _int, _int, _int,
-                              _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _i64, _i64,
-                              _ptr, ctypes.c_size_t, _ptr]
+        self._run.restype, self._run.argtypes = _int, self.RUN_ARGTYPES
         self._ws = getattr(self._lib, f"{sym}_workspace_size")
-        self._ws.restype, self._ws.argtypes = ctypes.c_size_t, [_int, _int, _int, _int]
+        self._ws.restype, self._ws.argtypes = ctypes.c_size_t, self.WORKSPACE_ARGTYPES
         self._err = getattr(self._lib, f"{sym}_last_error")
 
     @property
     def name(self) -> str:
         return self.variant.name
 
-    def workspace_size(self, m: int, n: int, k: int, batch: int = 1) -> int:
-        return int(self._ws(m, n, k, batch))
-
-    def __call__(self, m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
-                 workspace=0, workspace_bytes=0, stream=0) -> None:
-        """C[b] = A[b] B[b]^T; pointers and the stream are integer handles."""
-        status = self._run(m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
-                           workspace or None, workspace_bytes, stream or None)
+    def _check(self, status: int) -> None:
         if status == 0:
             return
         message = self._err().decode(errors="replace")
@@ -86,7 +80,23 @@ class Int8Gemm:
         raise KernelError(f"{self.name}: {message}")
 
     def __repr__(self) -> str:
-        return f"Int8Gemm({self.name})"
+        return f"{type(self).__name__}({self.name})"
+
+
+class Int8Gemm(GeneratedLibrary):
+    """One generated INT8 GEMM (int8 x int8 -> int32, TN, batched), ready to launch."""
+
+    RUN_ARGTYPES = [_int, _int, _int, _int, _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _i64, _i64,
+                    _ptr, ctypes.c_size_t, _ptr]
+
+    def workspace_size(self, m: int, n: int, k: int, batch: int = 1) -> int:
+        return int(self._ws(m, n, k, batch))
+
+    def __call__(self, m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
+                 workspace=0, workspace_bytes=0, stream=0) -> None:
+        """C[b] = A[b] B[b]^T; pointers and the stream are integer handles."""
+        self._check(self._run(m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
+                              workspace or None, workspace_bytes, stream or None))
 
 
 @lru_cache(maxsize=None)
@@ -138,26 +148,12 @@ def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = 
     return _load_cached(str(locate(variant, out_dir, build_missing=build_missing, progress=progress).directory))
 
 
-class GroupGemm:
+class GroupGemm(GeneratedLibrary):
     """One generated fused modulus-group GEMM (sm_90a, partial-CRT epilogue): for the
     group's G moduli, concatenated along k, X = CRT of (A_g B_g^T mod m_g) mod prod m_g."""
 
-    def __init__(self, artifact: Artifact):
-        self.artifact = artifact
-        self.variant = artifact.variant
-        sym = artifact.symbol
-        self._lib = _open(Path(artifact.library_path), sym, self.variant.name)
-        self._run = getattr(self._lib, f"{sym}_run")
-        self._run.restype = _int
-        self._run.argtypes = [_int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64,
-                              ctypes.POINTER(ctypes.c_uint32), _ptr, ctypes.c_size_t, _ptr]
-        self._ws = getattr(self._lib, f"{sym}_workspace_size")
-        self._ws.restype, self._ws.argtypes = ctypes.c_size_t, [_int, _int, _int, _int]
-        self._err = getattr(self._lib, f"{sym}_last_error")
-
-    @property
-    def name(self) -> str:
-        return self.variant.name
+    RUN_ARGTYPES = [_int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64,
+                    ctypes.POINTER(ctypes.c_uint32), _ptr, ctypes.c_size_t, _ptr]
 
     @property
     def group_size(self) -> int:
@@ -169,14 +165,8 @@ class GroupGemm:
     def __call__(self, m, n, k_pad, moduli, a, lda, b, ldb, x, ldx, workspace=0, workspace_bytes=0,
                  stream=0) -> None:
         mods = (ctypes.c_uint32 * len(moduli))(*moduli)
-        status = self._run(m, n, k_pad, len(moduli), a, lda, b, ldb, x, ldx, mods,
-                           workspace or None, workspace_bytes, stream or None)
-        if status == 0:
-            return
-        message = self._err().decode(errors="replace")
-        if status == 1:
-            raise UnsupportedProblem(f"{self.name}: {message}")
-        raise KernelError(f"{self.name}: {message}")
+        self._check(self._run(m, n, k_pad, len(moduli), a, lda, b, ldb, x, ldx, mods,
+                              workspace or None, workspace_bytes, stream or None))
 
 
 @lru_cache(maxsize=None)

@@ -6,12 +6,7 @@
 # there), records the environment, runs the GPU tests and the benchmarks; logs in $OUT.
 # The wheel: python3 -m pip download --no-deps --only-binary=:all: -d .whl nvidia-cutlass==4.2.0.0
 set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-PY=python3
-$PY -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . >"$OUT/install.log" 2>&1 \
-  || { tail -20 "$OUT/install.log"; exit 1; }
+source "$(dirname "$0")/device_env.sh"
 {
   date -u +%FT%TZ
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader

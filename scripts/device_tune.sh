@@ -4,13 +4,8 @@
 # Times every candidate kernel per size (ozaki-cutlass tune), then the benchmark with the
 # resulting table, and the INT8 rate with and without the tile-scheduler swizzle.
 set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-PY=python3
-$PY -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . >"$OUT/install.log" 2>&1 \
-  || { tail -20 "$OUT/install.log"; exit 1; }
+source "$(dirname "$0")/device_env.sh"
 SW8="i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1_sw8 i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1_sw8 i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g4_sw8"
 timeout 100 $PY -m ozaki_cutlass.cli tune --sizes 4096 8192 16384 --variants $SW8 --out "$OUT/tuning.json" 2>&1 | tee "$OUT/tune.log"
-OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 100 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 200 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
 timeout 40 $PY -m ozaki_cutlass.cli bench-int8 --size 16384 --reps 10 --variants 'i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1*' --json "$OUT/int8_16k.json" 2>&1 | tee "$OUT/int8_16k.log"

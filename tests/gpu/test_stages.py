@@ -4,46 +4,11 @@ so a mismatch in the end-to-end test can be traced to one stage."""
 import numpy as np
 import pytest
 
-from ozaki_cutlass import _cuda, reference as R
+from ozaki_cutlass import reference as R
 from ozaki_cutlass.accuracy import random_matrix
-from ozaki_cutlass.generator import Arch
 from ozaki_cutlass.numerics import crt_constants
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def st():
-    _cuda.ensure_context()
-    from ozaki_cutlass._device import visible_arch
-    from ozaki_cutlass.stages_build import load_stages
-
-    return load_stages(visible_arch() or Arch.SM90A)
-
-
-class Dev:
-    """Upload/download helpers that keep buffers alive."""
-
-    def __init__(self):
-        self.keep = []
-
-    def put(self, x):
-        x = np.ascontiguousarray(x)
-        buf = _cuda.DeviceBuffer(x.nbytes)
-        buf.upload(x)
-        self.keep.append(buf)
-        return buf.ptr
-
-    def empty(self, nbytes, poison=0x5A):
-        buf = _cuda.DeviceBuffer(nbytes)
-        buf.fill_bytes(poison)
-        self.keep.append(buf)
-        return buf
-
-    @staticmethod
-    def get(buf, dtype, shape):
-        _cuda.synchronize()
-        return buf.download(np.empty(shape, dtype))
 
 
 def _hostile(rng, m, k, n):
@@ -58,12 +23,12 @@ def _hostile(rng, m, k, n):
 
 
 @pytest.mark.parametrize("row_major_b", [True, False])
-def test_scan_coarse_residues(st, rng, row_major_b):
+def test_scan_coarse_residues(st, rng, row_major_b, dev):
     m, k, n = 37, 91, 29
     a, b = _hostile(rng, m, k, n)
     consts = crt_constants(17)
     pb = consts.bound_exponent
-    d = Dev()
+    d = dev
     pa = d.put(a)
     bb = b if row_major_b else np.asfortranarray(b)
     pbuf = d.put(bb.ravel(order="K"))
@@ -103,7 +68,7 @@ def test_scan_coarse_residues(st, rng, row_major_b):
     assert np.array_equal(got_rb[:, :n, :k], want_rb) and not got_rb[:, n:].any()
 
 
-def test_accurate_shifts(st, rng):
+def test_accurate_shifts(st, rng, dev):
     m, k, n = 23, 40, 31
     a, b = _hostile(rng, m, k, n)
     consts = crt_constants(13)
@@ -112,7 +77,7 @@ def test_accurate_shifts(st, rng):
     muf, nuf = R.fast_shifts(a, 1, ea, pb), R.fast_shifts(b, 0, eb, pb)
     g = R.coarse_bound(R.coarse_magnitudes(a, 1, ea), R.coarse_magnitudes(b, 0, eb))
     want_mu, want_nu = R.accurate_shifts(g, ea, eb, muf, nuf, pb)
-    d = Dev()
+    d = dev
     mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * m)
     st.accurate_shifts(d.put(g.astype(np.int64)), m, n, d.put(ea.astype(np.int32)), d.put(eb.astype(np.int32)),
                        d.put(muf.astype(np.int32)), d.put(nuf.astype(np.int32)), pb, mu.ptr, nu.ptr, work.ptr, 0)
@@ -121,7 +86,7 @@ def test_accurate_shifts(st, rng):
 
 
 @pytest.mark.parametrize("count", [2, 5, 6, 11, 16, 20])
-def test_crt_unscale(st, rng, count):
+def test_crt_unscale(st, rng, count, dev):
     consts = crt_constants(count)
     m, n, ldc, nchunks = 19, 13, 16, 2
     lim = 2**consts.bound_exponent
@@ -141,7 +106,7 @@ def test_crt_unscale(st, rng, count):
     nu = rng.integers(-100, 100, n).astype(np.int32)
     cin = random_matrix(m, n, 1.0, rng)
     want = R.unscale(R.crt_reconstruct(r, consts), mu.astype(np.int64), nu.astype(np.int64), -1.5, 0.25, cin)
-    d = Dev()
+    d = dev
     out = d.empty(8 * m * n)
     st.crt_unscale(d.put(c), count, m, n, ldc, m * ldc, nchunks, count * m * ldc, consts,
                    d.put(mu), d.put(nu), -1.5, 0.25, d.put(cin), n, 1, out.ptr, n, 1, 0, 0)

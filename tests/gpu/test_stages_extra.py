@@ -7,45 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from ozaki_cutlass import _cuda, reference as R
+from ozaki_cutlass import reference as R
 from ozaki_cutlass.accuracy import random_matrix
-from ozaki_cutlass.generator import Arch
 from ozaki_cutlass.kernels import UnsupportedProblem
 from ozaki_cutlass.numerics import crt_constants
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def st():
-    _cuda.ensure_context()
-    from ozaki_cutlass._device import visible_arch
-    from ozaki_cutlass.stages_build import load_stages
-
-    return load_stages(visible_arch() or Arch.SM90A)
-
-
-class Dev:
-    def __init__(self):
-        self.keep = []
-
-    def put(self, x):
-        x = np.ascontiguousarray(x)
-        buf = _cuda.DeviceBuffer(max(x.nbytes, 16))
-        buf.upload(x)
-        self.keep.append(buf)
-        return buf.ptr
-
-    def empty(self, nbytes, poison=0x5A):
-        buf = _cuda.DeviceBuffer(max(nbytes, 16))
-        buf.fill_bytes(poison)
-        self.keep.append(buf)
-        return buf
-
-    @staticmethod
-    def get(buf, dtype, shape):
-        _cuda.synchronize()
-        return buf.download(np.empty(shape, dtype))
 
 
 def _inputs(rng, m, k):
@@ -83,7 +50,7 @@ def _want_residues(a, mu, moduli):
 @pytest.mark.parametrize("count", [3, 15, 20])
 @pytest.mark.parametrize("layout", ["planes", "concatenated"])
 @pytest.mark.parametrize("lanes", ["k", "vectors"])
-def test_residues_strided(st, rng, count, layout, lanes):
+def test_residues_strided(st, rng, count, layout, lanes, dev):
     m, k = 45, 83  # odd sizes: tails in k, padding rows
     consts = crt_constants(count)
     a = _inputs(rng, m, k)
@@ -99,7 +66,7 @@ def test_residues_strided(st, rng, count, layout, lanes):
         row_stride, plane_stride = k_pad, rows_pad * k_pad
     else:
         row_stride, plane_stride = count * k_pad, k_pad
-    d = Dev()
+    d = dev
     if lanes == "k":
         px, vs, es = d.put(a), k, 1
     else:
@@ -117,13 +84,13 @@ def test_residues_strided(st, rng, count, layout, lanes):
         assert idx.size == out.nbytes and np.unique(idx).size == idx.size
 
 
-def test_residues_plain_matches_strided(st, rng):
+def test_residues_plain_matches_strided(st, rng, dev):
     """P_residues is P_residues_strided with the (modulus, row, k) strides."""
     m, k, count = 37, 91, 17
     consts = crt_constants(count)
     a = _inputs(rng, m, k)
     mu = _shifts(rng, a, consts.bound_exponent)
-    d = Dev()
+    d = dev
     px, pmu, pmod = d.put(a), d.put(mu), d.put(np.array(consts.moduli, np.int32))
     o1, o2 = d.empty(count * m * 96), d.empty(count * m * 96, poison=0x33)
     st.residues(px, m, k, k, 1, pmu, count, pmod, o1.ptr, m, 96, 0)
@@ -157,7 +124,7 @@ def _groups(count, rng):
 
 
 @pytest.mark.parametrize("count", [2, 5, 6, 11, 15, 16, 20])
-def test_combine_unscale(st, rng, count):
+def test_combine_unscale(st, rng, count, dev):
     consts = crt_constants(count)
     m, n, ldx = 19, 13, 16
     lim = 2**consts.bound_exponent
@@ -183,7 +150,7 @@ def test_combine_unscale(st, rng, count):
     for beta, pat in ((0.25, None), (0.0, pattern)):
         want = R.unscale(np.where(pattern == 0, xr, pattern) if pat is not None else xr,
                          mu.astype(np.int64), nu.astype(np.int64), -1.5, beta, cin if beta else None)
-        d = Dev()
+        d = dev
         out = d.empty(8 * m * n)
         st.combine_unscale(d.put(parts), sizes, m, n, ldx, m * ldx, consts, d.put(mu), d.put(nu), -1.5, beta,
                            d.put(cin) if beta else 0, n, 1, out.ptr, n, 1, d.put(pat) if pat is not None else 0, 0)
@@ -199,7 +166,7 @@ def test_combine_unscale(st, rng, count):
         assert np.array_equal(d.get(out2, np.float64, (m, n)).view(np.int64), want.view(np.int64))
 
 
-def test_combine_unscale_column_major_out(st, rng):
+def test_combine_unscale_column_major_out(st, rng, dev):
     """Scalar loads/stores: odd ldx, column-major output, one group per modulus."""
     count = 7
     consts = crt_constants(count)
@@ -214,7 +181,7 @@ def test_combine_unscale_column_major_out(st, rng):
     nu = np.zeros(n, np.int32)
     want = R.unscale(R.crt_reconstruct(r, consts), mu.astype(np.int64), nu.astype(np.int64), 1.0, 0.0, None)
     assert np.array_equal(want, x.astype(np.float64))
-    d = Dev()
+    d = dev
     out = d.empty(8 * m * n)
     st.combine_unscale(d.put(parts), [1] * count, m, n, ldx, m * ldx, consts, d.put(mu), d.put(nu), 1.0, 0.0,
                        0, 0, 0, out.ptr, 1, m, 0, 0)
