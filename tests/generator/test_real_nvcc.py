@@ -61,3 +61,43 @@ def test_real_build_exports_the_entry_points(real_toolchain, tmp_path, arch, cap
     again = build([variant], tmp_path, toolchain=real_toolchain, progress=False)
     assert again.compiled == () and again.artifacts == report.artifacts
     assert find_artifact(variant, tmp_path, toolchain=real_toolchain) == artifact
+
+    # The runtime's ctypes binding loads it, checks ABI and name, and a problem the kernel
+    # cannot run is refused with the library's own message before any CUDA call.
+    from ozaki_cutlass.kernels import Int8Gemm, UnsupportedProblem
+
+    kernel = Int8Gemm(artifact)
+    assert kernel.name == variant.name
+    with pytest.raises(UnsupportedProblem, match="k=13 must be a multiple of 16"):
+        kernel(4, 4, 13, 1, 1 << 20, 16, 0, 1 << 20, 16, 0, 1 << 20, 4, 0)
+
+
+@pytest.mark.nvcc
+def test_real_stage_library_binds(real_toolchain, tmp_path):
+    """The stage kernels: ctypes mirror of CrtConstants checked against the library,
+    argument errors reported before any CUDA call."""
+    from ozaki_cutlass.generator import Arch, StagesVariant
+    from ozaki_cutlass.kernels import UnsupportedProblem
+    from ozaki_cutlass.stages import Stages
+
+    variant = StagesVariant(arch=Arch.SM90A)
+    (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
+    st = Stages(artifact.library_path, artifact.symbol, variant.name)
+    with pytest.raises(UnsupportedProblem, match="k"):
+        st.scan(1 << 20, 4, -1, 1, 1, 100, 1 << 20, 1 << 20, 1 << 20, 0)
+
+
+@pytest.mark.nvcc
+def test_real_fused_build_binds(real_toolchain, tmp_path):
+    """A fused modulus-group kernel compiles, and its binding refuses moduli that are not
+    pairwise coprime before any CUDA call."""
+    from ozaki_cutlass.generator import Arch, Epilogue, catalog
+    from ozaki_cutlass.kernels import GroupGemm, UnsupportedProblem
+
+    variant = catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT)[0]
+    (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
+    assert {f"{variant.symbol}_{e}" for e in ENTRY_POINTS} <= exported_functions(artifact.library_path)
+    kernel = GroupGemm(artifact)
+    g, kp = variant.group_size, variant.tile_k
+    with pytest.raises(UnsupportedProblem, match="coprime"):
+        kernel(4, 4, kp, [256] * g, 1 << 20, g * kp, 1 << 20, g * kp, 1 << 20, 4)
