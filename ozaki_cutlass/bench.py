@@ -170,30 +170,111 @@ def _sample_error(got_rows: np.ndarray, a_rows: np.ndarray, b: np.ndarray) -> fl
     return float(np.linalg.norm(diff) / np.linalg.norm(ref.astype(np.float64)))
 
 
-def staged_main(args) -> int:
-    """``ozaki-cutlass bench``: native DGEMM vs the emulated (staged) path, same run."""
+DEFAULT_SHAPES = (
+    # squares
+    (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+    (16384, 16384, 16384),
+    # small k, large k, tall-skinny
+    (16384, 16384, 1024), (4096, 4096, 65536), (65536, 1024, 4096),
+)
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """'N' (square) or 'MxNxK'."""
+    parts = text.lower().split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"shape {text!r}: expected N or MxNxK with integers") from None
+    if len(dims) == 1:
+        dims = dims * 3
+    if len(dims) != 3 or min(dims) < 1:
+        raise ValueError(f"shape {text!r}: expected N or MxNxK with positive integers")
+    return dims
+
+
+CSV_FIELDS = ("m", "n", "k", "path", "kernel", "ms", "tflops", "ratio_to_native", "scale_ms",
+              "residues_ms", "int8_gemm_ms", "crt_ms", "error", "native_error", "bit_identical")
+
+
+def csv_rows(rows, paths):
+    """Flatten benchmark rows (one per shape) into one CSV record per shape and path."""
+    out = []
+    for r in rows:
+        base = {"m": r["m"], "n": r["n"], "k": r["k"], "native_error": r["native_error"],
+                "bit_identical": r.get("bit_identical", "")}
+        out.append(base | {"path": "native", "kernel": "cuBLAS DGEMM", "ms": r["native_ms"],
+                           "tflops": r["native_tflops"], "ratio_to_native": 1.0, "error": r["native_error"]})
+        for path in paths:
+            e = r[path]
+            p = e["phases_ms"]
+            out.append(base | {"path": path, "kernel": e["kernel"], "ms": e["ms"], "tflops": e["tflops"],
+                               "ratio_to_native": e["tflops"] / r["native_tflops"] if r["native_tflops"] else "",
+                               "scale_ms": p["scale"], "residues_ms": p["residues"],
+                               "int8_gemm_ms": p["int8_gemm"], "crt_ms": p["crt"], "error": e["error"]})
+    return out
+
+
+def write_csv(rows, paths, out_file) -> None:
+    import csv
+
+    with open(out_file, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, restval="")
+        writer.writeheader()
+        writer.writerows(csv_rows(rows, paths))
+
+
+def write_plot(rows, paths, out_file, title: str) -> None:
+    """TFLOP/s against n for the square shapes: native, and each emulated path (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise RuntimeError("--plot needs matplotlib") from exc
+    squares = [r for r in rows if r["m"] == r["n"] == r["k"]]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ns = [r["n"] for r in squares]
+    ax.plot(ns, [r["native_tflops"] for r in squares], "k-o", label="native DGEMM (cuBLAS)")
+    for name in paths:
+        ax.plot(ns, [r[name]["tflops"] for r in squares], "-o", label=f"ozaki, {name}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("n (m = n = k)")
+    ax.set_ylabel("TFLOP/s (FP64-equivalent)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_file, dpi=120)
+    plt.close(fig)
+
+
+def bench_main(args) -> int:
+    """``ozaki-cutlass bench``: native DGEMM, the staged and the fused path, same run."""
     import cupy as cp
 
     from . import pipeline
     from .reference import DEFAULT_MODULI
 
+    shapes = [parse_shape(s) for s in args.shapes] if args.shapes else list(DEFAULT_SHAPES)
     _cuda.ensure_context()
     moduli = args.moduli or DEFAULT_MODULI
     rows = []
     print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
           f"after {args.warmup} warm-up; errors on 2 sampled rows vs long double; native = cuBLAS via CuPy")
-    print(f"{'n':>6} {'path':>7} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
+    print(f"{'shape':>19} {'path':>7} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
           f"{'crt':>7} {'total ms':>9} {'err':>9}  kernel", flush=True)
-    for n in args.sizes:
-        rs = cp.random.default_rng(args.seed + n)
-        # (U - 0.5) exp(phi N(0,1)), phi = 0.5, generated on the GPU
-        xa = (rs.random((n, n)) - 0.5) * cp.exp(args.phi * rs.standard_normal((n, n)))
-        xb = (rs.random((n, n)) - 0.5) * cp.exp(args.phi * rs.standard_normal((n, n)))
-        flops = 2.0 * n * n * n
+    for m, n, k in shapes:
+        rs = cp.random.default_rng(args.seed + m + 7 * n + 13 * k)
+        # (U - 0.5) exp(phi N(0,1)), generated on the GPU
+        xa = (rs.random((m, k)) - 0.5) * cp.exp(args.phi * rs.standard_normal((m, k)))
+        xb = (rs.random((k, n)) - 0.5) * cp.exp(args.phi * rs.standard_normal((k, n)))
+        flops = 2.0 * m * n * k
         nat_ms, nat_out = _native_dgemm(xa, xb, args.warmup, args.reps)
-        row = {"n": n, "moduli": moduli, "mode": args.mode, "native_ms": nat_ms,
+        row = {"m": m, "n": n, "k": k, "moduli": moduli, "mode": args.mode, "native_ms": nat_ms,
                "native_tflops": flops / nat_ms / 1e9 if nat_ms else None}
-        sample = np.arange(0, n, max(1, n // 2))[:2]
+        sample = np.arange(0, m, max(1, m // 2))[:2]
         a_rows, b_h = cp.asnumpy(xa[sample]), cp.asnumpy(xb)
         row["native_error"] = (_sample_error(cp.asnumpy(nat_out[sample]), a_rows, b_h)
                                if nat_out is not None else float("nan"))
@@ -217,31 +298,38 @@ def staged_main(args) -> int:
         _print_row(row, args.paths)
         del xa, xb, outs, nat_out
         cp.get_default_memory_pool().free_all_blocks()
+    record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "phi": args.phi,
+              "moduli": moduli, "mode": args.mode, "rows": rows}
     if args.json:
         from ._device import compute_capability
 
         with open(args.json, "w") as f:
-            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       "capability": compute_capability(), "phi": args.phi, "rows": rows}, f, indent=2)
-    return 0
+            json.dump(record | {"capability": compute_capability()}, f, indent=2)
+    if args.csv:
+        write_csv(rows, args.paths, args.csv)
+    if args.plot:
+        write_plot(rows, args.paths, args.plot, f"Ozaki-II, {moduli} moduli, phi = {args.phi}")
+    return 0 if all(r.get("bit_identical", True) for r in rows) else 1
 
 
 def _print_row(r, paths) -> None:
-    print(f"{r['n']:6d} {'native':>7} {r['native_tflops'] or float('nan'):7.1f} {1.0:8.2f} "
+    shape = f"{r['m']}x{r['n']}x{r['k']}"
+    print(f"{shape:>19} {'native':>7} {r['native_tflops'] or float('nan'):7.1f} {1.0:8.2f} "
           f"{'':7s} {'':7s} {'':8s} {'':7s} {r['native_ms'] or float('nan'):9.2f} {r['native_error']:9.2e}")
     for path in paths:
         e = r[path]
         p = e["phases_ms"]
         ratio = e["tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
-        print(f"{r['n']:6d} {path:>7} {e['tflops']:7.1f} {ratio:8.2f} {p['scale']:7.2f} {p['residues']:7.2f} "
+        print(f"{shape:>19} {path:>7} {e['tflops']:7.1f} {ratio:8.2f} {p['scale']:7.2f} {p['residues']:7.2f} "
               f"{p['int8_gemm']:8.2f} {p['crt']:7.2f} {p['total']:9.2f} {e['error']:9.2e}  {e['kernel']}")
     if "bit_identical" in r:
-        print(f"{r['n']:6d} paths bit-identical: {r['bit_identical']}", flush=True)
+        print(f"{shape:>19} paths bit-identical: {r['bit_identical']}", flush=True)
 
 
 def add_bench_parser(sub) -> None:
-    p = sub.add_parser("bench", help="native DGEMM vs the emulated path (GPU, needs CuPy)")
-    p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384])
+    p = sub.add_parser("bench", help="native DGEMM vs the staged and fused paths (GPU, needs CuPy)")
+    p.add_argument("--shapes", nargs="+", default=None, metavar="N|MxNxK",
+                   help="problem shapes (default: squares 1024..16384, small k, large k, tall-skinny)")
     p.add_argument("--moduli", type=int, default=None)
     p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
     p.add_argument("--paths", nargs="+", choices=["staged", "fused"], default=["staged", "fused"])
@@ -249,8 +337,10 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None)
-    p.set_defaults(handler=staged_main)
+    p.add_argument("--json", default=None, help="write all numbers here (JSON)")
+    p.add_argument("--csv", default=None, help="write one record per shape and path here (CSV)")
+    p.add_argument("--plot", default=None, help="write TFLOP/s against n here (PNG; needs matplotlib)")
+    p.set_defaults(handler=bench_main)
 
 
 # --------------------------------------------------------------------------- tuning

@@ -4,5 +4,5 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 PY=python3
-$PY -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . >"$OUT/install.log" 2>&1 \
-  || { tail -20 "$OUT/install.log"; exit 1; }
+$PY -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . >/tmp/ozaki-install.log 2>&1 \
+  || { tail -20 /tmp/ozaki-install.log; exit 1; }

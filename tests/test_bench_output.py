@@ -1,0 +1,51 @@
+"""The benchmark's shapes, CSV and plot, on synthetic measurements (no GPU needed)."""
+
+import csv
+
+import pytest
+
+from ozaki_cutlass.bench import CSV_FIELDS, parse_shape, write_csv, write_plot
+
+
+def _row(m, n, k, native_ms, staged_ms, fused_ms):
+    flops = 2.0 * m * n * k
+    phases = {"scale": 1.0, "residues": 1.0, "int8_gemm": 2.0, "crt": 0.5}
+    row = {"m": m, "n": n, "k": k, "native_ms": native_ms, "native_tflops": flops / native_ms / 1e9,
+           "native_error": 3e-15, "bit_identical": True}
+    for path, ms in (("staged", staged_ms), ("fused", fused_ms)):
+        row[path] = {"kernel": f"k_{path}", "ms": ms, "tflops": flops / ms / 1e9,
+                     "phases_ms": phases | {"total": ms}, "error": 2e-16}
+    return row
+
+
+def test_parse_shape():
+    assert parse_shape("4096") == (4096, 4096, 4096)
+    assert parse_shape("65536x1024x4096") == (65536, 1024, 4096)
+    for bad in ("4096x1024", "0", "axbxc", "1x2x3x4"):
+        with pytest.raises(ValueError, match="shape"):
+            parse_shape(bad)
+
+
+def test_csv_one_record_per_shape_and_path(tmp_path):
+    rows = [_row(4096, 4096, 4096, 2.0, 4.0, 5.0), _row(65536, 1024, 4096, 10.0, 8.0, 9.0)]
+    out = tmp_path / "bench.csv"
+    write_csv(rows, ["staged", "fused"], out)
+    with open(out) as f:
+        records = list(csv.DictReader(f))
+    assert list(records[0]) == list(CSV_FIELDS)
+    assert [(r["m"], r["path"]) for r in records] == [
+        ("4096", "native"), ("4096", "staged"), ("4096", "fused"),
+        ("65536", "native"), ("65536", "staged"), ("65536", "fused")]
+    staged = records[1]
+    assert float(staged["ratio_to_native"]) == pytest.approx(0.5)
+    assert float(staged["tflops"]) == pytest.approx(2 * 4096**3 / 4.0 / 1e9)
+    assert float(records[5]["ratio_to_native"]) == pytest.approx(10.0 / 9.0)
+
+
+def test_plot_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [_row(n, n, n, 2.0 * (n / 4096) ** 3, 3.0 * (n / 4096) ** 3, 3.5 * (n / 4096) ** 3)
+            for n in (1024, 4096, 16384)]
+    out = tmp_path / "bench.png"
+    write_plot(rows, ["staged", "fused"], out, "synthetic")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
