@@ -1,0 +1,755 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// Host-only checker of the pure arithmetic helpers that the GPU kernels are built from:
+//   ozaki/stages.cuh        (scan, scaling, residues, CRT, unscale, NaN/Inf pattern)
+//   ozaki/stage_fastmod.cuh (float-pipe residues, 32-bit Barrett; included by stages.cuh)
+//   ozaki/group_arith.h     (fused modulus-group fold and partial CRT)
+// Every helper is __host__ __device__, so calling it here on the CPU runs the same source
+// the kernels run (the device-only intrinsics have exact host twins in the headers).
+// Nothing touches a GPU.
+//
+// Build (tests/test_host_arithmetic.py does this):
+//   nvcc -x cu -std=c++17 -O2 -Xcompiler -ffp-contract=off -I templates/include \
+//        tests/host/check_arithmetic.cu -o check_arithmetic
+// -ffp-contract=off matters: the reference's double sequences contain no FMAs, and the
+// host fallbacks of add_rn/mul_rn are plain operators.
+//
+// Usage: check_arithmetic CASES_FILE   (or "-" for stdin)
+// Each line of CASES_FILE is "<tag> <fields...>": inputs and the expected answers that
+// tests/test_host_arithmetic.py computed from ozaki_cutlass.reference (or from exact
+// Python integers). Doubles travel as the hex of their bits. The sweep_* tags instead
+// name a range of inputs and the checker compares against plain 64-bit integer
+// arithmetic (a ground truth as obvious as Python's %), so that millions of values need
+// no text. Output:
+//   MISMATCH <tag> line <n>: <detail> | <the line>     (the first few per tag)
+//   COUNT <tag> <cases> <mismatches>                   (one per tag seen)
+//   TOTAL <cases> <mismatches>
+// Exit status: 0 all match, 1 some mismatch, 2 a malformed line or an unknown tag.
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ozaki/group_arith.h"
+#include "ozaki/stages.cuh"
+
+namespace st = ozaki::stages;
+
+namespace {
+
+constexpr int kMaxReports = 5;  // MISMATCH lines printed per tag
+
+// --- parsing ------------------------------------------------------------------------
+
+double double_from_hex(const std::string& s) {
+  const uint64_t bits = std::strtoull(s.c_str(), nullptr, 16);
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+// Bitwise equality, any NaN equal to any NaN (NumPy does not promise a NaN payload).
+bool same_double(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || st::double_bits(a) == st::double_bits(b);
+}
+
+std::string hex_of(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%" PRIx64, st::double_bits(d));
+  return buf;
+}
+
+// A line's fields, read in order; `ok()` is false once any read failed.
+class Fields {
+ public:
+  explicit Fields(const std::string& line) : s_(line) {}
+  template <typename T>
+  T get() {
+    T v{};
+    s_ >> v;
+    return v;
+  }
+  long long i() { return get<long long>(); }
+  unsigned long long u() { return get<unsigned long long>(); }
+  double hex() { return double_from_hex(get<std::string>()); }
+  bool ok() const { return !s_.fail(); }
+  bool at_end() {  // nothing but blanks left
+    std::string extra;
+    return !(s_ >> extra);
+  }
+  std::string rest() {
+    std::string r;
+    std::getline(s_ >> std::ws, r);
+    return r;
+  }
+
+ private:
+  std::istringstream s_;
+};
+
+// --- tallies ------------------------------------------------------------------------
+
+struct Tally {
+  long long cases = 0;
+  long long bad = 0;
+};
+
+std::map<std::string, Tally> g_tally;
+std::string g_line;   // the line being checked, for reports
+long long g_lineno = 0;
+
+void count(const std::string& tag, long long n = 1) { g_tally[tag].cases += n; }
+
+void mismatch(const std::string& tag, const std::string& detail, long long n = 1) {
+  Tally& t = g_tally[tag];
+  if (t.bad < kMaxReports) {
+    std::printf("MISMATCH %s line %lld: %s | %.240s\n", tag.c_str(), g_lineno, detail.c_str(),
+                g_line.c_str());
+  }
+  t.bad += n;
+}
+
+// One checked value: counts a case, reports a mismatch with got/want.
+template <typename T>
+bool expect_eq(const std::string& tag, const char* what, T got, T want) {
+  if (got == want) return true;
+  std::ostringstream d;
+  d << what << ": got " << +got << ", want " << +want;
+  mismatch(tag, d.str());
+  return false;
+}
+
+// Python's a % m (m > 0) and the symmetric residue, in 64-bit integers.
+int64_t py_mod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
+int sym_mod(int64_t y, int64_t m) {
+  const int64_t r = py_mod(y, m);
+  return static_cast<int>(r >= (m + 1) / 2 ? r - m : r);
+}
+
+// The fastmod path of P_residues for one value and modulus: both the general (any e)
+// route and, where e == 0, the e == 0 route. Returns false (and reports) on mismatch.
+bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, uint32_t m,
+                           int want) {
+  const st::FloatModulus k = st::float_modulus(m);
+  const st::Pieces p = st::residue_pieces(sv, false);
+  const int scaled = st::residue_byte(st::residue_scaled(p, st::pow2_factor(sv.exp, m), k));
+  if (scaled != want) {
+    mismatch(tag, "residue_scaled m=" + std::to_string(m) + ": got " + std::to_string(scaled) +
+                      ", want " + std::to_string(want));
+    return false;
+  }
+  if (sv.exp == 0) {
+    const int e0 = st::residue_byte(st::residue_e0(st::residue_pieces(sv, true), k));
+    if (e0 != want) {
+      mismatch(tag, "residue_e0 m=" + std::to_string(m) + ": got " + std::to_string(e0) +
+                        ", want " + std::to_string(want));
+      return false;
+    }
+  }
+  return true;
+}
+
+// The old (double) residue path: decompose_integer + residue + symmetric_residue.
+int old_residue(double integer_valued, uint32_t m) {
+  return st::symmetric_residue(st::residue(st::decompose_integer(integer_valued), m), m);
+}
+
+// ozaki::crt_finish<G> with a runtime G.
+uint32_t group_crt_finish(int g, uint32_t packed, const ozaki::GroupCrtConstants& k) {
+  switch (g) {
+    case 1: return ozaki::crt_finish<1>(packed, k);
+    case 2: return ozaki::crt_finish<2>(packed, k);
+    case 3: return ozaki::crt_finish<3>(packed, k);
+    default: return ozaki::crt_finish<4>(packed, k);
+  }
+}
+
+// --- the checks, one function per tag -------------------------------------------------
+// Each returns false for a malformed line.
+
+std::map<int, ozaki::CrtConstants> g_crt_constants;  // by moduli count, from "crt_const"
+std::vector<uint32_t> g_sres_moduli;                 // from "sres_moduli"
+
+// clog2 <v> <ceil_log2(v)>                         reference._ceil_log2
+bool check_clog2(Fields& f, const std::string& tag) {
+  const unsigned long long v = f.u();
+  const int want = static_cast<int>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq(tag, "ceil_log2", st::ceil_log2(v), want);
+  return true;
+}
+
+// fdiv <a> <b> <a // b>
+bool check_fdiv(Fields& f, const std::string& tag) {
+  const long long a = f.i(), b = f.i(), want = f.i();
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq<int64_t>(tag, "floor_div", st::floor_div(a, b), want);
+  return true;
+}
+
+// fbb <k> <fast_bound_bits(k)>
+bool check_fbb(Fields& f, const std::string& tag) {
+  const long long k = f.i();
+  const int want = static_cast<int>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq(tag, "fast_bound_bits", st::fast_bound_bits(k), want);
+  return true;
+}
+
+// frexp <hex x> <np.frexp(x)[1]>
+bool check_frexp(Fields& f, const std::string& tag) {
+  const double x = f.hex();
+  const int want = static_cast<int>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq(tag, "frexp_exponent", st::frexp_exponent(x), want);
+  return true;
+}
+
+// res <hex integer-valued x> <m> <symmetric residue>      reference.residues
+// Both the double path and the fastmod path (shift 0).
+bool check_res(Fields& f, const std::string& tag) {
+  const double x = f.hex();
+  const uint32_t m = static_cast<uint32_t>(f.u());
+  const int want = static_cast<int>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  if (expect_eq(tag, "decompose_integer+residue", old_residue(x, m), want))
+    check_fastmod_residue(tag, st::scaled_integer(x, 0), m, want);
+  return true;
+}
+
+// pmod <c> <m> <c % m>
+bool check_pmod(Fields& f, const std::string& tag) {
+  const int32_t c = static_cast<int32_t>(f.i()), m = static_cast<int32_t>(f.i());
+  const int32_t want = static_cast<int32_t>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq(tag, "positive_mod", st::positive_mod(c, m), want);
+  return true;
+}
+
+// scan <pb> <k> <E> <fast shift> <#non-finite> <hex x_0> ... <hex x_{k-1}>
+// What scan_kernel does for one vector (one thread here): reference.exponents and
+// reference.fast_shifts on the finite part, and the non-finite count.
+bool check_scan(Fields& f, const std::string& tag) {
+  const int pb = static_cast<int>(f.i());
+  const long long k = f.i();
+  const int want_e = static_cast<int>(f.i()), want_s = static_cast<int>(f.i());
+  const int want_nf = static_cast<int>(f.i());
+  std::vector<double> x(k > 0 ? k : 0);
+  for (auto& v : x) v = f.hex();
+  if (!f.ok()) return false;
+  count(tag);
+  double vmax = 0;
+  int nonfinite = 0;
+  for (double a : x) {
+    if (!std::isfinite(a)) ++nonfinite;
+    else if (std::fabs(a) > vmax) vmax = std::fabs(a);
+  }
+  const int e = st::frexp_exponent(vmax);
+  const int qb = st::fast_bound_bits(k);
+  uint64_t sum = 0;
+  for (double a : x) {
+    if (std::isfinite(a)) {
+      const uint64_t q = st::ceil_scaled_magnitude(a, qb - e);
+      sum += q * q;
+    }
+  }
+  expect_eq(tag, "exponent", e, want_e) &&
+      expect_eq(tag, "fast_shift_value", st::fast_shift_value(sum, e, qb, pb), want_s) &&
+      expect_eq(tag, "non-finite count", nonfinite, want_nf);
+  return true;
+}
+
+// coarse <hex x> <E> <coarse magnitude>              reference.coarse_magnitudes
+bool check_coarse(Fields& f, const std::string& tag) {
+  const double x = f.hex();
+  const int e = static_cast<int>(f.i()), want = static_cast<int>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq(tag, "coarse_value", static_cast<int>(st::coarse_value(x, e)), want);
+  return true;
+}
+
+// scale <hex x> <shift> <count> <r_0> ... : symmetric residues of
+// reference.scale_to_integers(x, shift) modulo the first `count` moduli of the table,
+// through the double path (scale_to_integer + decompose_integer) and the fastmod path
+// (scaled_integer + float pieces): the old and the new residue path of the kernels.
+bool check_scale(Fields& f, const std::string& tag) {
+  const double x = f.hex();
+  const int shift = static_cast<int>(f.i()), n = static_cast<int>(f.i());
+  std::vector<int> want(n > 0 ? n : 0);
+  for (auto& v : want) v = static_cast<int>(f.i());
+  if (!f.ok() || n > 20) return false;
+  count(tag);
+  static const uint32_t table[20] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
+                                     223, 217, 211, 199, 197, 193, 191, 181, 179, 173};
+  const double xi = std::isfinite(x) ? st::scale_to_integer(x, shift) : 0.0;
+  const st::ScaledInteger sv = st::scaled_integer(x, shift);
+  for (int g = 0; g < n; ++g) {
+    const std::string what = "double path m=" + std::to_string(table[g]);
+    if (!expect_eq(tag, what.c_str(), old_residue(xi, table[g]), want[g])) break;
+    if (!check_fastmod_residue(tag, sv, table[g], want[g])) break;
+  }
+  return true;
+}
+
+// sres_moduli <m...> (handled in main) names the moduli of the sres lines after it.
+// sres <hex a> <shift> <s_0> ...: symmetric residues of trunc(2^shift a) computed with
+// exact Python integers (NaN/Inf -> 0; an ldexp overflow to +-Inf -> +-2^1024), for
+// every modulus of sres_moduli, over shifts far outside what the reference produces.
+// The fastmod path (scaled_integer) must match, and so must the double path.
+bool check_sres(Fields& f, const std::string& tag) {
+  const double a = f.hex();
+  const int32_t shift = static_cast<int32_t>(f.i());
+  std::vector<int> want(g_sres_moduli.size());
+  for (auto& v : want) v = static_cast<int>(f.i());
+  if (!f.ok() || g_sres_moduli.empty()) return false;
+  count(tag);
+  const st::ScaledInteger sv = st::scaled_integer(a, shift);
+  const st::IntegerDouble d =
+      st::decompose_integer(std::isfinite(a) ? st::scale_to_integer(a, shift) : 0.0);
+  for (size_t g = 0; g < want.size(); ++g) {
+    const uint32_t m = g_sres_moduli[g];
+    const std::string what = "double path m=" + std::to_string(m);
+    if (!expect_eq(tag, what.c_str(), static_cast<int>(st::symmetric_residue(st::residue(d, m), m)),
+                   want[g]))
+      break;
+    if (!check_fastmod_residue(tag, sv, m, want[g])) break;
+  }
+  return true;
+}
+
+// acc <m> <n> <pb> <G (m*n)> <E_a (m)> <E_b (n)> <mu_fast> <nu_fast> <mu> <nu>
+// reference.accurate_shifts as the two kernels do it: the row pass, then the column pass.
+bool check_acc(Fields& f, const std::string& tag) {
+  const long long m = f.i(), n = f.i();
+  const int pb = static_cast<int>(f.i());
+  if (!f.ok() || m < 0 || n < 0 || m * n > 1000000) return false;
+  std::vector<long long> g(m * n);
+  std::vector<int> ea(m), eb(n), muf(m), nuf(n), mue(m), nue(n);
+  for (auto& v : g) v = f.i();
+  for (auto* vec : {&ea, &eb, &muf, &nuf, &mue, &nue})
+    for (auto& v : *vec) v = static_cast<int>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  std::vector<int64_t> d(m);
+  for (long long i = 0; i < m; ++i) {
+    int64_t row_min = st::kNoConstraint;
+    for (long long j = 0; j < n; ++j) {
+      const int64_t s = st::coarse_slack(g[i * n + j], ea[i], eb[j], muf[i], nuf[j], pb);
+      row_min = s < row_min ? s : row_min;
+    }
+    d[i] = st::row_gain(row_min, ea[i], muf[i], pb);
+    if (!expect_eq<int64_t>(tag, "mu", muf[i] + d[i], mue[i])) return true;
+  }
+  for (long long j = 0; j < n; ++j) {
+    int64_t col_min = st::kNoConstraint;
+    for (long long i = 0; i < m; ++i) {
+      const int64_t s = st::coarse_slack(g[i * n + j], ea[i], eb[j], muf[i], nuf[j], pb) - d[i];
+      col_min = s < col_min ? s : col_min;
+    }
+    const int64_t nu = nuf[j] + st::column_gain(col_min, eb[j], nuf[j], pb);
+    if (!expect_eq<int64_t>(tag, "nu", nu, nue[j])) return true;
+  }
+  return true;
+}
+
+// crt_const <count> <limbs> <moduli (20, zero padded)> <hex weight_limbs [20][4]>
+//           <hex product_limbs [4]> <hex limb_scales [4]> <hex quotient_factors [4]>
+// numerics.crt_constants(count) laid out as ozaki::CrtConstants (not a check).
+bool read_crt_const(Fields& f, const std::string&) {
+  ozaki::CrtConstants c{};
+  c.count = static_cast<int32_t>(f.i());
+  c.limbs = static_cast<int32_t>(f.i());
+  for (int g = 0; g < 20; ++g) c.moduli[g] = static_cast<int32_t>(f.i());
+  for (int g = 0; g < 20; ++g)
+    for (int j = 0; j < 4; ++j) c.weight_limbs[g][j] = f.hex();
+  for (int j = 0; j < 4; ++j) c.product_limbs[j] = f.hex();
+  for (int j = 0; j < 4; ++j) c.limb_scales[j] = f.hex();
+  for (int j = 0; j < 4; ++j) c.quotient_factors[j] = f.hex();
+  if (!f.ok() || c.count < 2 || c.count > 20 || c.limbs < 1 || c.limbs > 4) return false;
+  g_crt_constants[c.count] = c;
+  return true;
+}
+
+// crt <count> <r_0..r_{count-1}> <shift_sum> <hex alpha> <hex beta> <hex c> <hex pattern>
+//     <hex X> <hex Y>
+// What crt_unscale_kernel does for one (i, j): residue r_g in [0, m_g) arrives as three
+// raw int32 chunk sums congruent to r_g (reduced by positive_mod and by mod_i32), the
+// limb sums, crt_finish (must be reference.crt_reconstruct's X bit for bit), then
+// crt_output with the NaN/Inf pattern entry (reference.gemm's substitution, then
+// reference.unscale: Y); with pattern == 0 also crt_finish + unscale_value.
+bool check_crt(Fields& f, const std::string& tag) {
+  const int n = static_cast<int>(f.i());
+  auto it = g_crt_constants.find(n);
+  if (!f.ok() || it == g_crt_constants.end()) return false;
+  const ozaki::CrtConstants& c = it->second;
+  std::vector<int32_t> r(n);
+  for (auto& v : r) v = static_cast<int32_t>(f.i());
+  const int32_t shift = static_cast<int32_t>(f.i());
+  const double alpha = f.hex(), beta = f.hex(), cval = f.hex(), pattern = f.hex();
+  const double want_x = f.hex(), want_y = f.hex();
+  if (!f.ok()) return false;
+  count(tag);
+  double sums_a[st::kMaxLimbs] = {0, 0, 0, 0};
+  double sums_b[st::kMaxLimbs] = {0, 0, 0, 0};
+  for (int g = 0; g < n; ++g) {
+    const int32_t mod = c.moduli[g];
+    const int32_t chunks[3] = {r[g] - 7 * mod + 5, -5 - 3 * mod, 2000000000 / mod * mod};
+    int64_t sum_a = 0, sum_b = 0;
+    const uint32_t um = static_cast<uint32_t>(mod);
+    for (int32_t v : chunks) {
+      sum_a += st::positive_mod(v, mod);
+      sum_b += st::mod_i32(v, um, st::barrett_magic(um), st::signed_offset(um));
+    }
+    st::crt_add_residue(c, g, static_cast<int32_t>(sum_a % mod), sums_a);
+    st::crt_add_residue(c, g, static_cast<int32_t>(sum_b % mod), sums_b);
+  }
+  const double x = st::crt_finish(c, sums_a);
+  if (!same_double(x, want_x)) {
+    mismatch(tag, "crt_finish: got " + hex_of(x) + ", want " + hex_of(want_x));
+    return true;
+  }
+  const double y = st::crt_output(c, sums_b, pattern, shift, alpha, beta, beta != 0 ? cval : 0.0);
+  if (!same_double(y, want_y)) {
+    mismatch(tag, "crt_output: got " + hex_of(y) + ", want " + hex_of(want_y));
+    return true;
+  }
+  if (pattern == 0.0) {
+    const double y2 = st::unscale_value(x, shift, alpha, beta, beta != 0 ? cval : 0.0);
+    if (!same_double(y2, want_y))
+      mismatch(tag, "unscale_value: got " + hex_of(y2) + ", want " + hex_of(want_y));
+  }
+  return true;
+}
+
+// pat <k> <hex a_0..a_{k-1}> <hex b_0..b_{k-1}> <hex pattern>    reference.split_nonfinite
+bool check_pat(Fields& f, const std::string& tag) {
+  const int k = static_cast<int>(f.i());
+  if (!f.ok() || k < 0) return false;
+  std::vector<double> a(k), b(k);
+  for (auto& v : a) v = f.hex();
+  for (auto& v : b) v = f.hex();
+  const double want = f.hex();
+  if (!f.ok()) return false;
+  count(tag);
+  unsigned flags = 0;
+  for (int l = 0; l < k; ++l) flags |= st::classify_term(a[l], b[l]);
+  const double got = st::pattern_value(flags);
+  if (!same_double(got, want)) mismatch(tag, "pattern_value: got " + hex_of(got) + ", want " + hex_of(want));
+  return true;
+}
+
+// p2 <m> <e> <2^e mod m>: pow2_mod, and pow2_factor as its centered representative.
+bool check_p2(Fields& f, const std::string& tag) {
+  const uint32_t m = static_cast<uint32_t>(f.u());
+  const int e = static_cast<int>(f.i());
+  const uint32_t want = static_cast<uint32_t>(f.u());
+  if (!f.ok()) return false;
+  count(tag);
+  if (!expect_eq(tag, "pow2_mod", st::pow2_mod(e, m), want)) return true;
+  const int centered = 2 * want > m ? static_cast<int>(want) - static_cast<int>(m) : static_cast<int>(want);
+  expect_eq(tag, "pow2_factor", static_cast<int>(st::pow2_factor(e, m)), centered);
+  return true;
+}
+
+// bmod <u32> <m> <u % m>       mod_u32 (32-bit Barrett)
+bool check_bmod(Fields& f, const std::string& tag) {
+  const uint32_t u = static_cast<uint32_t>(f.u()), m = static_cast<uint32_t>(f.u());
+  const uint32_t want = static_cast<uint32_t>(f.u());
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq(tag, "mod_u32", st::mod_u32(u, m, st::barrett_magic(m)), want);
+  return true;
+}
+
+// imod <i32> <m> <c % m>       mod_i32, and ozaki::residue (the fused fold) for m <= 256
+bool check_imod(Fields& f, const std::string& tag) {
+  const int32_t c = static_cast<int32_t>(f.i());
+  const uint32_t m = static_cast<uint32_t>(f.u()), want = static_cast<uint32_t>(f.u());
+  if (!f.ok()) return false;
+  count(tag);
+  if (expect_eq(tag, "mod_i32", st::mod_i32(c, m, st::barrett_magic(m), st::signed_offset(m)), want) &&
+      m >= 2 && m <= 256)
+    expect_eq(tag, "group_arith residue", ozaki::residue(c, ozaki::ModulusFold::make(m)), want);
+  return true;
+}
+
+// grp <count> <#groups> <sizes...> <r_0..r_{count-1}> <partials...>: with X mod M_gr
+// (M_gr the product of a group of consecutive table moduli) every r_g = X mod m_g
+// follows through mod_u32 (P_combine_unscale's reduction of the partial CRT values).
+bool check_grp(Fields& f, const std::string& tag) {
+  const int n = static_cast<int>(f.i()), ngroups = static_cast<int>(f.i());
+  if (!f.ok() || n < 1 || n > 20 || ngroups < 1 || ngroups > 20) return false;
+  std::vector<int> sizes(ngroups), r(n);
+  std::vector<uint32_t> parts(ngroups);
+  for (auto& v : sizes) v = static_cast<int>(f.i());
+  for (auto& v : r) v = static_cast<int>(f.i());
+  for (auto& v : parts) v = static_cast<uint32_t>(f.u());
+  if (!f.ok()) return false;
+  count(tag);
+  static const uint32_t table[20] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
+                                     223, 217, 211, 199, 197, 193, 191, 181, 179, 173};
+  int g = 0;
+  for (int gr = 0; gr < ngroups; ++gr) {
+    for (int t = 0; t < sizes[gr]; ++t, ++g) {
+      if (g >= n) return false;
+      const std::string what = "mod_u32 of partial " + std::to_string(gr) + " m=" + std::to_string(table[g]);
+      if (!expect_eq(tag, what.c_str(), st::mod_u32(parts[gr], table[g], st::barrett_magic(table[g])),
+                     static_cast<uint32_t>(r[g])))
+        return true;
+    }
+  }
+  return g == n;
+}
+
+// pack <s_0> <s_1> <s_2> <s_3> <word>: pack_bytes of four biased residues.
+bool check_pack(Fields& f, const std::string& tag) {
+  int s[4];
+  for (int& v : s) v = static_cast<int>(f.i());
+  const uint32_t want = static_cast<uint32_t>(f.u());
+  if (!f.ok()) return false;
+  count(tag);
+  const float magic = st::kRoundMagic;
+  expect_eq(tag, "pack_bytes",
+            st::pack_bytes(magic + s[0], magic + s[1], magic + s[2], magic + s[3]), want);
+  return true;
+}
+
+// gfold <m> <x (int32)> <x % m>: ozaki::residue, the fused mainloop fold.
+bool check_gfold(Fields& f, const std::string& tag) {
+  const uint32_t m = static_cast<uint32_t>(f.u());
+  const int32_t x = static_cast<int32_t>(f.i());
+  const uint32_t want = static_cast<uint32_t>(f.u());
+  if (!f.ok() || m < 2 || m > 256) return false;
+  count(tag);
+  expect_eq(tag, "residue(int32, ModulusFold)", ozaki::residue(x, ozaki::ModulusFold::make(m)), want);
+  return true;
+}
+
+// gconst <G> <m_0..m_{G-1}> <c_0..c_{G-1}> <M> <barrett>: make_group_constants accepts
+// the group and derives the CRT weights, the product and floor((2^64 - 1) / M).
+bool check_gconst(Fields& f, const std::string& tag) {
+  const int n = static_cast<int>(f.i());
+  if (!f.ok() || n < 1 || n > ozaki::kMaxGroupSize) return false;
+  uint32_t m[ozaki::kMaxGroupSize] = {}, c[ozaki::kMaxGroupSize] = {};
+  for (int g = 0; g < n; ++g) m[g] = static_cast<uint32_t>(f.u());
+  for (int g = 0; g < n; ++g) c[g] = static_cast<uint32_t>(f.u());
+  const uint32_t product = static_cast<uint32_t>(f.u());
+  const uint64_t barrett = f.u();
+  if (!f.ok()) return false;
+  count(tag);
+  ozaki::GroupConstants k;
+  int bad = 0;
+  const char* why = ozaki::make_group_constants(m, n, k, bad);
+  if (why != nullptr) {
+    mismatch(tag, std::string("refused: ") + why);
+    return true;
+  }
+  for (int g = 0; g < n; ++g)
+    if (!expect_eq(tag, "weight", k.crt.weight[g], c[g]) ||
+        !expect_eq(tag, "fold modulus", k.fold[g].modulus, m[g]))
+      return true;
+  expect_eq(tag, "product", k.crt.product, product) &&
+      expect_eq<uint64_t>(tag, "barrett", k.crt.barrett, barrett);
+  return true;
+}
+
+// gbad <G> <m...> <bad index> <message...>: make_group_constants refuses the group.
+bool check_gbad(Fields& f, const std::string& tag) {
+  const int n = static_cast<int>(f.i());
+  if (!f.ok() || n < 0 || n > 8) return false;
+  uint32_t m[8] = {};
+  for (int g = 0; g < n; ++g) m[g] = static_cast<uint32_t>(f.u());
+  const int want_index = static_cast<int>(f.i());
+  const std::string want = f.rest();
+  if (!f.ok() || want.empty()) return false;
+  count(tag);
+  ozaki::GroupConstants k;
+  int bad = 0;
+  const char* why = ozaki::make_group_constants(m, n, k, bad);
+  if (why == nullptr) mismatch(tag, "accepted, want refusal: " + want);
+  else if (want != why) mismatch(tag, std::string("message: got '") + why + "', want '" + want + "'");
+  else expect_eq(tag, "bad_index", bad, want_index);
+  return true;
+}
+
+// gcrt <G> <m_0..m_{G-1}> <r_0..r_{G-1}> <x>: crt_finish<G> of the packed residue bytes
+// is the x in [0, M) with x = r_g (mod m_g) (Python's exact CRT).
+bool check_gcrt(Fields& f, const std::string& tag) {
+  const int n = static_cast<int>(f.i());
+  if (!f.ok() || n < 1 || n > ozaki::kMaxGroupSize) return false;
+  uint32_t m[ozaki::kMaxGroupSize] = {};
+  uint32_t packed = 0;
+  for (int g = 0; g < n; ++g) m[g] = static_cast<uint32_t>(f.u());
+  for (int g = 0; g < n; ++g) packed |= (static_cast<uint32_t>(f.u()) & 0xffu) << (8 * g);
+  const uint32_t want = static_cast<uint32_t>(f.u());
+  if (!f.ok()) return false;
+  count(tag);
+  ozaki::GroupConstants k;
+  int bad = 0;
+  const char* why = ozaki::make_group_constants(m, n, k, bad);
+  if (why != nullptr) {
+    mismatch(tag, std::string("refused: ") + why);
+    return true;
+  }
+  expect_eq(tag, "crt_finish<G>", group_crt_finish(n, packed, k.crt), want);
+  return true;
+}
+
+// --- sweeps: many values, ground truth = 64-bit integer arithmetic --------------------
+
+// sweep_y <m> <lo> <hi> <stride>: every integer y = lo, lo + stride, ... <= hi
+// (|y| <= 3161728, the largest |x| combine_pieces can produce, plus one):
+// reduce_quarter(y + 1/4) is 1.5 * 2^23 + (y mods m) exactly, and reduce_near(y) is an
+// integer r with |r| <= m/2 and r = y (mod m).
+bool sweep_y(Fields& f, const std::string& tag) {
+  const uint32_t m = static_cast<uint32_t>(f.u());
+  const long long lo = f.i(), hi = f.i(), stride = f.i();
+  if (!f.ok() || m < 2 || m > 256 || stride < 1 || lo < -3161728 || hi > 3161728) return false;
+  const st::FloatModulus k = st::float_modulus(m);
+  long long n = 0, bad = 0, first_bad = 0;
+  for (long long y = lo; y <= hi; y += stride, ++n) {
+    const float yf = static_cast<float>(y);
+    const int want = sym_mod(y, m);
+    const float b = st::reduce_quarter(st::add_rn_f(yf, 0.25f), k);
+    const float r = st::reduce_near(yf, k);
+    const int64_t ri = static_cast<int64_t>(r);
+    const bool ok = st::residue_byte(b) == static_cast<int8_t>(want) &&
+                    st::float_to_bits(b) == st::float_to_bits(st::kRoundMagic + want) &&
+                    static_cast<float>(ri) == r && 2 * std::llabs(ri) <= m && sym_mod(ri, m) == want;
+    if (!ok && bad++ == 0) first_bad = y;
+  }
+  count(tag, n);
+  if (bad) mismatch(tag, std::to_string(bad) + " values, first y=" + std::to_string(first_bad), bad);
+  return true;
+}
+
+// sweep_rf <m>: the e > 0 step for every r, f in [-m/2, m/2]:
+// reduce_quarter(r f + 1/4) holds (r f) mods m.
+bool sweep_rf(Fields& f, const std::string& tag) {
+  const uint32_t m = static_cast<uint32_t>(f.u());
+  if (!f.ok() || m < 2 || m > 256) return false;
+  const st::FloatModulus k = st::float_modulus(m);
+  const int h = static_cast<int>(m) / 2;
+  long long n = 0, bad = 0;
+  std::string first;
+  for (int r = -h; r <= h; ++r) {
+    for (int fa = -h; fa <= h; ++fa, ++n) {
+      const float b = st::reduce_quarter(
+          st::fma_rn_f(static_cast<float>(r), static_cast<float>(fa), 0.25f), k);
+      if (st::residue_byte(b) != static_cast<int8_t>(sym_mod(int64_t(r) * fa, m)) && bad++ == 0)
+        first = "r=" + std::to_string(r) + " f=" + std::to_string(fa);
+    }
+  }
+  count(tag, n);
+  if (bad) mismatch(tag, std::to_string(bad) + " values, first " + first, bad);
+  return true;
+}
+
+// sweep_u32 <m> <lo> <hi> <stride>: every u = lo, lo + stride, ... < hi (0 <= u < 2^32):
+// mod_u32(u) = u % m, and for c = int32(u): mod_i32(c) = c % m (Python's %) and, for
+// m <= 256, the fused fold ozaki::residue(c) = c % m.
+bool sweep_u32(Fields& f, const std::string& tag) {
+  const uint32_t m = static_cast<uint32_t>(f.u());
+  const unsigned long long lo = f.u(), hi = f.u(), stride = f.u();
+  if (!f.ok() || m < 2 || m > 65536 || stride < 1 || hi > (1ull << 32) || lo > hi) return false;
+  const uint32_t magic = st::barrett_magic(m), offset = st::signed_offset(m);
+  const bool fold_ok = m <= 256;
+  const ozaki::ModulusFold fold = ozaki::ModulusFold::make(fold_ok ? m : 2);
+  long long n = 0, bad = 0;
+  std::string first;
+  for (unsigned long long u = lo; u < hi; u += stride, ++n) {
+    const uint32_t u32 = static_cast<uint32_t>(u);
+    const int32_t c = static_cast<int32_t>(u32);
+    const uint32_t want_c = static_cast<uint32_t>(py_mod(c, m));
+    const char* what = nullptr;
+    if (st::mod_u32(u32, m, magic) != u % m) what = "mod_u32";
+    else if (st::mod_i32(c, m, magic, offset) != want_c) what = "mod_i32";
+    else if (fold_ok && ozaki::residue(c, fold) != want_c) what = "group_arith residue";
+    if (what && bad++ == 0) first = std::string(what) + " u=" + std::to_string(u);
+  }
+  count(tag, n);
+  if (bad) mismatch(tag, std::to_string(bad) + " values, first " + first, bad);
+  return true;
+}
+
+using Check = bool (*)(Fields&, const std::string&);
+
+const std::map<std::string, Check>& checks() {
+  static const std::map<std::string, Check> table = {
+      {"clog2", check_clog2},     {"fdiv", check_fdiv},        {"fbb", check_fbb},
+      {"frexp", check_frexp},     {"res", check_res},          {"pmod", check_pmod},
+      {"scan", check_scan},       {"coarse", check_coarse},    {"scale", check_scale},
+      {"sres", check_sres},       {"acc", check_acc},          {"crt_const", read_crt_const},
+      {"crt", check_crt},         {"pat", check_pat},          {"p2", check_p2},
+      {"bmod", check_bmod},       {"imod", check_imod},        {"grp", check_grp},
+      {"pack", check_pack},       {"gfold", check_gfold},      {"gconst", check_gconst},
+      {"gbad", check_gbad},       {"gcrt", check_gcrt},        {"sweep_y", sweep_y},
+      {"sweep_rf", sweep_rf},     {"sweep_u32", sweep_u32},
+  };
+  return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CASES_FILE|-\n", argv[0]);
+    return 2;
+  }
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (std::strcmp(argv[1], "-") != 0) {
+    file.open(argv[1]);
+    if (!file) {
+      std::fprintf(stderr, "cannot open %s\n", argv[1]);
+      return 2;
+    }
+    in = &file;
+  }
+  while (std::getline(*in, g_line)) {
+    ++g_lineno;
+    Fields f(g_line);
+    const std::string tag = f.get<std::string>();
+    if (tag.empty() || tag[0] == '#') continue;
+    if (tag == "sres_moduli") {  // header of the sres lines: the moduli
+      g_sres_moduli.clear();
+      unsigned long long m;
+      std::istringstream s(g_line.substr(tag.size()));
+      while (s >> m) g_sres_moduli.push_back(static_cast<uint32_t>(m));
+      continue;
+    }
+    const auto it = checks().find(tag);
+    if (it == checks().end()) {
+      std::printf("ERROR line %lld: unknown tag '%s'\n", g_lineno, tag.c_str());
+      return 2;
+    }
+    if (!it->second(f, tag) || !f.at_end()) {  // too few, unreadable or extra fields
+      std::printf("ERROR line %lld: malformed %s line: %.240s\n", g_lineno, tag.c_str(), g_line.c_str());
+      return 2;
+    }
+  }
+  long long cases = 0, bad = 0;
+  for (const auto& [tag, t] : g_tally) {
+    std::printf("COUNT %s %lld %lld\n", tag.c_str(), t.cases, t.bad);
+    cases += t.cases;
+    bad += t.bad;
+  }
+  std::printf("TOTAL %lld %lld\n", cases, bad);
+  return bad ? 1 : 0;
+}
