@@ -598,7 +598,22 @@ def _build_locked(job: _Job, out: Path, toolchain: Toolchain) -> tuple[Artifact,
         artifact = _current_artifact(final, job.key)
         if artifact is not None:
             return artifact, None
+        _remove_abandoned_staging(out, job.variant.name)
         return _compile(job, out, final, toolchain)
+
+
+def _remove_abandoned_staging(out: Path, name: str) -> None:
+    """Staging folders of `name` left by a build that died (killed, out of memory).
+
+    Builds of one variant only ever stage while holding its lock, which the caller holds
+    now, so every `<name>-*` staging folder is abandoned. Names contain no '-', so the
+    prefix cannot match another variant's folders."""
+    root = out / _STAGING_DIR
+    if not root.is_dir():
+        return
+    for leftover in root.glob(f"{name}-*"):
+        log.info("removing an abandoned build folder %s", leftover)
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _compile(job: _Job, out: Path, final: Path,

@@ -431,3 +431,19 @@ def test_user_cache_dir_honours_XDG_CACHE_HOME(monkeypatch, tmp_path):
     assert user_cache_dir() == tmp_path / "ozaki-cutlass"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert user_cache_dir() == Path.home() / ".cache" / "ozaki-cutlass"
+
+
+def test_a_dead_builds_staging_folder_is_removed(make_toolchain, fake_nvcc, out_dir):
+    """A killed build leaves `.staging/<name>-xxxx`; the next build of that variant (which
+    holds the variant's lock) removes it, and leaves other variants' folders alone."""
+    v, other = SM80[0], SM80[1]
+    staging = out_dir / ".staging"
+    dead = staging / f"{v.name}-dead1234"
+    alive = staging / f"{other.name}-busy5678"
+    for folder in (dead, alive):
+        folder.mkdir(parents=True)
+        (folder / "partial.o").write_text("half a compile")
+    build([v], out_dir, toolchain=make_toolchain(), progress=False)
+    assert not dead.exists()
+    assert alive.exists()
+    assert list(staging.glob(f"{v.name}-*")) == []  # its own staging folder moved into place
