@@ -90,10 +90,13 @@ class Choice:
     source: str
 
 
-def _variant_by_name(name: str) -> GemmVariant:
-    matches = [v for v in catalog(None, name, full=True, epilogue=None)]
+def variant_by_name(name: str, who: str) -> GemmVariant:
+    """The one catalogued variant (any arch, any epilogue) called ``name``; ``who`` says
+    where the name came from, for the error when it names none or several."""
+    matches = catalog(None, name, full=True, epilogue=None)
     if len(matches) != 1:
-        raise ValueError(f"tuning table names {name!r}, which matches {len(matches)} catalogued variants")
+        raise ValueError(f"{who} {name!r}, which matches {len(matches)} catalogued variants; "
+                         "give one exact name (see `ozaki-cutlass list --full`)")
     return matches[0]
 
 
@@ -102,7 +105,7 @@ def candidates_from_table(table: dict, source: str) -> list[Candidate]:
     for i, e in enumerate(table.get("entries", [])):
         if e.get("path") not in PATHS:
             raise ValueError(f"{source}: entry {i} has path {e.get('path')!r}, expected one of {PATHS}")
-        out.append(Candidate(path=e["path"], variant=_variant_by_name(e["kernel"]),
+        out.append(Candidate(path=e["path"], variant=variant_by_name(e["kernel"], f"{source} names"),
                              m=tuple(e.get("m", (1, _MAX_INT))), n=tuple(e.get("n", (1, _MAX_INT))),
                              k=tuple(e.get("k", (1, _MAX_INT))), source=source))
     return out

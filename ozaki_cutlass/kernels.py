@@ -34,6 +34,17 @@ class UnsupportedProblem(ValueError):
     """A generated kernel cannot run this problem (sizes, alignment, strides)."""
 
 
+def raise_for_status(status: int, last_error, where: str) -> None:
+    """Turn a generated library's status into an exception with its own message:
+    1 -> UnsupportedProblem (checked before any CUDA call), 2 -> KernelError."""
+    if status == 0:
+        return
+    message = last_error().decode(errors="replace")
+    if status == 1:
+        raise UnsupportedProblem(f"{where}: {message}")
+    raise KernelError(f"{where}: {message}")
+
+
 def _open(library: Path, symbol: str, name: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
     abi = getattr(lib, f"{symbol}_abi_version")
@@ -72,12 +83,7 @@ class GeneratedLibrary:
         return self.variant.name
 
     def _check(self, status: int) -> None:
-        if status == 0:
-            return
-        message = self._err().decode(errors="replace")
-        if status == 1:
-            raise UnsupportedProblem(f"{self.name}: {message}")
-        raise KernelError(f"{self.name}: {message}")
+        raise_for_status(status, self._err, self.name)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _cuda
 from .arrays import Matrix, allocate_like, describe_input
-from .numerics import K_CHUNK, crt_constants
+from .numerics import K_CHUNK, MODULI_TABLE, crt_constants
 from .reference import _as_scalar, resolve_moduli, validate_mode
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,15 @@ class Workspace:
 
     def __init__(self):
         self._buffers: dict[str, _cuda.DeviceBuffer] = {}
+        self._moduli: _cuda.DeviceBuffer | None = None
+
+    def moduli(self) -> int:
+        """The whole moduli table as device int32, uploaded once: N moduli are its first N."""
+        if self._moduli is None:
+            table = np.array(MODULI_TABLE, dtype=np.int32)
+            self._moduli = _cuda.DeviceBuffer(table.nbytes)
+            self._moduli.upload(table)  # synchronous: done before any kernel reads it
+        return self._moduli.ptr
 
     def get(self, name: str, nbytes: int) -> int:
         buf = self._buffers.get(name)
@@ -71,16 +80,6 @@ class _Kernels:
     groups: dict = field(default_factory=dict)  # fused: group size -> GroupGemm
 
 
-def _variant_named(name: str):
-    from .generator import catalog
-
-    matches = catalog(None, name, full=True, epilogue=None)
-    if len(matches) != 1:
-        raise ValueError(f"kernel={name!r} matches {len(matches)} catalogued variants; "
-                         "give one exact name (see `ozaki-cutlass list --full`)")
-    return matches[0]
-
-
 def _resolve_kernels(kernel, path, arch, m, n, k, count) -> _Kernels:
     from . import dispatch
     from .generator import Epilogue
@@ -95,7 +94,7 @@ def _resolve_kernels(kernel, path, arch, m, n, k, count) -> _Kernels:
         variant, chosen_path = choice.variant, choice.path
     else:
         if isinstance(kernel, str):
-            variant = _variant_named(kernel)
+            variant = dispatch.variant_by_name(kernel, "kernel=")
         elif isinstance(kernel, GemmVariant):
             variant = kernel
         else:
@@ -172,7 +171,7 @@ class _Timer:
         return out
 
 
-def _to_device(x: np.ndarray, name: str, keep: list) -> Matrix:
+def _to_device(x: np.ndarray, keep: list) -> Matrix:
     host = np.ascontiguousarray(x, dtype=np.float64)
     buf = _cuda.DeviceBuffer(host.nbytes)
     buf.upload(host)
@@ -226,8 +225,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
         raise ValueError(f"c must have shape {(m, n)}, got {tuple(C.shape)}")
     if C is None and beta != 0.0:
         raise ValueError("beta != 0 needs c")
-    if out is not None:
-        O = describe_input(out, "out")
+    O = describe_input(out, "out") if out is not None else None
+    if O is not None:
         if tuple(O.shape) != (m, n):
             raise ValueError(f"out must have shape {(m, n)}, got {tuple(O.shape)}")
         if isinstance(O, np.ndarray) != on_host:
@@ -243,25 +242,22 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     sh = _default_stream(kind, stream)
     keep: list = []
     if on_host:
-        A, B = _to_device(a, "a", keep), _to_device(b, "b", keep)
-        C = _to_device(c, "c", keep) if c is not None else None
+        A, B = _to_device(a, keep), _to_device(b, keep)
+        C = _to_device(c, keep) if c is not None else None
     A = A.t() if trans_a else A
     B = B.t() if trans_b else B
 
     if out is not None and not on_host:
-        result, O = out, describe_input(out, "out")
+        result = out
     else:
         result, O = allocate_like("numpy" if on_host else kind, m, n, device)
     timer = _Timer(sh, timings is not None)
     timer.mark("start")
     if m and n:
         _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, _workspace(device, sh), timer)
-    if timings is not None:
-        timings["path"] = kern.path
-        timings["kernel"] = kern.variant.name
     timer.mark("crt")
     if timings is not None:
-        timings.update(timer.result())
+        timings.update(timer.result(), path=kern.path, kernel=kern.variant.name)
     if on_host:
         _cuda.synchronize(sh)
         value = result.get()
@@ -270,15 +266,6 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
         out[...] = value
         return out
     return result
-
-
-def _upload_moduli(ws, consts, sh) -> int:
-    moduli = ws.get("moduli", 4 * consts.count)
-    host = np.array(consts.moduli, dtype=np.int32)
-    _cuda.check(_cuda._driver().cuMemcpyHtoDAsync(moduli, host.ctypes.data, host.nbytes,
-                                                  _cuda.as_cu_stream(sh)), "cuMemcpyHtoDAsync")
-    _cuda.synchronize(sh)  # host is a temporary
-    return moduli
 
 
 def _zero_result(st, C, O, m, n, beta, sh, ws):
@@ -374,7 +361,7 @@ def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, tim
     n_pad = _round_up(n, 4)
     mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws)
     timer.mark("scale")
-    moduli = _upload_moduli(ws, consts, sh)
+    moduli = ws.moduli()
     ra, rb = ws.get("ra", count * m * kp), ws.get("rb", count * n_pad * kp)
     st.residues(A.ptr, m, k, A.rs, A.cs, mu, count, moduli, ra, m, kp, sh)
     st.residues(B.ptr, n, k, B.cs, B.rs, nu, count, moduli, rb, n_pad, kp, sh)
@@ -408,7 +395,7 @@ def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, time
     n_pad = _round_up(n, 4)
     mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws)
     timer.mark("scale")
-    moduli = _upload_moduli(ws, consts, sh)
+    moduli = ws.moduli()
     row = count * kp
     ra, rb = ws.get("ra", m * row), ws.get("rb", n_pad * row)
     st.residues_strided(A.ptr, m, k, A.rs, A.cs, mu, count, moduli, ra, m, kp, row, kp, sh)

@@ -12,7 +12,7 @@ import ctypes
 from functools import lru_cache
 from pathlib import Path
 
-from .kernels import KernelError, UnsupportedProblem, _open
+from .kernels import KernelError, _open, raise_for_status
 from .numerics import MAX_MODULI, CRTConstants
 
 _i64, _int, _ptr, _dbl = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_double
@@ -83,13 +83,7 @@ class Stages:
         self._constants: dict[int, CCrtConstants] = {}
 
     def _call(self, stage: str, *args) -> None:
-        status = self._fn[stage](*args)
-        if status == 0:
-            return
-        message = self._err().decode(errors="replace")
-        if status == 1:
-            raise UnsupportedProblem(f"{self.name}.{stage}: {message}")
-        raise KernelError(f"{self.name}.{stage}: {message}")
+        raise_for_status(self._fn[stage](*args), self._err, f"{self.name}.{stage}")
 
     def constants(self, consts: CRTConstants) -> CCrtConstants:
         if consts.count not in self._constants:
