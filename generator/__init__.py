@@ -19,7 +19,8 @@ from .build import (
 from .environment import default_out_dir
 from .errors import CompileError, GeneratorError, IllegalVariantError, ToolchainError
 from .render import render, write_if_different
-from .variants import Arch, Epilogue, GemmVariant, Schedule, StagesVariant, catalog, default_variant
+from .variants import (Arch, Epilogue, GemmVariant, Schedule, StagesVariant, catalog, default_variant,
+                       variants_named)
 
 __all__ = [
     "ARTIFACT_ABI_VERSION",
@@ -38,6 +39,7 @@ __all__ = [
     "build",
     "cache_key",
     "catalog",
+    "variants_named",
     "default_out_dir",
     "default_variant",
     "find_artifact",

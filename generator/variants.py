@@ -515,6 +515,22 @@ def catalog(arch: Arch | str | None = None, pattern: str | None = None, *,
     return variants
 
 
+@functools.cache
+def _names() -> dict[str, tuple[GemmVariant, ...]]:
+    index: dict[str, list[GemmVariant]] = {}
+    for e in Epilogue:
+        for a in Arch:
+            for v in dict.fromkeys(_full_sweep(a, e) + tuple(_DEFAULTS_BY_EPILOGUE[e][a])):
+                index.setdefault(v.name, []).append(v)
+    return {name: tuple(vs) for name, vs in index.items()}
+
+
+def variants_named(name: str) -> tuple[GemmVariant, ...]:
+    """The catalogued variants (any arch, epilogue, default or full sweep) called `name`:
+    one, or none. Indexed once per process; a lookup costs no catalog walk."""
+    return _names().get(name, ())
+
+
 def default_variant(arch: Arch | str) -> GemmVariant:
     """The variant to build when only the arch is known."""
     return _DEFAULTS[Arch(arch)][0]

@@ -24,7 +24,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .generator import Arch, Epilogue, GemmVariant, catalog, default_variant
+from .generator import Arch, Epilogue, GemmVariant, catalog, default_variant, variants_named
 from .numerics import K_CHUNK
 
 log = logging.getLogger(__name__)
@@ -93,14 +93,23 @@ class Choice:
 def variant_by_name(name: str, who: str) -> GemmVariant:
     """The one catalogued variant (any arch, any epilogue) called ``name``; ``who`` says
     where the name came from, for the error when it names none or several."""
-    matches = catalog(None, name, full=True, epilogue=None)
+    matches = variants_named(name)
     if len(matches) != 1:
+        matches = matches or catalog(None, name, full=True, epilogue=None)  # a glob: count it
         raise ValueError(f"{who} {name!r}, which matches {len(matches)} catalogued variants; "
                          "give one exact name (see `ozaki-cutlass list --full`)")
     return matches[0]
 
 
 def candidates_from_table(table: dict, source: str) -> list[Candidate]:
+    """The table's entries as candidates, in order (memoized per table content: choose()
+    runs on every GEMM call)."""
+    return list(_table_candidates(json.dumps(table, sort_keys=True), source))
+
+
+@lru_cache(maxsize=64)
+def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
+    table = json.loads(text)
     out = []
     for i, e in enumerate(table.get("entries", [])):
         if e.get("path") not in PATHS:
@@ -108,16 +117,17 @@ def candidates_from_table(table: dict, source: str) -> list[Candidate]:
         out.append(Candidate(path=e["path"], variant=variant_by_name(e["kernel"], f"{source} names"),
                              m=tuple(e.get("m", (1, _MAX_INT))), n=tuple(e.get("n", (1, _MAX_INT))),
                              k=tuple(e.get("k", (1, _MAX_INT))), source=source))
-    return out
+    return tuple(out)
 
 
-def builtin_candidates(arch: Arch) -> list[Candidate]:
+@lru_cache(maxsize=None)
+def builtin_candidates(arch: Arch) -> tuple[Candidate, ...]:
     """The staged path on the arch's default INT8 GEMM first: on the H200 it is as fast
     as or faster than the first fused kernels at n = 4096..16384 (docs/benchmarks.md),
     so the fused ones are chosen only through a tuning table or ``path="fused"``."""
     out = [Candidate(path="staged", variant=default_variant(arch))]
     out += [Candidate(path="fused", variant=v) for v in catalog(arch, epilogue=Epilogue.PARTIAL_CRT)]
-    return out
+    return tuple(out)
 
 
 def load_table(path: str | None = None) -> tuple[dict, str]:
@@ -147,7 +157,7 @@ def choose(problem: Problem, *, table: dict | None = None, table_source: str = "
     ``problem``; ``path`` restricts to "staged" or "fused"."""
     if path is not None and path not in PATHS:
         raise ValueError(f"path must be one of {PATHS} or None, got {path!r}")
-    cands = (candidates_from_table(table, table_source) if table else []) + builtin_candidates(problem.arch)
+    cands = (candidates_from_table(table, table_source) if table else []) + list(builtin_candidates(problem.arch))
     reasons = []
     for c in cands:
         why = c.rejection(problem)
