@@ -8,6 +8,7 @@ INT8 GEMM (``torch._int_mm``) timed in the same process on the same data.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import platform
@@ -163,11 +164,46 @@ def _native_dgemm(xa, xb, warmup, reps):
     return None, None
 
 
-def _sample_error(got_rows: np.ndarray, a_rows: np.ndarray, b: np.ndarray) -> float:
-    """Normwise error of sampled rows against an 80-bit long double product."""
-    ref = a_rows.astype(np.longdouble) @ b.astype(np.longdouble)
-    diff = (got_rows.astype(np.longdouble) - ref).astype(np.float64)
-    return float(np.linalg.norm(diff) / np.linalg.norm(ref.astype(np.float64)))
+def _call_gemm(a, b, timings, **kwargs):
+    from . import pipeline
+
+    return pipeline.gemm(a, b, timings=timings, **kwargs)
+
+
+def _time_gemm(call, warmup: int, reps: int, phase_reps: int = 0):
+    """Median ms of ``call(None)`` between CUDA events recorded on the legacy default
+    stream (the one ozaki_cutlass.gemm uses for CuPy arrays) around the whole Python
+    call, so the host work of each call (argument checks, dispatch, launches, the one
+    stream synchronization) counts, as it does for a user. Then ``phase_reps`` more calls
+    ``call(dict)`` collect the per-phase times (those synchronize, so they are not the
+    timed ones). Returns (median ms, the phase dicts, the last result)."""
+    timer = _cuda.EventTimer(0)
+    for _ in range(warmup):
+        out = call(None)
+    times = []
+    for _ in range(reps):
+        timer.start()
+        out = call(None)
+        times.append(timer.stop())
+    phases = []
+    for _ in range(phase_reps):
+        phases.append({})
+        call(phases[-1])
+    return statistics.median(times), phases, out
+
+
+def sample_reference(a_rows: np.ndarray, b: np.ndarray):
+    """Sampled rows of A @ B in double-double: (hi, lo)."""
+    from .accuracy import dd_product
+
+    return dd_product(a_rows, b)
+
+
+def sample_error(got_rows: np.ndarray, ref) -> float:
+    """Normwise error of sampled rows of C against their double-double product ``ref``."""
+    from .accuracy import normwise_error
+
+    return normwise_error(got_rows, *ref)
 
 
 DEFAULT_SHAPES = (
@@ -262,7 +298,7 @@ def bench_main(args) -> int:
     moduli = args.moduli or DEFAULT_MODULI
     rows = []
     print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
-          f"after {args.warmup} warm-up; errors on 2 sampled rows vs long double; native = cuBLAS via CuPy")
+          f"after {args.warmup} warm-up; errors on 2 sampled rows vs double-double; native = cuBLAS via CuPy")
     print(f"{'shape':>19} {'path':>7} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
           f"{'crt':>7} {'total ms':>9} {'err':>9}  kernel", flush=True)
     for m, n, k in shapes:
@@ -275,22 +311,18 @@ def bench_main(args) -> int:
         row = {"m": m, "n": n, "k": k, "moduli": moduli, "mode": args.mode, "native_ms": nat_ms,
                "native_tflops": flops / nat_ms / 1e9 if nat_ms else None}
         sample = np.arange(0, m, max(1, m // 2))[:2]
-        a_rows, b_h = cp.asnumpy(xa[sample]), cp.asnumpy(xb)
-        row["native_error"] = (_sample_error(cp.asnumpy(nat_out[sample]), a_rows, b_h)
+        ref = sample_reference(cp.asnumpy(xa[sample]), cp.asnumpy(xb))
+        row["native_error"] = (sample_error(cp.asnumpy(nat_out[sample]), ref)
                                if nat_out is not None else float("nan"))
         outs = {}
         for path in args.paths:
-            phases = []
-            for _ in range(args.warmup):
-                pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode, path=path)
-            for _ in range(args.reps):
-                t = {}
-                outs[path] = pipeline.gemm(xa, xb, moduli=moduli, mode=args.mode, path=path, timings=t)
-                phases.append(t)
+            ms, phases, outs[path] = _time_gemm(
+                functools.partial(_call_gemm, xa, xb, moduli=moduli, mode=args.mode, path=path),
+                args.warmup, args.reps, phase_reps=3)
             med = {p: statistics.median(t[p] for t in phases) for p in pipeline.PHASES}
-            row[path] = {"kernel": phases[-1]["kernel"], "ms": med["total"],
-                         "tflops": flops / med["total"] / 1e9, "phases_ms": med,
-                         "error": _sample_error(cp.asnumpy(outs[path][sample]), a_rows, b_h)}
+            row[path] = {"kernel": phases[-1]["kernel"], "ms": ms,
+                         "tflops": flops / ms / 1e9, "phases_ms": med,
+                         "error": sample_error(cp.asnumpy(outs[path][sample]), ref)}
         if len(outs) > 1:
             first, *rest = outs.values()
             row["bit_identical"] = all(bool(cp.array_equal(first.view(cp.int64), o.view(cp.int64))) for o in rest)
@@ -354,7 +386,6 @@ def tune_main(args) -> int:
 
     import cupy as cp
 
-    from . import pipeline
     from ._device import visible_arch
     from .dispatch import Candidate, builtin_candidates
     from .generator import catalog
@@ -363,7 +394,7 @@ def tune_main(args) -> int:
     _cuda.ensure_context()
     arch = visible_arch()
     moduli = args.moduli or DEFAULT_MODULI
-    cands = builtin_candidates(arch)
+    cands = list(builtin_candidates(arch))
     cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if all(c.variant != v for c in cands)]
     for pattern in args.variants or ():
         for v in catalog(arch, pattern, full=True, epilogue=None):
@@ -384,15 +415,11 @@ def tune_main(args) -> int:
                 report.append((n, c.describe(), f"skipped: not built ({', '.join(missing)})"))
                 continue
             try:
-                for _ in range(args.warmup):
-                    pipeline.gemm(xa, xb, moduli=moduli, kernel=c.variant, path=c.path)
-                ts = []
-                for _ in range(args.reps):
-                    t = {}
-                    pipeline.gemm(xa, xb, moduli=moduli, kernel=c.variant, path=c.path, timings=t)
-                    ts.append(t["total"])
-                timings.append((statistics.median(ts), c))
-                report.append((n, c.describe(), statistics.median(ts)))
+                ms, _, _ = _time_gemm(
+                    functools.partial(_call_gemm, xa, xb, moduli=moduli, kernel=c.variant, path=c.path),
+                    args.warmup, args.reps)
+                timings.append((ms, c))
+                report.append((n, c.describe(), ms))
             except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is skipped, said
                 report.append((n, c.describe(), f"skipped: {exc}"))
         best_ms, best = min(timings, key=lambda t: t[0])
