@@ -10,6 +10,7 @@ alpha/beta (+ the NaN/Inf pattern where the inputs have non-finite values).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 PHASES = ("scale", "residues", "int8_gemm", "crt", "total")
 MAX_DIM = 2**31 - 1 - 256  # int sizes in the kernels, with room for padding
+# Build A's and B's operands (pack, scan, coarse, residues) on two streams at once.
+# OZAKI_OVERLAP=0 turns it off (for measuring); the bits are the same either way.
+OVERLAP = os.environ.get("OZAKI_OVERLAP", "1") != "0"
 
 
 def _round_up(x: int, a: int) -> int:
@@ -37,6 +41,17 @@ class Workspace:
     def __init__(self):
         self._buffers: dict[str, _cuda.DeviceBuffer] = {}
         self._moduli: _cuda.DeviceBuffer | None = None
+        self._side = None
+
+    def side_stream(self) -> tuple[int, object, object]:
+        """A second stream (non-blocking) and two events for forking work off the main
+        stream and joining it back; created on first use, kept."""
+        if self._side is None:
+            cu = _cuda._driver()
+            flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            self._side = (int(_cuda.new_stream()), _cuda.check(cu.cuEventCreate(flags), "cuEventCreate"),
+                          _cuda.check(cu.cuEventCreate(flags), "cuEventCreate"))
+        return self._side
 
     def moduli(self) -> int:
         """The whole moduli table as device int32, uploaded once: N moduli are its first N."""
@@ -281,37 +296,103 @@ def _zero_result(st, C, O, m, n, beta, sh, ws):
                    O.ptr, O.rs, O.cs, 0, sh)
 
 
-def _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws):
-    """Stages 1-3: exponents, fast shifts, non-finite counts; accurate shifts through one
-    INT8 GEMM of the coarse magnitudes (with the plain kernel of the arch). Returns the
-    device pointers (mu, nu, non-finite counts of A rows and B columns)."""
+def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap):
+    """Stages 1-3 for op(A)'s rows (vs = rs, es = cs) and op(B)'s columns (vs = cs,
+    es = rs): pack (where k is strided), exponents, fast shifts, non-finite counts, coarse
+    magnitudes; A's side on ``sh``, B's on the side stream when ``overlap``. Then the
+    accurate shifts through one INT8 GEMM of the coarse magnitudes (the plain kernel of
+    the arch). Returns the vector sets (ptr, vs, es) the later stages read and the device
+    pointers (mu, nu, non-finite counts of A rows and B columns)."""
     st = kern.stages
     pb = consts.bound_exponent
+    accurate = mode == "accurate"
     i32 = lambda name, size: ws.get(name, 4 * size)  # noqa: E731
-    ea, mu_f, nfa, mu = i32("ea", m), i32("mu_f", m), i32("nfa", m), i32("mu", m)
-    eb, nu_f, nfb, nu = i32("eb", n), i32("nu_f", n), i32("nfb", n), i32("nu", n)
-    # rows of op(A) are vectors (vs = rs, es = cs); columns of op(B) (vs = cs, es = rs)
-    st.scan(A.ptr, m, k, A.rs, A.cs, pb, ea, mu_f, nfa, sh)
-    st.scan(B.ptr, n, k, B.cs, B.rs, pb, eb, nu_f, nfb, sh)
-    if mode != "accurate":
-        return mu_f, nu_f, nfa, nfb
-    gemm = kern.gemm if kern.gemm is not None else _coarse_gemm(kern)
     k16 = _round_up(k, 16)
+    sides = []
+    for name, X, nvec, vs, es, rows_pad in (("a", A, m, A.rs, A.cs, m), ("b", B, n, B.cs, B.rs, n_pad)):
+        sides.append(dict(name=name, X=X, nvec=nvec, vs=vs, es=es, rows_pad=rows_pad, e=i32("e" + name, nvec),
+                          fast=i32("fast_" + name, nvec), nonfinite=i32("nf_" + name, nvec),
+                          shift=i32("shift_" + name, nvec),
+                          bar=ws.get("bar_" + name, rows_pad * k16) if accurate else 0,
+                          packed=ws.get("pack_" + name, 8 * nvec * k) if _needs_pack(nvec, k, es) else 0))
+    a, b = sides
+    with _Fork(ws, sh, overlap) as side:
+        for d, s in ((b, side), (a, sh)):
+            d["v"] = _vectors(st, d, k, s)
+            st.scan(*d["v"], pb, d["e"], d["fast"], d["nonfinite"], s)
+            if accurate:
+                st.coarse(*d["v"], d["e"], d["bar"], d["rows_pad"], k16, s)
+    if not accurate:
+        return a["v"], b["v"], a["fast"], b["fast"], a["nonfinite"], b["nonfinite"]
+    gemm = kern.gemm if kern.gemm is not None else _coarse_gemm(kern)
     nchunks = -(-k16 // K_CHUNK)
-    abar, bbar = ws.get("abar", m * k16), ws.get("bbar", n_pad * k16)
-    st.coarse(A.ptr, m, k, A.rs, A.cs, ea, abar, m, k16, sh)
-    st.coarse(B.ptr, n, k, B.cs, B.rs, eb, bbar, n_pad, k16, sh)
     part = i32("gpart", m * n_pad)
-    g = ws.get("g", 8 * m * n)
     ws_bytes = gemm.workspace_size(m, n_pad, min(k16, K_CHUNK), 1)
     gws = ws.get("coarse_ws", ws_bytes) if ws_bytes else 0
-    for ch in range(nchunks):
-        k0 = ch * K_CHUNK
-        kl = min(K_CHUNK, k16 - k0)
-        gemm(m, n_pad, kl, 1, abar + k0, k16, 0, bbar + k0, k16, 0, part, n_pad, 0, gws, ws_bytes, sh)
-        st.accumulate_i64(part, m, n, n_pad, g, ch == 0, sh)
-    st.accurate_shifts(g, m, n, ea, eb, mu_f, nu_f, pb, mu, nu, i32("dgain", m), sh)
-    return mu, nu, nfa, nfb
+    shift_args = (a["e"], b["e"], a["fast"], b["fast"], pb, a["shift"], b["shift"], i32("dgain", m), sh)
+    if nchunks == 1:  # the int32 GEMM output is the bound itself
+        gemm(m, n_pad, k16, 1, a["bar"], k16, 0, b["bar"], k16, 0, part, n_pad, 0, gws, ws_bytes, sh)
+        st.accurate_shifts_i32(part, n_pad, m, n, *shift_args)
+    else:
+        g = ws.get("g", 8 * m * n)
+        for ch in range(nchunks):
+            k0 = ch * K_CHUNK
+            kl = min(K_CHUNK, k16 - k0)
+            gemm(m, n_pad, kl, 1, a["bar"] + k0, k16, 0, b["bar"] + k0, k16, 0, part, n_pad, 0, gws, ws_bytes, sh)
+            st.accumulate_i64(part, m, n, n_pad, g, ch == 0, sh)
+        st.accurate_shifts(g, m, n, *shift_args)
+    return a["v"], b["v"], a["shift"], b["shift"], a["nonfinite"], b["nonfinite"]
+
+
+def _needs_pack(nvec, k, es) -> bool:
+    return es != 1 and k > 1 and nvec > 0
+
+
+def _vectors(st, d, k, stream):
+    """The vector set (ptr, nvec, k, vs, es) the stages read: the operand itself when its
+    k stride is 1, else its contiguous copy (``pack``, a tiled transpose), so that scan,
+    coarse and residues take their fast path (lanes along k). The copy is exact."""
+    if not d["packed"]:
+        return d["X"].ptr, d["nvec"], k, d["vs"], d["es"]
+    st.pack(d["X"].ptr, d["nvec"], k, d["vs"], d["es"], d["packed"], stream)
+    return d["packed"], d["nvec"], k, k, 1
+
+
+class _Fork:
+    """``with _Fork(ws, sh, on) as side:`` work launched on ``side`` inside the block runs
+    after everything already on ``sh`` and before anything launched on ``sh`` after the
+    block (two events); ``side`` is the workspace's second stream, or ``sh`` itself when
+    ``on`` is false. Used to build A's and B's operands concurrently."""
+
+    def __init__(self, ws, sh, on: bool):
+        self.ws, self.sh, self.on = ws, sh, on
+
+    def __enter__(self) -> int:
+        if not self.on:
+            return self.sh
+        self.side, self.ev_fork, self.ev_join = self.ws.side_stream()
+        cu = _cuda._driver()
+        _cuda.check(cu.cuEventRecord(self.ev_fork, _cuda.as_cu_stream(self.sh)), "cuEventRecord")
+        _cuda.check(cu.cuStreamWaitEvent(_cuda.as_cu_stream(self.side), self.ev_fork, 0), "cuStreamWaitEvent")
+        return self.side
+
+    def __exit__(self, *exc) -> None:
+        if self.on:
+            cu = _cuda._driver()
+            _cuda.check(cu.cuEventRecord(self.ev_join, _cuda.as_cu_stream(self.side)), "cuEventRecord")
+            _cuda.check(cu.cuStreamWaitEvent(_cuda.as_cu_stream(self.sh), self.ev_join, 0), "cuStreamWaitEvent")
+
+
+def _residues(st, va, vb, mu, nu, count, moduli, ra, rb, m, n_pad, kp, layout, sh, ws, overlap):
+    """Residues of op(A)'s rows into ``ra`` and op(B)'s columns into ``rb`` (B's on the
+    side stream when ``overlap``). ``layout``: None for the staged (modulus, row, k)
+    planes, else (row_stride, plane_stride) of the fused kernels' concatenated rows."""
+    with _Fork(ws, sh, overlap) as side:
+        for v, shifts, out, rows_pad, s in ((vb, nu, rb, n_pad, side), (va, mu, ra, m, sh)):
+            if layout is None:
+                st.residues(*v, shifts, count, moduli, out, rows_pad, kp, s)
+            else:
+                st.residues_strided(*v, shifts, count, moduli, out, rows_pad, kp, *layout, s)
 
 
 def _coarse_gemm(kern):
@@ -359,12 +440,10 @@ def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, tim
     consts = crt_constants(count)
     kp = _round_up(k, 16)
     n_pad = _round_up(n, 4)
-    mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws)
+    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, OVERLAP)
     timer.mark("scale")
-    moduli = ws.moduli()
     ra, rb = ws.get("ra", count * m * kp), ws.get("rb", count * n_pad * kp)
-    st.residues(A.ptr, m, k, A.rs, A.cs, mu, count, moduli, ra, m, kp, sh)
-    st.residues(B.ptr, n, k, B.cs, B.rs, nu, count, moduli, rb, n_pad, kp, sh)
+    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, None, sh, ws, OVERLAP)
     timer.mark("residues")
     # one batched INT8 GEMM over the moduli per k chunk
     nchunks = -(-kp // K_CHUNK)
@@ -393,13 +472,11 @@ def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, time
     tile_k = kern.variant.tile_k
     kp = _round_up(k, tile_k)
     n_pad = _round_up(n, 4)
-    mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, kp, n_pad, consts, mode, sh, ws)
+    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, OVERLAP)
     timer.mark("scale")
-    moduli = ws.moduli()
     row = count * kp
     ra, rb = ws.get("ra", m * row), ws.get("rb", n_pad * row)
-    st.residues_strided(A.ptr, m, k, A.rs, A.cs, mu, count, moduli, ra, m, kp, row, kp, sh)
-    st.residues_strided(B.ptr, n, k, B.cs, B.rs, nu, count, moduli, rb, n_pad, kp, row, kp, sh)
+    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, (row, kp), sh, ws, OVERLAP)
     timer.mark("residues")
     sizes = group_sizes(count, kern.variant.group_size)
     plane = m * n_pad

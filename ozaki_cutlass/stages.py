@@ -52,6 +52,8 @@ _SIGNATURES = {
     "coarse": [_ptr, _i64, _i64, _i64, _i64, _ptr, _ptr, _i64, _i64, _ptr],
     "accumulate_i64": [_ptr, _i64, _i64, _i64, _ptr, _int, _ptr],
     "accurate_shifts": [_ptr, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _int, _ptr, _ptr, _ptr, _ptr],
+    "accurate_shifts_i32": [_ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _int, _ptr, _ptr, _ptr, _ptr],
+    "pack": [_ptr, _i64, _i64, _i64, _i64, _ptr, _ptr],
     "residues": [_ptr, _i64, _i64, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _i64, _ptr],
     "residues_strided": [_ptr, _i64, _i64, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _i64, _i64, _i64,
                          _ptr],
@@ -102,6 +104,16 @@ class Stages:
     def accurate_shifts(self, g, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, work, stream):
         self._call("accurate_shifts", g, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, work,
                    stream or None)
+
+    def accurate_shifts_i32(self, g, ldg, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, work,
+                            stream):
+        """accurate_shifts from an int32 bound matrix with leading dimension ldg (one k chunk)."""
+        self._call("accurate_shifts_i32", g, ldg, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu,
+                   work, stream or None)
+
+    def pack(self, x, nvec, k, vs, es, out, stream):
+        """out[v*k + l] = x[v*vs + l*es] (float64): contiguous vectors for the other stages."""
+        self._call("pack", x, nvec, k, vs, es, out, stream or None)
 
     def residues(self, x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad, stream):
         self._call("residues", x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,

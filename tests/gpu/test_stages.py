@@ -68,8 +68,11 @@ def test_scan_coarse_residues(st, rng, row_major_b, dev):
     assert np.array_equal(got_rb[:, :n, :k], want_rb) and not got_rb[:, n:].any()
 
 
-def test_accurate_shifts(st, rng, dev):
-    m, k, n = 23, 40, 31
+@pytest.mark.parametrize("m,k,n", [(23, 40, 31), (300, 50, 70), (2, 7, 1)])
+@pytest.mark.parametrize("bound", ["int64", "int32"])
+def test_accurate_shifts(st, rng, dev, m, k, n, bound):
+    """Both bound matrices: the int64 sum over k chunks, and one chunk's int32 GEMM output
+    read in place with a padded leading dimension."""
     a, b = _hostile(rng, m, k, n)
     consts = crt_constants(13)
     pb = consts.bound_exponent
@@ -79,10 +82,40 @@ def test_accurate_shifts(st, rng, dev):
     want_mu, want_nu = R.accurate_shifts(g, ea, eb, muf, nuf, pb)
     d = dev
     mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * m)
-    st.accurate_shifts(d.put(g.astype(np.int64)), m, n, d.put(ea.astype(np.int32)), d.put(eb.astype(np.int32)),
-                       d.put(muf.astype(np.int32)), d.put(nuf.astype(np.int32)), pb, mu.ptr, nu.ptr, work.ptr, 0)
+    args = (d.put(ea.astype(np.int32)), d.put(eb.astype(np.int32)), d.put(muf.astype(np.int32)),
+            d.put(nuf.astype(np.int32)), pb, mu.ptr, nu.ptr, work.ptr, 0)
+    if bound == "int64":
+        st.accurate_shifts(d.put(g.astype(np.int64)), m, n, *args)
+    else:
+        assert g.max() < 2**31
+        ld = n + 5
+        padded = np.full((m, ld), -7, np.int32)  # the padding must not be read
+        padded[:, :n] = g
+        st.accurate_shifts_i32(d.put(padded), ld, m, n, *args)
     assert np.array_equal(d.get(mu, np.int32, m), want_mu)
     assert np.array_equal(d.get(nu, np.int32, n), want_nu)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 40), (37, 1), (33, 65), (200, 130)])
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_pack(st, rng, dev, shape, order):
+    """pack copies a vector set (vectors = columns here, as for op(B)) to contiguous rows."""
+    k, nvec = shape
+    x = rng.standard_normal((k, nvec))
+    if order == "F":
+        buf, rs, cs = np.asfortranarray(x), 1, k
+    elif order == "C":
+        buf, rs, cs = x, nvec, 1
+    else:  # every second element of a wider row-major array
+        wide = np.zeros((k, 2 * nvec + 1))
+        wide[:, 1::2][:, :nvec] = x
+        buf, rs, cs = wide, 2 * nvec + 1, 2
+    d = dev
+    src = d.put(buf.ravel(order="K"))
+    src += 8 if order == "strided" else 0
+    out = d.empty(8 * nvec * k)
+    st.pack(src, nvec, k, cs, rs, out.ptr, 0)  # vector j = column j: vs = cs, es = rs
+    assert np.array_equal(d.get(out, np.float64, (nvec, k)), x.T)
 
 
 @pytest.mark.parametrize("count", [2, 5, 6, 11, 16, 20])

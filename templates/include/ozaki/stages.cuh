@@ -8,6 +8,7 @@
 //   P_coarse            reference.coarse_magnitudes (int8 operands of the coarse GEMM)
 //   P_accumulate_i64    the int64 sum over k chunks of the coarse GEMM (reference.coarse_bound)
 //   P_accurate_shifts   reference.accurate_shifts (a row pass, then a column pass)
+//   P_pack              a vector set copied to contiguous vectors (a tiled transpose)
 //   P_residues          reference.scale_to_integers + reference.residues (TN int8 layout)
 //   P_residues_strided  the same residues in any non-overlapping (plane, row) strides, e.g.
 //                       a row's moduli concatenated along k for the fused GEMM
@@ -67,6 +68,12 @@
 //                         const int32_t* nu_fast, int pb, int32_t* mu, int32_t* nu,
 //                         int32_t* workspace_d, cudaStream_t stream);
 //       g is m x n row-major (the coarse bound G); workspace_d holds m int32 (the row gains).
+//   int P_accurate_shifts_i32(const int32_t* g, int64_t ldg, int64_t m, int64_t n, ...)
+//       The same with an int32 G of leading dimension ldg (one k chunk: the coarse GEMM's
+//       output read in place).
+//   int P_pack(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, double* out,
+//              cudaStream_t stream);
+//       out[v*k + l] = x[v*vs + l*es]: the vector set as contiguous vectors (vs = k, es = 1).
 //   int P_residues(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
 //                  const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
 //                  int64_t rows_pad, int64_t k_pad, cudaStream_t stream);
@@ -813,8 +820,12 @@ accumulate_i64_kernel(const int32_t* part, int64_t rows, int64_t cols, int64_t l
   }
 }
 
+// g: the coarse bound, m x n row-major with leading dimension ldg, int64 (summed over k
+// chunks) or int32 (one chunk: the coarse GEMM's own output, no int64 copy).
+template <class G>
 struct ShiftArgs {
-  const int64_t* g;  // m x n, row-major
+  const G* g;
+  int64_t ldg;
   int64_t m;
   int64_t n;
   const int32_t* exps_a;
@@ -828,15 +839,16 @@ struct ShiftArgs {
 };
 
 // Row pass: one block per row, min_j s_ij by a tree reduction, then d_i and mu_i.
+template <class G>
 __global__ void __launch_bounds__(kThreads)
-accurate_rows_kernel(ShiftArgs a) {
+accurate_rows_kernel(ShiftArgs<G> a) {
   __shared__ int64_t s_min[kThreads];
   for (int64_t i = blockIdx.x; i < a.m; i += gridDim.x) {
     const int32_t ea = a.exps_a[i];
     const int32_t mf = a.mu_fast[i];
     int64_t row_min = kNoConstraint;  // also the value for an empty row
     for (int64_t j = threadIdx.x; j < a.n; j += kThreads) {
-      const int64_t s = coarse_slack(a.g[i * a.n + j], ea, a.exps_b[j], mf, a.nu_fast[j], a.pb);
+      const int64_t s = coarse_slack(a.g[i * a.ldg + j], ea, a.exps_b[j], mf, a.nu_fast[j], a.pb);
       row_min = s < row_min ? s : row_min;
     }
     s_min[threadIdx.x] = row_min;
@@ -855,11 +867,15 @@ accurate_rows_kernel(ShiftArgs a) {
   }
 }
 
-// Column pass: 32 columns per block (coalesced reads of g), the 8 warps split the rows;
+// Column pass: 32 columns per block (coalesced reads of g), the 32 warps split the rows
+// (a full SM of warps in flight: the pass is bound by the latency of its loads);
 // min_i (s_ij - d_i), then g_j and nu_j.
-__global__ void __launch_bounds__(kWarp * kRowsPerBlock)
-accurate_columns_kernel(ShiftArgs a) {
-  __shared__ int64_t s_min[kRowsPerBlock][kWarp];
+inline constexpr int kColumnWarps = 32;
+
+template <class G>
+__global__ void __launch_bounds__(kWarp * kColumnWarps)
+accurate_columns_kernel(ShiftArgs<G> a) {
+  __shared__ int64_t s_min[kColumnWarps][kWarp];
   const int64_t groups = (a.n + kWarp - 1) / kWarp;
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
     const int64_t j = group * kWarp + threadIdx.x;
@@ -867,8 +883,8 @@ accurate_columns_kernel(ShiftArgs a) {
     if (j < a.n) {
       const int32_t eb = a.exps_b[j];
       const int32_t nf = a.nu_fast[j];
-      for (int64_t i = threadIdx.y; i < a.m; i += kRowsPerBlock) {
-        const int64_t s = coarse_slack(a.g[i * a.n + j], a.exps_a[i], eb, a.mu_fast[i], nf, a.pb) -
+      for (int64_t i = threadIdx.y; i < a.m; i += kColumnWarps) {
+        const int64_t s = coarse_slack(a.g[i * a.ldg + j], a.exps_a[i], eb, a.mu_fast[i], nf, a.pb) -
                           a.d[i];
         col_min = s < col_min ? s : col_min;
       }
@@ -876,11 +892,48 @@ accurate_columns_kernel(ShiftArgs a) {
     s_min[threadIdx.y][threadIdx.x] = col_min;
     __syncthreads();
     if (threadIdx.y == 0 && j < a.n) {
-      for (int p = 1; p < kRowsPerBlock; ++p) {
+      for (int p = 1; p < kColumnWarps; ++p) {
         col_min = s_min[p][threadIdx.x] < col_min ? s_min[p][threadIdx.x] : col_min;
       }
       const int64_t gain = column_gain(col_min, a.exps_b[j], a.nu_fast[j], a.pb);
       a.nu[j] = static_cast<int32_t>(a.nu_fast[j] + gain);
+    }
+    __syncthreads();
+  }
+}
+
+// --- pack: a vector set copied to contiguous vectors (es = 1) ------------------------
+// out[v*k + l] = x[v*vs + l*es], through 32 x 32 shared-memory tiles: the reads run along
+// whichever of v and l has the smaller stride, the writes along l. The stages that read
+// vectors with a strided k (the columns of a row-major B) then take their fast path.
+inline constexpr int kPackTile = 32;
+
+__global__ void __launch_bounds__(kWarp * kRowsPerBlock)
+pack_kernel(VectorSet xs, double* out, bool read_along_v) {
+  __shared__ double tile[kPackTile][kPackTile + 1];
+  const int64_t tiles_v = (xs.nvec + kPackTile - 1) / kPackTile;
+  const int64_t tiles_l = (xs.k + kPackTile - 1) / kPackTile;
+  for (int64_t t = blockIdx.x; t < tiles_v * tiles_l; t += gridDim.x) {
+    const int64_t v0 = (t / tiles_l) * kPackTile;
+    const int64_t l0 = (t % tiles_l) * kPackTile;
+    // tile[l - l0][v - v0]
+    for (int r = threadIdx.y; r < kPackTile; r += kRowsPerBlock) {
+      const int64_t v = read_along_v ? v0 + threadIdx.x : v0 + r;
+      const int64_t l = read_along_v ? l0 + r : l0 + threadIdx.x;
+      if (v < xs.nvec && l < xs.k) {
+        const double value = __ldg(xs.x + v * xs.vs + l * xs.es);
+        if (read_along_v) {
+          tile[r][threadIdx.x] = value;
+        } else {
+          tile[threadIdx.x][r] = value;
+        }
+      }
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kPackTile; r += kRowsPerBlock) {
+      const int64_t v = v0 + r;
+      const int64_t l = l0 + threadIdx.x;
+      if (v < xs.nvec && l < xs.k) out[v * xs.k + l] = tile[threadIdx.x][r];
     }
     __syncthreads();
   }
@@ -1187,14 +1240,16 @@ inline int accumulate_i64(const int32_t* part, int64_t rows, int64_t cols, int64
   return check_launch(err, what);
 }
 
-inline int accurate_shifts(const int64_t* g, int64_t m, int64_t n, const int32_t* exps_a,
+template <class G>
+inline int accurate_shifts(const G* g, int64_t ldg, int64_t m, int64_t n, const int32_t* exps_a,
                            const int32_t* exps_b, const int32_t* mu_fast,
                            const int32_t* nu_fast, int pb, int32_t* mu, int32_t* nu,
                            int32_t* workspace_d, cudaStream_t stream, Message& err) {
   const char* what = "accurate_shifts";
-  if (m < 0 || n < 0 || !product_fits(m, n)) {
-    return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld", what, static_cast<long long>(m),
-                   static_cast<long long>(n));
+  if (m < 0 || n < 0 || ldg < n || !product_fits(m, ldg)) {
+    return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld ldg=%lld", what,
+                   static_cast<long long>(m), static_cast<long long>(n),
+                   static_cast<long long>(ldg));
   }
   if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
   if ((m > 0 && (exps_a == nullptr || mu_fast == nullptr || mu == nullptr ||
@@ -1203,17 +1258,31 @@ inline int accurate_shifts(const int64_t* g, int64_t m, int64_t n, const int32_t
       (m > 0 && n > 0 && g == nullptr)) {
     return err.set(kBadArgument, "%s: null pointer", what);
   }
-  const ShiftArgs args{g, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, workspace_d};
+  const ShiftArgs<G> args{g, ldg, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, workspace_d};
   if (m > 0) {
-    accurate_rows_kernel<<<blocks_for(m, 1), kThreads, 0, stream>>>(args);
+    accurate_rows_kernel<G><<<blocks_for(m, 1), kThreads, 0, stream>>>(args);
     if (int s = check_launch(err, "accurate_shifts (rows)")) return s;
   }
   if (n > 0) {
-    accurate_columns_kernel<<<blocks_for(n, kWarp), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
+    accurate_columns_kernel<G><<<blocks_for(n, kWarp), dim3(kWarp, kColumnWarps), 0, stream>>>(
         args);
     if (int s = check_launch(err, "accurate_shifts (columns)")) return s;
   }
   return kOk;
+}
+
+inline int pack(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, double* out,
+                cudaStream_t stream, Message& err) {
+  const char* what = "pack";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (!product_fits(nvec, k)) return err.set(kBadArgument, "%s: nvec*k overflows", what);
+  if (nvec == 0 || k == 0) return kOk;
+  if (out == nullptr) return err.set(kBadArgument, "%s: out is null", what);
+  const VectorSet xs{x, nvec, k, vs, es};
+  const int64_t tiles = ((nvec + kPackTile - 1) / kPackTile) * ((k + kPackTile - 1) / kPackTile);
+  const int64_t blocks = resident_blocks(pack_kernel, kWarp * kRowsPerBlock, tiles, 1);
+  pack_kernel<<<blocks, dim3(kWarp, kRowsPerBlock), 0, stream>>>(xs, out, !lanes_along_k(vs, es));
+  return check_launch(err, what);
 }
 
 // Output planes must not overlap: either the (modulus, row, k) layout
