@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass import reference
+from ozaki_cutlass import dispatch, reference
 from ozaki_cutlass.accuracy import random_matrix
 from ozaki_cutlass.generator import Arch, Epilogue, catalog
 from ozaki_cutlass.numerics import K_CHUNK
@@ -17,6 +17,9 @@ pytestmark = pytest.mark.gpu
 
 ALL_VARIANTS = ([v for arch in (Arch.SM90A, Arch.SM80) for v in catalog(arch)]
                 + catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT))
+# the kernels the shipped tuning table routes to (swizzled tile orders among them)
+_TABLE, _TABLE_SOURCE = dispatch.load_table()
+TABLE_CANDIDATES = dispatch.candidates_from_table(_TABLE, _TABLE_SOURCE)
 
 
 def same_bits(x, y):
@@ -109,6 +112,16 @@ def test_every_variant_same_bits(rng, variant):
         assert same_bits(ozaki_cutlass.gemm(a, b, moduli=15, mode=mode, kernel=variant),
                          reference.gemm(a, b, moduli=15, mode=mode))
     assert same_bits(ozaki_cutlass.gemm(a, b, moduli=15, kernel=variant.name), want)
+
+
+@pytest.mark.parametrize("cand", TABLE_CANDIDATES, ids=lambda c: f"{c.path}-{c.variant.name}")
+def test_table_kernels_same_bits(rng, cand):
+    """Every kernel the shipped table can choose, on a shape of many tiles in both
+    directions (so a swizzled tile order is exercised), equals the reference."""
+    a, b = _problem(rng, 1100, 1300, 260, 1.0, trans_b=True)
+    for mode in ("fast", "accurate"):
+        got = ozaki_cutlass.gemm(a, b, trans_b=True, moduli=15, mode=mode, kernel=cand.variant, path=cand.path)
+        assert same_bits(got, reference.gemm(a, b, trans_b=True, moduli=15, mode=mode))
 
 
 def test_timings_opt_in(rng):
