@@ -1,0 +1,350 @@
+"""Native FP64 GEMM: a ctypes binding of cuBLAS's ``cublasDgemm_v2``, and a 2-D device copy.
+
+What: the few cuBLAS calls the "auto" policy needs to run a problem on the GPU's own FP64
+units (DGEMM) where the INT8 emulation would be slower (small or skinny shapes, GPUs with
+fast FP64). libcublas is found by ``cuda.pathfinder`` (part of cuda-bindings, already a
+dependency) and opened with ctypes, so there is no CuPy or PyTorch dependency and nothing
+to compile. It is loaded on first use, once per process, never at import time.
+
+Layouts: the runtime describes a device matrix as a :class:`~ozaki_cutlass.arrays.Matrix`
+(element (i, j) at ``ptr + 8 (i rs + j cs)``). :func:`plan_dgemm` is a pure function that
+maps any mix of row-major, column-major, transposed and leading-dimension views onto ONE
+column-major ``cublasDgemm_v2`` call, or answers None (the caller then emulates).
+:func:`plan_copy` does the same for :func:`copy_matrix` (``cuMemcpy2DAsync``).
+
+Reproducibility: cuBLAS documents that, for a given toolkit version, its routines give
+bit-wise identical results from run to run on GPUs of the same architecture and SM count,
+as long as a single CUDA stream is active; with several concurrent streams sharing a handle
+its GEMMs may pick a different internal workspace and implementation. We rely on exactly
+that: the same plan, on the same stream and GPU, with the same libcublas, gives the same
+bits. Each (device, thread) has its own handle here and its stream is set before every
+call; callers that run native GEMMs on several streams at once should not expect bits to
+match a single-stream run (cuBLAS's cure, ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` or a
+workspace per stream, is theirs to choose). The handle is put in cuBLAS's default math
+mode, which on the GPUs this project targets (sm_80, sm_90) runs DGEMM on the FP64 units
+(cuBLAS 13's own FP64 emulation, on Blackwell, is opt-in), and in host pointer mode (alpha
+and beta are host doubles).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+from . import _cuda
+
+__all__ = ["NativeUnavailable", "CublasError", "DgemmPlan", "CopyPlan", "available", "version",
+           "plan_dgemm", "dgemm", "plan_copy", "copy_matrix"]
+
+INT_MAX = 2**31 - 1  # cuBLAS's int arguments (m, n, k, ld); also the 2-D copy's largest pitch
+
+_OP_N, _OP_T = 0, 1                 # cublasOperation_t
+_POINTER_MODE_HOST = 0              # cublasPointerMode_t
+_DEFAULT_MATH = 0                   # cublasMath_t
+_MAJOR, _MINOR, _PATCH = 0, 1, 2    # libraryPropertyType
+
+# cublasStatus_t -> name (cublas_api.h)
+STATUS_NAMES = {
+    0: "CUBLAS_STATUS_SUCCESS",
+    1: "CUBLAS_STATUS_NOT_INITIALIZED",
+    3: "CUBLAS_STATUS_ALLOC_FAILED",
+    7: "CUBLAS_STATUS_INVALID_VALUE",
+    8: "CUBLAS_STATUS_ARCH_MISMATCH",
+    11: "CUBLAS_STATUS_MAPPING_ERROR",
+    13: "CUBLAS_STATUS_EXECUTION_FAILED",
+    14: "CUBLAS_STATUS_INTERNAL_ERROR",
+    15: "CUBLAS_STATUS_NOT_SUPPORTED",
+    16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+
+class NativeUnavailable(RuntimeError):
+    """libcublas cannot be found or opened: native DGEMM is not available here."""
+
+
+class CublasError(RuntimeError):
+    """A cuBLAS call returned a status other than CUBLAS_STATUS_SUCCESS."""
+
+    def __init__(self, what: str, status: int):
+        self.status = int(status)
+        self.status_name = STATUS_NAMES.get(self.status, f"unknown cublasStatus_t {self.status}")
+        super().__init__(f"{what} failed: {self.status_name} ({self.status})")
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise CublasError(what, status)
+
+
+# --------------------------------------------------------------------------- library
+
+_p, _int, _dbl = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_double)
+_SIGNATURES = {
+    "cublasCreate_v2": [ctypes.POINTER(ctypes.c_void_p)],
+    "cublasSetStream_v2": [_p, _p],
+    "cublasSetPointerMode_v2": [_p, _int],
+    "cublasSetMathMode": [_p, _int],
+    "cublasGetProperty": [_int, ctypes.POINTER(ctypes.c_int)],
+    "cublasDgemm_v2": [_p, _int, _int, _int, _int, _int, _dbl, _p, _int, _p, _int, _dbl, _p, _int],
+}
+
+_LOCK = threading.Lock()
+_LIB: ctypes.CDLL | None = None
+_LOAD_ERROR: str | None = None      # the first failure, repeated without searching again
+_HANDLES: dict[tuple[int, int], ctypes.c_void_p] = {}
+
+_HOW_TO_FIX = ("install the CUDA toolkit (and put its lib64 on LD_LIBRARY_PATH or set CUDA_HOME) "
+               "or the cuBLAS wheel matching the driver (pip install nvidia-cublas for CUDA 13, "
+               "nvidia-cublas-cu12 for CUDA 12)")
+
+
+def _open() -> ctypes.CDLL:
+    try:
+        from cuda import pathfinder
+    except ImportError as exc:
+        raise NativeUnavailable(f"native DGEMM needs cuda.pathfinder (installed with cuda-bindings) "
+                                f"to find libcublas: {exc}") from exc
+    try:
+        loaded = pathfinder.load_nvidia_dynamic_lib("cublas")
+    except Exception as exc:  # noqa: BLE001 - pathfinder raises its own RuntimeError subclasses
+        raise NativeUnavailable(f"libcublas (cuBLAS, looked up by cuda.pathfinder as \"cublas\": "
+                                f"NVIDIA wheels, conda, the system loader, CUDA_PATH/CUDA_HOME) was "
+                                f"not found ({str(exc).strip()}); to use native DGEMM, {_HOW_TO_FIX}") from exc
+    if not loaded.abs_path:
+        raise NativeUnavailable("cuda.pathfinder loaded libcublas but reported no path for it")
+    try:
+        lib = ctypes.CDLL(loaded.abs_path)
+        for name, argtypes in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = ctypes.c_int, argtypes
+    except (OSError, AttributeError) as exc:
+        raise NativeUnavailable(f"{loaded.abs_path} could not be used as libcublas ({exc}); "
+                                f"to use native DGEMM, {_HOW_TO_FIX}") from exc
+    return lib
+
+
+def _library() -> ctypes.CDLL:
+    """libcublas, opened on the first call in this process; a failure is remembered and
+    raised again (as NativeUnavailable) without searching again."""
+    global _LIB, _LOAD_ERROR
+    if _LIB is None:
+        with _LOCK:
+            if _LIB is None:
+                if _LOAD_ERROR is not None:
+                    raise NativeUnavailable(_LOAD_ERROR)
+                try:
+                    _LIB = _open()
+                except NativeUnavailable as exc:
+                    _LOAD_ERROR = str(exc)
+                    raise
+    return _LIB
+
+
+def available() -> bool:
+    """Whether libcublas can be opened here (it is, on the first call)."""
+    try:
+        _library()
+    except NativeUnavailable:
+        return False
+    return True
+
+
+def version() -> tuple[int, int, int]:
+    """(major, minor, patch) of the libcublas in use; for recording where a timing was taken."""
+    lib = _library()
+    parts = []
+    for which in (_MAJOR, _MINOR, _PATCH):
+        value = ctypes.c_int()
+        _check(lib.cublasGetProperty(which, ctypes.byref(value)), "cublasGetProperty")
+        parts.append(value.value)
+    return parts[0], parts[1], parts[2]
+
+
+def _current_device() -> int:
+    cu = _cuda._driver()
+    if int(_cuda.check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")) == 0:
+        raise _cuda.CudaError("native DGEMM: no CUDA context is current on this thread "
+                              "(ozaki_cutlass._cuda.ensure_context makes the device's primary one current)")
+    return int(_cuda.check(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+
+
+def _handle(lib: ctypes.CDLL) -> ctypes.c_void_p:
+    """The cuBLAS handle of (current context's device, this thread), created on first use.
+    Keyed by thread ident: a thread that ends leaves its handle to the next thread that gets
+    its ident (never used by two live threads at once), so handles do not pile up."""
+    key = (_current_device(), threading.get_ident())
+    handle = _HANDLES.get(key)
+    if handle is None:
+        handle = ctypes.c_void_p()
+        _check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate_v2")
+        _check(lib.cublasSetPointerMode_v2(handle, _POINTER_MODE_HOST), "cublasSetPointerMode_v2")
+        _check(lib.cublasSetMathMode(handle, _DEFAULT_MATH), "cublasSetMathMode")
+        with _LOCK:
+            _HANDLES[key] = handle
+    return handle
+
+
+# --------------------------------------------------------------------------- layouts
+
+def column_major_ld(rows: int, cols: int, rs: int, cs: int) -> int | None:
+    """The leading dimension under which a rows x cols matrix with element strides (rs, cs)
+    reads as column-major (element (i, j) at i + j ld), or None. A stride along a dimension
+    of size 1 is never used, so any value is fine there; an empty matrix fits any ld. The
+    answer is always >= max(1, rows), as cuBLAS requires."""
+    need = max(1, rows)
+    if rows == 0 or cols == 0:
+        return need
+    if rows > 1 and rs != 1:
+        return None
+    ld = cs if cols > 1 else need
+    return ld if ld >= need else None
+
+
+def _as_op(rows: int, cols: int, rs: int, cs: int) -> tuple[bool, int] | None:
+    """(trans, ld) such that the matrix is op(M) for a column-major M of leading dimension ld
+    (trans: M is cols x rows, the matrix its transpose), or None."""
+    ld = column_major_ld(rows, cols, rs, cs)
+    if ld is not None:
+        return False, ld
+    ld = column_major_ld(cols, rows, cs, rs)
+    if ld is not None:
+        return True, ld
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DgemmPlan:
+    """One column-major ``cublasDgemm_v2`` call: C = alpha op(A) op(B) + beta C with C m x n
+    at ``c_ptr`` (leading dimension ldc), op(A) m x k, op(B) k x n. ``transposed`` says the
+    call computes the caller's O^T = op(B)^T op(A)^T (O row-major), so ``a_ptr`` is the
+    caller's B and ``b_ptr`` the caller's A. Pointers in bytes, leading dimensions in elements."""
+
+    transa: bool
+    transb: bool
+    m: int
+    n: int
+    k: int
+    a_ptr: int
+    lda: int
+    b_ptr: int
+    ldb: int
+    c_ptr: int
+    ldc: int
+    transposed: bool
+
+    def __post_init__(self):
+        if min(self.m, self.n, self.k) < 0 or max(self.m, self.n, self.k) > INT_MAX:
+            raise ValueError(f"DGEMM sizes m={self.m} n={self.n} k={self.k} outside 0..{INT_MAX}")
+        rows_a = self.k if self.transa else self.m
+        rows_b = self.n if self.transb else self.k
+        for name, ld, rows in (("lda", self.lda, rows_a), ("ldb", self.ldb, rows_b), ("ldc", self.ldc, self.m)):
+            if not max(1, rows) <= ld <= INT_MAX:
+                raise ValueError(f"{name}={ld} outside max(1, {rows})..{INT_MAX}")
+
+
+def plan_dgemm(A, B, O) -> DgemmPlan | None:
+    """The cuBLAS call computing O = alpha A B + beta O for A m x k, B k x n, O m x n (A and B
+    already op(A) and op(B): any transpose is in their strides), or None when cuBLAS cannot
+    take the layout: an operand with no unit stride (along a dimension longer than 1), a
+    leading dimension too small (overlapping) or zero/negative, or a size or leading
+    dimension above 2**31 - 1. Pure: reads only rows, cols, rs, cs and ptr."""
+    m, k, n = A.rows, A.cols, B.cols
+    if B.rows != k or O.rows != m or O.cols != n:
+        raise ValueError(f"shapes do not chain: A {A.rows}x{A.cols}, B {B.rows}x{B.cols}, O {O.rows}x{O.cols}")
+    if max(m, n, k) > INT_MAX:
+        return None
+    ldc = column_major_ld(n, m, O.cs, O.rs)     # O^T column-major: O row-major
+    if ldc is not None:
+        transposed, cm, cn = True, n, m
+        first, second = (B.ptr, n, k, B.cs, B.rs), (A.ptr, k, m, A.cs, A.rs)   # op(B)^T, op(A)^T
+    else:
+        ldc = column_major_ld(m, n, O.rs, O.cs)  # O column-major
+        if ldc is None:
+            return None
+        transposed, cm, cn = False, m, n
+        first, second = (A.ptr, m, k, A.rs, A.cs), (B.ptr, k, n, B.rs, B.cs)
+    op_a, op_b = _as_op(*first[1:]), _as_op(*second[1:])
+    if op_a is None or op_b is None or max(op_a[1], op_b[1], ldc) > INT_MAX:
+        return None
+    return DgemmPlan(transa=op_a[0], transb=op_b[0], m=cm, n=cn, k=k,
+                     a_ptr=int(first[0]), lda=op_a[1], b_ptr=int(second[0]), ldb=op_b[1],
+                     c_ptr=int(O.ptr), ldc=ldc, transposed=transposed)
+
+
+def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream) -> None:
+    """Enqueue ``plan`` on ``stream`` (anything :func:`ozaki_cutlass._cuda.stream_handle`
+    takes) in the current CUDA context: C = alpha op(A) op(B) + beta C, cuBLAS semantics
+    (beta == 0: C is not read; k == 0: C = beta C; m == 0 or n == 0: nothing is launched).
+    Does not synchronize."""
+    if plan.m == 0 or plan.n == 0:
+        return
+    lib = _library()
+    handle = _handle(lib)
+    _check(lib.cublasSetStream_v2(handle, _p(_cuda.stream_handle(stream))), "cublasSetStream_v2")
+    a, b = ctypes.c_double(alpha), ctypes.c_double(beta)
+    _check(lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,
+                              plan.m, plan.n, plan.k, ctypes.byref(a), _p(plan.a_ptr), plan.lda,
+                              _p(plan.b_ptr), plan.ldb, ctypes.byref(b), _p(plan.c_ptr), plan.ldc),
+           f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})")
+
+
+# --------------------------------------------------------------------------- 2-D copy
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyPlan:
+    """One ``cuMemcpy2DAsync``: ``height`` runs of ``width`` bytes, ``src_pitch`` and
+    ``dst_pitch`` bytes apart."""
+
+    src_ptr: int
+    src_pitch: int
+    dst_ptr: int
+    dst_pitch: int
+    width: int
+    height: int
+
+
+def plan_copy(src, dst, rows: int, cols: int) -> CopyPlan | None:
+    """The 2-D copy of a rows x cols float64 matrix ``src`` into ``dst`` (same shape), or
+    None when the two do not share a unit-stride dimension (or a pitch exceeds 2**31 - 1):
+    rows of ``cols`` elements when both are row-major, columns of ``rows`` elements when
+    both are column-major. Pure; an empty matrix gives a plan of height 0."""
+    for along_rows in (True, False):
+        if along_rows:   # each row contiguous: the transpose is column-major
+            s = column_major_ld(cols, rows, src.cs, src.rs)
+            d = column_major_ld(cols, rows, dst.cs, dst.rs)
+            width, height = cols, rows
+        else:
+            s = column_major_ld(rows, cols, src.rs, src.cs)
+            d = column_major_ld(rows, cols, dst.rs, dst.cs)
+            width, height = rows, cols
+        if s is not None and d is not None and 8 * max(s, d) <= INT_MAX:
+            if width == 0 or height == 0:
+                width = height = 0
+            return CopyPlan(src_ptr=int(src.ptr), src_pitch=8 * s, dst_ptr=int(dst.ptr), dst_pitch=8 * d,
+                            width=8 * width, height=height)
+    return None
+
+
+def copy_matrix(src, dst, rows: int, cols: int, stream) -> bool:
+    """Enqueue a copy of device matrix ``src`` into ``dst`` (both rows x cols float64,
+    Matrix-like) on ``stream`` with ``cuMemcpy2DAsync``; False, with nothing done, when
+    their layouts do not allow one 2-D copy (see :func:`plan_copy`): the caller copies
+    another way. Does not synchronize."""
+    plan = plan_copy(src, dst, rows, cols)
+    if plan is None:
+        return False
+    if plan.height == 0:
+        return True
+    cu = _cuda._driver()
+    p = cu.CUDA_MEMCPY2D()
+    p.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    p.srcDevice = plan.src_ptr
+    p.srcPitch = plan.src_pitch
+    p.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    p.dstDevice = plan.dst_ptr
+    p.dstPitch = plan.dst_pitch
+    p.WidthInBytes = plan.width
+    p.Height = plan.height
+    _cuda.check(cu.cuMemcpy2DAsync(p, _cuda.as_cu_stream(stream)), "cuMemcpy2DAsync")
+    return True
