@@ -248,6 +248,11 @@ def csv_rows(rows, paths):
                                "ratio_to_native": e["tflops"] / r["native_tflops"] if r["native_tflops"] else "",
                                "scale_ms": p["scale"], "residues_ms": p["residues"],
                                "int8_gemm_ms": p["int8_gemm"], "crt_ms": p["crt"], "error": e["error"]})
+        if "auto" in r:
+            e = r["auto"]
+            out.append(base | {"path": "auto", "kernel": f"{e['chose']}: {e['why']}", "ms": e["ms"],
+                               "tflops": e["tflops"],
+                               "ratio_to_native": e["tflops"] / r["native_tflops"] if r["native_tflops"] else ""})
     return out
 
 
@@ -275,6 +280,8 @@ def write_plot(rows, paths, out_file, title: str) -> None:
     ax.plot(ns, [r["native_tflops"] for r in squares], "k-o", label="native DGEMM (cuBLAS)")
     for name in paths:
         ax.plot(ns, [r[name]["tflops"] for r in squares], "-o", label=f"ozaki, {name}")
+    if squares and all("auto" in r for r in squares):
+        ax.plot(ns, [r["auto"]["tflops"] for r in squares], "--", color="gray", label="ozaki_cutlass.gemm (auto)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("n (m = n = k)")
     ax.set_ylabel("TFLOP/s (FP64-equivalent)")
@@ -323,6 +330,13 @@ def bench_main(args) -> int:
             row[path] = {"kernel": phases[-1]["kernel"], "ms": ms,
                          "tflops": flops / ms / 1e9, "phases_ms": med,
                          "error": sample_error(cp.asnumpy(outs[path][sample]), ref)}
+        if args.auto:
+            # ozaki_cutlass.gemm with its defaults (policy "auto", moduli unset): native DGEMM
+            # where it is measured or predicted faster, else the emulation
+            ms, phases, _ = _time_gemm(functools.partial(_call_gemm, xa, xb, mode=args.mode), args.warmup, args.reps,
+                                       phase_reps=1)
+            row["auto"] = {"ms": ms, "tflops": flops / ms / 1e9, "chose": phases[-1]["path"],
+                           "why": phases[-1].get("policy", "emulation faster")}
         if len(outs) > 1:
             first, *rest = outs.values()
             row["bit_identical"] = all(bool(cp.array_equal(first.view(cp.int64), o.view(cp.int64))) for o in rest)
@@ -354,6 +368,11 @@ def _print_row(r, paths) -> None:
         ratio = e["tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
         print(f"{shape:>19} {path:>7} {e['tflops']:7.1f} {ratio:8.2f} {p['scale']:7.2f} {p['residues']:7.2f} "
               f"{p['int8_gemm']:8.2f} {p['crt']:7.2f} {p['total']:9.2f} {e['error']:9.2e}  {e['kernel']}")
+    if "auto" in r:
+        e = r["auto"]
+        ratio = e["tflops"] / r["native_tflops"] if r["native_tflops"] else float("nan")
+        print(f"{shape:>19} {'auto':>7} {e['tflops']:7.1f} {ratio:8.2f} {'':7s} {'':7s} {'':8s} {'':7s} "
+              f"{e['ms']:9.2f} {'':9s}  -> {e['chose']} ({e['why']})")
     if "bit_identical" in r:
         print(f"{shape:>19} paths bit-identical: {r['bit_identical']}", flush=True)
 
@@ -366,6 +385,8 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
     p.add_argument("--paths", nargs="+", choices=["staged", "fused"], default=["staged", "fused"])
     p.add_argument("--phi", type=float, default=0.5)
+    p.add_argument("--no-auto", dest="auto", action="store_false",
+                   help="skip timing ozaki_cutlass.gemm with its defaults (the auto policy)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
@@ -423,10 +444,15 @@ def tune_main(args) -> int:
             except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is skipped, said
                 report.append((n, c.describe(), f"skipped: {exc}"))
         best_ms, best = min(timings, key=lambda t: t[0])
+        native_ms, _ = _native_dgemm(xa, xb, args.warmup, args.reps)
+        report.append((n, "native DGEMM (cuBLAS via CuPy)", native_ms))
         lo, hi = bounds[i], bounds[i + 1] - 1 if i + 1 < len(sizes) else bounds[i + 1]
-        entries.append({"arch": arch.value, "path": best.path, "kernel": best.variant.name,
-                        "m": [lo, hi], "n": [lo, hi], "k": [lo, hi], "measured_n": n,
-                        "ms": best_ms, "tflops": 2.0 * n**3 / best_ms / 1e9})
+        box = {"m": [lo, hi], "n": [lo, hi], "k": [lo, hi], "measured_n": n}
+        if native_ms is not None and native_ms <= best_ms:  # the auto policy's native bucket
+            entries.append({"arch": arch.value, "path": "native"} | box
+                           | {"ms": native_ms, "tflops": 2.0 * n**3 / native_ms / 1e9})
+        entries.append({"arch": arch.value, "path": best.path, "kernel": best.variant.name} | box
+                       | {"ms": best_ms, "tflops": 2.0 * n**3 / best_ms / 1e9, "native_ms": native_ms})
         del xa, xb
         cp.get_default_memory_pool().free_all_blocks()
     try:

@@ -13,6 +13,10 @@ default in ``ozaki_cutlass/data/tuning.json`` that says where and how it was mea
 
 Bounds are inclusive; entries are tried in order. Without a table (or when no entry
 fits) the built-in defaults for the arch are tried.
+
+Entries with ``"path": "native"`` (no kernel) are where ``ozaki-cutlass tune`` measured
+cuBLAS DGEMM faster than every emulated candidate: the ``auto`` policy of
+``ozaki_cutlass.gemm`` (:func:`prefer_native`) sends such shapes to native DGEMM.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from .numerics import K_CHUNK
 log = logging.getLogger(__name__)
 
 PATHS = ("staged", "fused")
+POLICIES = ("auto", "emulate", "native")
 _MAX_INT = 2**31 - 1
 
 
@@ -112,8 +117,11 @@ def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
     table = json.loads(text)
     out = []
     for i, e in enumerate(table.get("entries", [])):
+        if e.get("path") == "native":
+            continue  # read by prefer_native
         if e.get("path") not in PATHS:
-            raise ValueError(f"{source}: entry {i} has path {e.get('path')!r}, expected one of {PATHS}")
+            raise ValueError(f"{source}: entry {i} has path {e.get('path')!r}, expected one of "
+                             f"{PATHS + ('native',)}")
         out.append(Candidate(path=e["path"], variant=variant_by_name(e["kernel"], f"{source} names"),
                              m=tuple(e.get("m", (1, _MAX_INT))), n=tuple(e.get("n", (1, _MAX_INT))),
                              k=tuple(e.get("k", (1, _MAX_INT))), source=source))
@@ -168,3 +176,67 @@ def choose(problem: Problem, *, table: dict | None = None, table_source: str = "
         reasons.append(f"  {c.describe()}: {why}")
     raise NoKernelError(f"no kernel for m={problem.m}, n={problem.n}, k={problem.k}, "
                         f"{problem.moduli} moduli on {problem.arch.value}; tried:\n" + "\n".join(reasons))
+
+
+# --------------------------------------------------------------------------- auto policy
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """Predicted milliseconds of emulated and native DGEMM for an m x n x k problem:
+
+        emulated = (N + coarse) * 2mnk / int8_rate + operand_s * (m + n) k + output_s * m n + fixed
+        native   = 2mnk / fp64_rate
+
+    N moduli, coarse = 1 in accurate mode (the coarse-bound GEMM); operand_s covers the
+    per-entry stages of A and B (pack, scan, coarse, residues), output_s the CRT. Fitted
+    to the phase times of the H200 run in docs/benchmarks.md (2026-11-29, 15 moduli,
+    shapes 1024^3 .. 16384^3 and three rectangular ones): a guide for shapes no tuning
+    table covers, not a measurement."""
+
+    int8_rate: float = 1.45e15     # INT8 ops/s inside the pipeline
+    fp64_rate: float = 55e12       # cuBLAS DGEMM flop/s
+    operand_s: float = 2.6e-11     # seconds per operand entry
+    output_s: float = 5.0e-11      # seconds per output entry
+    fixed_s: float = 3.0e-4        # launches and the one stream synchronization
+    margin: float = 1.1            # emulate only where predicted this much faster
+
+    def emulated_ms(self, m: int, n: int, k: int, moduli: int, mode: str) -> float:
+        gemms = moduli + (1 if mode == "accurate" else 0)
+        return 1e3 * (gemms * 2.0 * m * n * k / self.int8_rate + self.operand_s * (m + n) * k
+                      + self.output_s * m * n + self.fixed_s)
+
+    def native_ms(self, m: int, n: int, k: int) -> float:
+        return 1e3 * 2.0 * m * n * k / self.fp64_rate
+
+
+H200_MODEL = CostModel()
+
+
+def _inside(problem: Problem, entry: dict) -> bool:
+    return all(lo <= v <= hi for v, (lo, hi) in
+               zip((problem.m, problem.n, problem.k), (entry.get(d, (1, _MAX_INT)) for d in "mnk")))
+
+
+def prefer_native(problem: Problem, mode: str, *, table: dict | None = None,
+                  table_source: str = "table") -> tuple[bool, str]:
+    """Whether the ``auto`` policy runs ``problem`` as native DGEMM, and why. A tuning
+    table's bucket that holds a native measurement decides first (a ``native`` entry, or
+    a kernel entry with ``native_ms`` slower than its ``ms``); elsewhere, on sm_90 only,
+    the H200 cost model decides (no other GPU has been measured: there the emulation is
+    kept, unless a table from ``ozaki-cutlass tune`` on that GPU says otherwise)."""
+    for e in (table or {}).get("entries", []):
+        if e.get("arch", problem.arch.value) != problem.arch.value or not _inside(problem, e):
+            continue
+        if e.get("path") == "native":
+            return True, f"{table_source}: native DGEMM measured faster in this bucket"
+        if "native_ms" in e and "ms" in e:
+            if e["ms"] < e["native_ms"]:
+                return False, f"{table_source}: emulation measured faster in this bucket"
+            return True, f"{table_source}: native DGEMM measured faster in this bucket"
+    if problem.arch is Arch.SM90A:
+        m, n, k = problem.m, problem.n, problem.k
+        em, nat = H200_MODEL.emulated_ms(m, n, k, problem.moduli, mode), H200_MODEL.native_ms(m, n, k)
+        if em * H200_MODEL.margin > nat:
+            return True, f"H200 cost model: emulated {em:.3g} ms vs native {nat:.3g} ms"
+        return False, f"H200 cost model: emulated {em:.3g} ms vs native {nat:.3g} ms"
+    return False, f"no measurement for {problem.arch.value}: emulation kept"

@@ -73,3 +73,40 @@ def test_packaged_table_loads():
     table, source = dispatch.load_table()
     assert isinstance(table.get("entries", []), list)
     dispatch.candidates_from_table(table, source)  # every entry names a catalogued kernel
+
+
+# --------------------------------------------------------------------------- auto policy
+
+def test_auto_policy_table_decides_first():
+    table = {"entries": [
+        {"arch": "sm_90a", "path": "native", "m": [1, 2000], "n": [1, 2000], "k": [1, 2000]},
+        {"arch": "sm_90a", "path": "staged", "kernel": default_variant(Arch.SM90A).name,
+         "m": [2001, 9000], "n": [2001, 9000], "k": [2001, 9000], "ms": 10.0, "native_ms": 20.0},
+        {"arch": "sm_90a", "path": "staged", "kernel": default_variant(Arch.SM90A).name,
+         "m": [9001, 99999], "n": [9001, 99999], "k": [9001, 99999], "ms": 30.0, "native_ms": 20.0},
+    ]}
+    def native(m, n, k, arch=Arch.SM90A):
+        return dispatch.prefer_native(Problem(m, n, k, 15, arch), "accurate", table=table, table_source="t")
+
+    assert native(100, 100, 100) == (True, "t: native DGEMM measured faster in this bucket")
+    assert native(3000, 3000, 3000)[0] is False
+    assert native(20000, 20000, 20000)[0] is True            # the kernel entry's native_ms is lower
+    # native entries are not kernels: choose() skips them
+    assert choose(Problem(100, 100, 100, 15, Arch.SM90A), table=table).source == "built-in"
+    # another arch's entries do not apply
+    assert "no measurement" in native(100, 100, 100, Arch.SM80)[1]
+
+
+def test_auto_policy_builtin_model():
+    """Outside any table: the H200 cost model on sm_90 (native for small and skinny
+    shapes, emulation for large cubes), the emulation kept elsewhere."""
+    def native(m, n, k, arch=Arch.SM90A, mode="accurate"):
+        return dispatch.prefer_native(Problem(m, n, k, 15, arch), mode)[0]
+
+    assert native(1024, 1024, 1024) and native(16384, 16384, 256) and native(100000, 64, 4096)
+    assert not native(16384, 16384, 16384) and not native(32768, 32768, 32768)
+    assert not native(1024, 1024, 1024, Arch.SM80)
+    model = dispatch.H200_MODEL
+    # more GEMM work in accurate mode (the coarse GEMM), and more with more moduli
+    assert model.emulated_ms(4096, 4096, 4096, 15, "accurate") > model.emulated_ms(4096, 4096, 4096, 15, "fast")
+    assert model.emulated_ms(4096, 4096, 4096, 16, "fast") > model.emulated_ms(4096, 4096, 4096, 15, "fast")

@@ -24,6 +24,9 @@ from ozaki_cutlass import NoGpuError
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), beta=1.0), ValueError, "beta != 0 needs c"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), out=np.ones((2, 3))), ValueError, "out must have shape"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), timings=[]), TypeError, "timings must be a dict"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), policy="fast"), ValueError, "policy must be one of"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), policy="native", path="staged"), ValueError,
+         "policy='native' runs cuBLAS"),
     ],
 )
 def test_bad_input_fails_before_any_launch(kwargs, exc, match):

@@ -127,7 +127,7 @@ def test_table_kernels_same_bits(rng, cand):
 def test_timings_opt_in(rng):
     a, b = _problem(rng, 256, 256, 256, 0.5)
     t = {}
-    ozaki_cutlass.gemm(a, b, timings=t)
+    ozaki_cutlass.gemm(a, b, policy="emulate", timings=t)
     assert set(t) >= {"scale", "residues", "int8_gemm", "crt", "total", "path", "kernel"}
     assert all(t[p] >= 0 for p in ("scale", "residues", "int8_gemm", "crt")) and t["total"] > 0
 
@@ -135,7 +135,7 @@ def test_timings_opt_in(rng):
 def test_out_numpy(rng):
     a, b = _problem(rng, 30, 20, 10, 0.5)
     out = np.full((30, 20), np.nan)
-    r = ozaki_cutlass.gemm(a, b, out=out)
+    r = ozaki_cutlass.gemm(a, b, out=out, policy="emulate")
     assert r is out and same_bits(out, reference.gemm(a, b))
 
 
@@ -185,6 +185,56 @@ def test_cuda_array_interface_object(rng):
             self._arr = arr
             self.__cuda_array_interface__ = arr.__cuda_array_interface__
 
-    got = ozaki_cutlass.gemm(Plain(cp.asarray(a)), Plain(cp.asarray(b)))
+    got = ozaki_cutlass.gemm(Plain(cp.asarray(a)), Plain(cp.asarray(b)), policy="emulate")
     assert hasattr(got, "__cuda_array_interface__") and not isinstance(got, cp.ndarray)
     assert same_bits(got.get(), reference.gemm(a, b))
+
+
+# --------------------------------------------------------------------------- auto policy
+
+def _close_to_float64(got, a, b, c=None, alpha=1.0, beta=0.0):
+    want = alpha * (a @ b) + (beta * c if c is not None else 0.0)
+    scale = np.abs(alpha) * (np.abs(a) @ np.abs(b)) + (np.abs(beta * c) if c is not None else 0.0)
+    return np.all(np.abs(got - want) <= 1e-13 * scale + 1e-300)
+
+
+def test_auto_policy_small_shape_runs_native(rng):
+    """A small problem is predicted (H200 model) or measured (table) faster natively: the
+    auto policy runs cuBLAS DGEMM, with float64 accuracy; an explicit moduli count, or
+    policy="emulate", runs the emulation and gives the reference's bits."""
+    a, b = _problem(rng, 96, 80, 64, 1.0)
+    t = {}
+    got = ozaki_cutlass.gemm(a, b, timings=t)
+    assert t["path"] == "native" and t["kernel"] == "cublasDgemm_v2" and t["policy"]
+    assert _close_to_float64(got, a, b)
+    for kwargs in ({"moduli": 15}, {"policy": "emulate"}, {"path": "staged"}):
+        t = {}
+        got = ozaki_cutlass.gemm(a, b, timings=t, **kwargs)
+        assert t["path"] in ("staged", "fused") and same_bits(got, reference.gemm(a, b))
+
+
+def test_native_policy_layouts_and_beta(rng):
+    cp = pytest.importorskip("cupy")
+    a, b = _problem(rng, 70, 50, 90, 1.0)
+    c = random_matrix(70, 50, 1.0, rng)
+    da, db, dc = cp.asarray(a), cp.asarray(b), cp.asarray(c)
+    for xa, xb in [(da, db), (cp.asfortranarray(da), db), (da, cp.asfortranarray(db))]:
+        got = ozaki_cutlass.gemm(xa, xb, c=dc, alpha=-0.5, beta=2.0, policy="native")
+        assert _close_to_float64(cp.asnumpy(got), a, b, c, -0.5, 2.0)
+        again = ozaki_cutlass.gemm(xa, xb, c=dc, alpha=-0.5, beta=2.0, policy="native")
+        assert same_bits(cp.asnumpy(got), cp.asnumpy(again))  # run to run, same bits
+    # transposes, NumPy in and out, k = 0
+    got = ozaki_cutlass.gemm(a.T.copy(), b, trans_a=True, policy="native")
+    assert _close_to_float64(got, a, b)
+    z = ozaki_cutlass.gemm(np.ones((3, 0)), np.ones((0, 4)), c=np.full((3, 4), 2.0), beta=0.5, policy="native")
+    assert np.array_equal(z, np.ones((3, 4)))
+    # a layout cuBLAS cannot take (no unit stride): refused under "native", emulated under "auto"
+    wide = cp.asarray(np.pad(a, ((0, 0), (0, 90))))[:, ::2]
+    with pytest.raises(ValueError, match="cuBLAS cannot take"):
+        ozaki_cutlass.gemm(wide, db, policy="native")
+    t = {}
+    got = ozaki_cutlass.gemm(wide, db, timings=t)
+    assert t["path"] in ("staged", "fused")
+    assert same_bits(cp.asnumpy(got), reference.gemm(cp.asnumpy(wide), b))
+    with pytest.raises(ValueError, match="policy"):
+        ozaki_cutlass.gemm(da, db, policy="fastest")
