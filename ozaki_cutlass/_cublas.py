@@ -161,19 +161,20 @@ def version() -> tuple[int, int, int]:
     return parts[0], parts[1], parts[2]
 
 
-def _current_device() -> int:
-    cu = _cuda._driver()
-    if int(_cuda.check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")) == 0:
+def _current_context() -> int:
+    current = int(_cuda.check(_cuda._driver().cuCtxGetCurrent(), "cuCtxGetCurrent"))
+    if current == 0:
         raise _cuda.CudaError("native DGEMM: no CUDA context is current on this thread "
                               "(ozaki_cutlass._cuda.ensure_context makes the device's primary one current)")
-    return int(_cuda.check(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+    return current
 
 
 def _handle(lib: ctypes.CDLL) -> ctypes.c_void_p:
-    """The cuBLAS handle of (current context's device, this thread), created on first use.
-    Keyed by thread ident: a thread that ends leaves its handle to the next thread that gets
-    its ident (never used by two live threads at once), so handles do not pile up."""
-    key = (_current_device(), threading.get_ident())
+    """The cuBLAS handle of (current context, this thread), created on first use (one
+    driver query per call otherwise). Keyed by thread ident: a thread that ends leaves its
+    handle to the next thread that gets its ident (never used by two live threads at
+    once), so handles do not pile up."""
+    key = (_current_context(), threading.get_ident())
     handle = _HANDLES.get(key)
     if handle is None:
         handle = ctypes.c_void_p()

@@ -50,7 +50,15 @@ _CONTEXTS: dict[int, object] = {}
 
 def ensure_context(ordinal: int = 0):
     """Retain the device's primary context (the one CuPy and PyTorch use) and make it
-    current on this thread. Raises NoGpuError when there is no driver or device."""
+    current on this thread. Raises NoGpuError when there is no driver or device. After
+    the first call for a device, a call finding that context current costs one query."""
+    ctx = _CONTEXTS.get(ordinal)
+    if ctx is not None:
+        cu = _driver()
+        current = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) != int(ctx):
+            check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        return ctx
     try:
         cu = _driver()
         check(cu.cuInit(0), "cuInit")
@@ -63,11 +71,9 @@ def ensure_context(ordinal: int = 0):
                          "ozaki_cutlass.reference.gemm runs the same algorithm on the CPU") from exc
     if ordinal >= count:
         raise NoGpuError(f"GPU {ordinal} requested but {count} visible")
-    ctx = _CONTEXTS.get(ordinal)
-    if ctx is None:
-        dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
-        ctx = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-        _CONTEXTS[ordinal] = ctx
+    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
+    ctx = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    _CONTEXTS[ordinal] = ctx
     check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
 

@@ -15,8 +15,21 @@ __all__ = ["compute_capability", "arch_for_capability", "visible_arch"]
 log = logging.getLogger(__name__)
 
 
+_CAPABILITIES: dict[int, tuple[int, int]] = {}
+
+
 def compute_capability(ordinal: int = 0) -> tuple[int, int] | None:
-    """(major, minor) of CUDA device `ordinal`, or None when it cannot be queried."""
+    """(major, minor) of CUDA device `ordinal`, or None when it cannot be queried
+    (an answer is kept for the process: it cannot change; "cannot" is asked again)."""
+    if ordinal in _CAPABILITIES:
+        return _CAPABILITIES[ordinal]
+    capability = _query_capability(ordinal)
+    if capability is not None:
+        _CAPABILITIES[ordinal] = capability
+    return capability
+
+
+def _query_capability(ordinal: int) -> tuple[int, int] | None:
     try:
         from cuda.bindings import driver
     except ImportError as exc:

@@ -115,7 +115,7 @@ def allocate_like(kind: str, rows: int, cols: int, device: int | None):
 
         with cupy.cuda.Device(device or 0):
             arr = cupy.empty((rows, cols), dtype=cupy.float64)
-        return arr, _from_cai(arr, "out", "cupy")
+        return arr, Matrix(int(arr.data.ptr), rows, cols, cols or 1, 1, "cupy", device or 0, arr)
     if kind == "torch":
         import torch
 

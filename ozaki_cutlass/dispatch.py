@@ -106,10 +106,27 @@ def variant_by_name(name: str, who: str) -> GemmVariant:
     return matches[0]
 
 
+_BY_TABLE: dict[tuple[int, str], tuple[dict, str, tuple[Candidate, ...]]] = {}
+
+
 def candidates_from_table(table: dict, source: str) -> list[Candidate]:
-    """The table's entries as candidates, in order (memoized per table content: choose()
-    runs on every GEMM call)."""
-    return list(_table_candidates(json.dumps(table, sort_keys=True), source))
+    """The table's entries as candidates, in order. Memoized per table object (the
+    tables of load_table() are read once and kept) and content, since choose() runs on
+    every GEMM call: a table object seen before with the same text costs a lookup."""
+    key = (id(table), source)
+    hit = _BY_TABLE.get(key)
+    if hit is not None and hit[0] is table:
+        return list(hit[2])
+    text = json.dumps(table, sort_keys=True)
+    cands = _table_candidates(text, source)
+    if table is _read_table_object(table):
+        _BY_TABLE[key] = (table, text, cands)
+    return list(cands)
+
+
+def _read_table_object(table: dict) -> dict | None:
+    """``table`` when it is one of the tables load_table() keeps (never mutated by us)."""
+    return table if any(t is table for t, _ in _KEPT_TABLES) else None
 
 
 @lru_cache(maxsize=64)
@@ -148,15 +165,21 @@ def load_table(path: str | None = None) -> tuple[dict, str]:
     return _read_table(path)
 
 
+_KEPT_TABLES: list[tuple[dict, str]] = []
+
+
 @lru_cache(maxsize=None)
 def _read_table(path: str | None) -> tuple[dict, str]:
     if path is not None:
-        return json.loads(Path(path).read_text()), str(path)
-    try:
-        text = resources.files("ozaki_cutlass").joinpath("data/tuning.json").read_text()
-    except FileNotFoundError:
-        return {"entries": []}, "no table"
-    return json.loads(text), "ozaki_cutlass/data/tuning.json"
+        kept = json.loads(Path(path).read_text()), str(path)
+    else:
+        try:
+            text = resources.files("ozaki_cutlass").joinpath("data/tuning.json").read_text()
+            kept = json.loads(text), "ozaki_cutlass/data/tuning.json"
+        except FileNotFoundError:
+            kept = {"entries": []}, "no table"
+    _KEPT_TABLES.append(kept)
+    return kept
 
 
 def choose(problem: Problem, *, table: dict | None = None, table_source: str = "table",

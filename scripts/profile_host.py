@@ -1,0 +1,51 @@
+"""Host-side cost of ozaki_cutlass.gemm calls (device run): cProfile of many small calls
+on the native and the emulated path, and an interleaved A/B of our cuBLAS call against
+CuPy's matmul on one shape (the same library underneath: any gap is ours).
+    python scripts/profile_host.py"""
+
+import cProfile
+import pstats
+import statistics
+import time
+
+import cupy as cp
+
+import ozaki_cutlass
+
+a, b = cp.random.rand(256, 256), cp.random.rand(256, 256)
+for policy, reps in (("native", 500), ("emulate", 100)):
+    for _ in range(20):
+        ozaki_cutlass.gemm(a, b, policy=policy)
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        ozaki_cutlass.gemm(a, b, policy=policy)
+    cp.cuda.Device().synchronize()
+    print(f"{policy}: {1e6 * (time.perf_counter() - t0) / reps:.1f} us per call (256^3, wall clock)")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(reps):
+        ozaki_cutlass.gemm(a, b, policy=policy)
+    prof.disable()
+    cp.cuda.Device().synchronize()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+t0 = time.perf_counter()
+for _ in range(500):
+    a @ b
+cp.cuda.Device().synchronize()
+print(f"cupy a @ b: {1e6 * (time.perf_counter() - t0) / 500:.1f} us per call (256^3, wall clock)")
+
+for m, n, k in ((4096, 4096, 65536), (4096, 4096, 4096)):
+    x, y = cp.random.rand(m, k), cp.random.rand(k, n)
+    s, e = cp.cuda.Event(), cp.cuda.Event()
+    ours, theirs = [], []
+    for i in range(12):
+        for fn, acc in ((lambda: ozaki_cutlass.gemm(x, y, policy="native"), ours), (lambda: x @ y, theirs)):
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            if i >= 2:
+                acc.append(cp.cuda.get_elapsed_time(s, e))
+    print(f"{m}x{n}x{k}: ours {statistics.median(ours):.2f} ms, cupy {statistics.median(theirs):.2f} ms "
+          f"(interleaved, median of 10)")
