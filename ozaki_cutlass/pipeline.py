@@ -16,10 +16,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _cuda
+from . import _cublas, _cuda, dispatch
+from ._device import visible_arch
 from .arrays import Matrix, allocate_like, describe_input
+from .generator import Epilogue, GemmVariant, default_variant
+from .kernels import load_group_gemm, load_int8_gemm
 from .numerics import K_CHUNK, MODULI_TABLE, crt_constants
+from .prepared import Prepared
 from .reference import _as_scalar, resolve_moduli, validate_mode
+from .stages_build import load_stages
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +102,6 @@ class _Kernels:
 
 
 def _resolve_kernels(kernel, path, arch, m, n, k, count) -> _Kernels:
-    from . import dispatch
-    from .generator import Epilogue
-    from .generator.variants import GemmVariant
-    from .kernels import load_int8_gemm
-    from .stages_build import load_stages
-
     if kernel is None:
         table, source = dispatch.load_table()
         choice = dispatch.choose(dispatch.Problem(m, n, k, count, arch), table=table,
@@ -132,11 +131,15 @@ def _group_kernel(kern: _Kernels, size: int):
     """The fused kernel of kern.variant's tiles for a group of ``size`` moduli."""
     from dataclasses import replace
 
-    from .kernels import load_group_gemm
-
     if size not in kern.groups:
-        kern.groups[size] = load_group_gemm(replace(kern.variant, group_size=size))
+        key = (kern.variant, size)
+        if key not in _GROUP_KERNELS:
+            _GROUP_KERNELS[key] = load_group_gemm(replace(kern.variant, group_size=size))
+        kern.groups[size] = _GROUP_KERNELS[key]
     return kern.groups[size]
+
+
+_GROUP_KERNELS: dict = {}  # (variant, group size) -> loaded GroupGemm, for the process
 
 
 def group_sizes(count: int, group: int) -> list[int]:
@@ -196,7 +199,7 @@ def _to_device(x: np.ndarray, keep: list) -> Matrix:
 
 
 def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=None,
-         mode="accurate", out=None, stream=None, kernel=None, path=None, policy="auto", timings=None):
+         mode=None, out=None, stream=None, kernel=None, path=None, policy="auto", timings=None):
     """C = alpha op(A) op(B) + beta C, FP64-accurate, on INT8 tensor cores.
 
     Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,
@@ -218,36 +221,56 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     emulates (bits equal to ozaki_cutlass.reference.gemm); "native" always runs cuBLAS.
     ``timings``: a dict to fill with per-phase milliseconds (synchronizes); its "path" is
     "staged", "fused" or "native" ("policy" says why for native).
+
+    ``a`` and ``b`` may be operands made by :func:`ozaki_cutlass.prepare` (side "left"
+    for ``a``, "right" for ``b``): their per-operand stages are not redone. Such a call
+    emulates on the staged path, takes ``moduli`` and ``mode`` from the prepared operand
+    when they are left unset, and refuses (ValueError) a mismatch of side, k, moduli,
+    mode, GPU or a trans flag. ``mode`` unset means "accurate" otherwise.
     """
     alpha = _as_scalar(alpha, "alpha")
     beta = _as_scalar(beta, "beta")
-    count = resolve_moduli(moduli)
-    mode = validate_mode(mode)
+    prepared = {name: x for name, x in (("a", a), ("b", b)) if isinstance(x, Prepared)}
+    for name, p in prepared.items():
+        p.check_side(name)
+    first = next(iter(prepared.values()), None)
+    count = resolve_moduli(moduli if moduli is not None or first is None else first.moduli)
+    mode = validate_mode(mode if mode is not None else (first.mode if first is not None else "accurate"))
+    if prepared:
+        if trans_a and "a" in prepared or trans_b and "b" in prepared:
+            raise ValueError("a prepared operand is transposed by prepare(trans=True), not by trans_a/trans_b")
+        if policy == "native":
+            raise ValueError("policy='native' runs cuBLAS DGEMM on arrays, not on prepared operands")
+        if path == "fused":
+            raise ValueError("prepared operands run on the staged path, path='fused' was asked")
+        policy, path = "emulate", "staged"
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
     if policy == "native" and (kernel is not None or path is not None):
         raise ValueError("policy='native' runs cuBLAS DGEMM: kernel= and path= choose emulation kernels")
     if timings is not None and not isinstance(timings, dict):
         raise TypeError(f"timings must be a dict or None, got {type(timings).__name__}")
-    A = describe_input(a, "a")
-    B = describe_input(b, "b")
+    A = prepared["a"].source if "a" in prepared else describe_input(a, "a")
+    B = prepared["b"].source if "b" in prepared else describe_input(b, "b")
     C = describe_input(c, "c") if c is not None else None
     inputs = [("a", A), ("b", B)] + ([("c", C)] if C is not None else [])
-    host = [isinstance(x, np.ndarray) for _, x in inputs]
+    host = [prepared[n].kind == "numpy" if n in prepared else isinstance(x, np.ndarray) for n, x in inputs]
     if any(host) and not all(host):
         raise ValueError("a, b and c must all be NumPy arrays or all be GPU arrays: got "
                          + ", ".join(f"{n}={'NumPy' if isinstance(x, np.ndarray) else x.kind}" for n, x in inputs))
-    devices = {x.device for _, x in inputs if isinstance(x, Matrix) and x.device is not None}
+    devices = {x.device for n, x in inputs if n not in prepared and isinstance(x, Matrix) and x.device is not None}
     if len(devices) > 1:
         raise ValueError(f"a, b and c are on different GPUs {sorted(devices)}")
     on_host = host[0]
     kind = "numpy" if on_host else A.kind
-    device = devices.pop() if devices else 0
+    device = devices.pop() if devices else next((p.device for p in prepared.values()), 0)
 
     m, k = (A.shape[1], A.shape[0]) if trans_a else A.shape
     kb, n = (B.shape[1], B.shape[0]) if trans_b else B.shape
     if kb != k:
         raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
+    for name, p in prepared.items():
+        p.check_use(name, kb if name == "a" else k, count, mode, device)
     for dim, value in (("m", m), ("n", n), ("k", k)):
         if value > MAX_DIM:
             raise ValueError(f"{dim}={value} is out of range: the kernels take sizes up to {MAX_DIM}")
@@ -263,8 +286,6 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             raise ValueError("out must be of the same kind as a and b (NumPy for NumPy inputs)")
 
     _cuda.ensure_context(device)
-    from ._device import visible_arch
-
     arch = visible_arch()
     if arch is None:
         raise _cuda.NoGpuError("the visible GPU is not supported (compute capability 8.0 or newer needed)")
@@ -273,7 +294,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     sh = _default_stream(kind, stream)
     keep: list = []
     if on_host:
-        A, B = _to_device(a, keep), _to_device(b, keep)
+        A = A if "a" in prepared else _to_device(a, keep)
+        B = B if "b" in prepared else _to_device(b, keep)
         C = _to_device(c, keep) if c is not None else None
     A = A.t() if trans_a else A
     B = B.t() if trans_b else B
@@ -296,7 +318,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
         timer.mark("native")
     else:
         if m and n:
-            _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, _workspace(device, sh), timer)
+            _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, _workspace(device, sh), timer,
+                 prepared)
         timer.mark("crt")
     if timings is not None:
         if native:
@@ -315,8 +338,6 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
 
 def _native_decision(policy, moduli, kernel, path, m, n, k, count, mode, arch) -> tuple[bool, str]:
     """(run cuBLAS DGEMM?, why) for gemm's ``policy`` (see its docstring)."""
-    from . import _cublas, dispatch
-
     if policy == "native":
         if not _cublas.available():
             _cublas._library()  # raises NativeUnavailable with what was looked for
@@ -335,8 +356,6 @@ def _native_decision(policy, moduli, kernel, path, m, n, k, count, mode, arch) -
 def _native_plan(A, B, C, O, beta):
     """(DGEMM plan, c copy plan or None) when cuBLAS can run C = alpha A B + beta c into O
     with these layouts (c first copied into O unless it is O), else None."""
-    from . import _cublas
-
     plan = _cublas.plan_dgemm(A, B, O)
     if plan is None:
         return None
@@ -349,8 +368,6 @@ def _native_plan(A, B, C, O, beta):
 
 
 def _run_native(plan, C, O, m, n, alpha, beta, sh):
-    from . import _cublas
-
     dgemm_plan, copy = plan
     if copy is not None:
         _cublas.copy_matrix(C, O, m, n, sh)
@@ -370,13 +387,15 @@ def _zero_result(st, C, O, m, n, beta, sh, ws):
                    O.ptr, O.rs, O.cs, 0, sh)
 
 
-def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap):
+def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap, prepared=None):
     """Stages 1-3 for op(A)'s rows (vs = rs, es = cs) and op(B)'s columns (vs = cs,
     es = rs): pack (where k is strided), exponents, fast shifts, non-finite counts, coarse
     magnitudes; A's side on ``sh``, B's on the side stream when ``overlap``. Then the
     accurate shifts through one INT8 GEMM of the coarse magnitudes (the plain kernel of
-    the arch). Returns the vector sets (ptr, vs, es) the later stages read and the device
-    pointers (mu, nu, non-finite counts of A rows and B columns)."""
+    the arch). A side in ``prepared`` ({"a"/"b": Prepared}) brings its own results. Returns
+    the vector sets (ptr, nvec, k, vs, es) the later stages read and the device pointers
+    (mu, nu, non-finite counts of A rows and B columns)."""
+    prepared = prepared or {}
     st = kern.stages
     pb = consts.bound_exponent
     accurate = mode == "accurate"
@@ -384,6 +403,11 @@ def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap):
     k16 = _round_up(k, 16)
     sides = []
     for name, X, nvec, vs, es, rows_pad in (("a", A, m, A.rs, A.cs, m), ("b", B, n, B.cs, B.rs, n_pad)):
+        p = prepared.get(name)
+        if p is not None:
+            sides.append(dict(name=name, prepared=True, v=p.vector_set, e=p.exps, fast=p.fast,
+                              nonfinite=p.nonfinite, bar=p.coarse, shift=i32("shift_" + name, nvec)))
+            continue
         sides.append(dict(name=name, X=X, nvec=nvec, vs=vs, es=es, rows_pad=rows_pad, e=i32("e" + name, nvec),
                           fast=i32("fast_" + name, nvec), nonfinite=i32("nf_" + name, nvec),
                           shift=i32("shift_" + name, nvec),
@@ -392,6 +416,8 @@ def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap):
     a, b = sides
     with _Fork(ws, sh, overlap) as side:
         for d, s in ((b, side), (a, sh)):
+            if d.get("prepared"):
+                continue
             d["v"] = _vectors(st, d, k, s)
             st.scan(*d["v"], pb, d["e"], d["fast"], d["nonfinite"], s)
             if accurate:
@@ -457,12 +483,15 @@ class _Fork:
             _cuda.check(cu.cuStreamWaitEvent(_cuda.as_cu_stream(self.sh), self.ev_join, 0), "cuStreamWaitEvent")
 
 
-def _residues(st, va, vb, mu, nu, count, moduli, ra, rb, m, n_pad, kp, layout, sh, ws, overlap):
+def _residues(st, va, vb, mu, nu, count, moduli, ra, rb, m, n_pad, kp, layout, sh, ws, overlap, skip=()):
     """Residues of op(A)'s rows into ``ra`` and op(B)'s columns into ``rb`` (B's on the
     side stream when ``overlap``). ``layout``: None for the staged (modulus, row, k)
-    planes, else (row_stride, plane_stride) of the fused kernels' concatenated rows."""
+    planes, else (row_stride, plane_stride) of the fused kernels' concatenated rows.
+    ``skip``: the sides ("a", "b") whose residues are already made (prepared, fast mode)."""
     with _Fork(ws, sh, overlap) as side:
-        for v, shifts, out, rows_pad, s in ((vb, nu, rb, n_pad, side), (va, mu, ra, m, sh)):
+        for name, v, shifts, out, rows_pad, s in (("b", vb, nu, rb, n_pad, side), ("a", va, mu, ra, m, sh)):
+            if name in skip:
+                continue
             if layout is None:
                 st.residues(*v, shifts, count, moduli, out, rows_pad, kp, s)
             else:
@@ -471,9 +500,6 @@ def _residues(st, va, vb, mu, nu, count, moduli, ra, rb, m, n_pad, kp, layout, s
 
 def _coarse_gemm(kern):
     """The plain INT8 GEMM used for the coarse bound on the fused path."""
-    from .generator import default_variant
-    from .kernels import load_int8_gemm
-
     kern.gemm = load_int8_gemm(default_variant(kern.variant.arch))
     return kern.gemm
 
@@ -493,14 +519,14 @@ def _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws) -> int:
     return pattern
 
 
-def _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
+def _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared):
     if alpha == 0.0 or k == 0:
         _zero_result(kern.stages, C, O, m, n, beta, sh, ws)
         return
     if kern.path == "fused":
         _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer)
     else:
-        _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer)
+        _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared)
 
 
 def _cin(C, beta):
@@ -509,15 +535,18 @@ def _cin(C, beta):
     return C.ptr, C.rs, C.cs
 
 
-def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
+def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared=None):
     st = kern.stages
     consts = crt_constants(count)
     kp = _round_up(k, 16)
     n_pad = _round_up(n, 4)
-    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, OVERLAP)
+    prepared = prepared or {}
+    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, OVERLAP, prepared)
     timer.mark("scale")
-    ra, rb = ws.get("ra", count * m * kp), ws.get("rb", count * n_pad * kp)
-    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, None, sh, ws, OVERLAP)
+    made = {name for name, p in prepared.items() if p.residues}
+    ra = prepared["a"].residues if "a" in made else ws.get("ra", count * m * kp)
+    rb = prepared["b"].residues if "b" in made else ws.get("rb", count * n_pad * kp)
+    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, None, sh, ws, OVERLAP, made)
     timer.mark("residues")
     # one batched INT8 GEMM over the moduli per k chunk
     nchunks = -(-kp // K_CHUNK)

@@ -69,3 +69,12 @@ def test_sizes_out_of_range_rejected():
 
     with pytest.raises(ValueError, match="k=2147483648 is out of range"):
         ozaki_cutlass.gemm(Huge((2, 2**31)), Huge((2**31, 2)))
+
+
+def test_prepare_checks_before_the_gpu():
+    with pytest.raises(ValueError, match="side must be one of"):
+        ozaki_cutlass.prepare(np.ones((2, 2)), "top")
+    with pytest.raises(TypeError, match="x must be float64"):
+        ozaki_cutlass.prepare(np.ones((2, 2), np.float32))
+    with pytest.raises(ValueError, match="moduli=1"):
+        ozaki_cutlass.prepare(np.ones((2, 2)), moduli=1)

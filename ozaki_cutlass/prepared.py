@@ -1,0 +1,147 @@
+"""Operand reuse: ``ozaki_cutlass.prepare`` quantizes a matrix once for many GEMMs.
+
+A matrix used against many others (a fixed A times a stream of B's, say) repeats the
+same per-operand stages on every call: pack (where its k stride is not 1), scan
+(exponents, fast shifts, NaN/Inf counts) and, in accurate mode, the coarse magnitudes;
+in fast mode also the residues, since its shifts depend on that operand alone. A
+:class:`Prepared` operand holds those results on the GPU, and ``gemm`` takes it in place
+of the array, on the side it was prepared for.
+
+What cannot be reused: in accurate mode an operand's shifts depend on the other operand
+(the row gains come from the coarse bound of the product), so its residues are made on
+every call, from the kept (packed) float64 data. Fast mode reuses everything.
+
+The bits are those of the unprepared call with the same settings. The guard: a prepared
+operand carries its side, shape, moduli count, mode and GPU; ``gemm`` refuses it with a
+``ValueError`` naming the mismatch when any of those differ from the call. It also keeps
+a reference to the array it was made from (read again for the NaN/Inf pattern and, in
+accurate mode, for the residues when no packed copy was needed): changing that array
+afterwards is not detected, as with any library that caches a factorization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _cuda
+from .arrays import Matrix, describe_input
+from .numerics import crt_constants
+from .reference import resolve_moduli, validate_mode
+
+SIDES = ("left", "right")
+
+
+@dataclass(eq=False)
+class Prepared:
+    """A GEMM operand quantized once (see the module docstring); make it with
+    :func:`prepare`. ``shape`` is that of op(operand): (m, k) on the left, (k, n) on
+    the right."""
+
+    side: str
+    shape: tuple[int, int]
+    moduli: int
+    mode: str
+    device: int
+    kind: str                 # the kind of array it was made from ("numpy", "cupy", ...)
+    source: Matrix            # op(operand) on the GPU (a copy for NumPy input)
+    nvec: int                 # vectors: rows of op(A) or columns of op(B)
+    k: int
+    rows_pad: int             # m, or n rounded up to 4
+    vector_set: tuple         # (ptr, nvec, k, vs, es) that the stages read
+    exps: int                 # device pointers, int32 per vector
+    fast: int
+    nonfinite: int
+    coarse: int = 0           # accurate: int8 coarse magnitudes, rows_pad x k16
+    residues: int = 0         # fast: int8 residues, moduli x rows_pad x k_pad
+    _keep: list = field(default_factory=list, repr=False)
+
+    def check_side(self, position: str) -> None:
+        """Raise ValueError unless this operand was prepared for gemm's ``position`` ("a"/"b")."""
+        want = "left" if position == "a" else "right"
+        if self.side != want:
+            raise ValueError(f"{position} is an operand prepared for side={self.side!r}; as {position} it must be "
+                             f"prepared with side={want!r}")
+
+    def check_use(self, position: str, other_k: int, count: int, mode: str, device: int) -> None:
+        """Raise ValueError, naming what differs, unless this operand fits a gemm call."""
+        self.check_side(position)
+        if self.k != other_k:
+            raise ValueError(f"{position} was prepared with k={self.k}, the other operand has k={other_k}")
+        if self.moduli != count:
+            raise ValueError(f"{position} was prepared for {self.moduli} moduli, the call asks for {count}")
+        if self.mode != mode:
+            raise ValueError(f"{position} was prepared for mode={self.mode!r}, the call asks for mode={mode!r}")
+        if self.device != device:
+            raise ValueError(f"{position} was prepared on GPU {self.device}, the other arrays are on GPU {device}")
+
+    def __repr__(self) -> str:
+        return (f"Prepared(side={self.side!r}, shape={self.shape}, moduli={self.moduli}, mode={self.mode!r}, "
+                f"device={self.device})")
+
+
+def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: str = "accurate",
+            stream=None) -> Prepared:
+    """Quantize ``x`` once for use as ``a`` (side="left") or ``b`` (side="right") of
+    :func:`ozaki_cutlass.gemm`; ``trans`` transposes it first (gemm's trans_a/trans_b
+    must then be left False). ``moduli`` and ``mode`` must be those of the calls that use
+    it (gemm takes them from the prepared operand when left unset). ``x``: NumPy (copied
+    to the GPU), CuPy, PyTorch CUDA or ``__cuda_array_interface__``, float64. The work
+    is enqueued on ``stream`` (default as in gemm); gemm calls on other streams must be
+    ordered after it by the caller."""
+    from .pipeline import _default_stream, _needs_pack, _round_up, _to_device, _vectors
+    from .stages_build import load_stages
+
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    count = resolve_moduli(moduli)
+    mode = validate_mode(mode)
+    X = describe_input(x, "x")
+    kind = "numpy" if isinstance(X, np.ndarray) else X.kind
+    device = 0 if isinstance(X, np.ndarray) or X.device is None else X.device
+    _cuda.ensure_context(device)
+    from ._device import visible_arch
+
+    arch = visible_arch()
+    if arch is None:
+        raise _cuda.NoGpuError("the visible GPU is not supported (compute capability 8.0 or newer needed)")
+    keep: list = []
+    if isinstance(X, np.ndarray):
+        X = _to_device(x, keep)
+    X = X.t() if trans else X
+    if side == "left":  # rows of op(A): vs = rs, es = cs
+        nvec, k = X.rows, X.cols
+        vs, es, rows_pad = X.rs, X.cs, X.rows
+    else:               # columns of op(B): vs = cs, es = rs
+        k, nvec = X.rows, X.cols
+        vs, es, rows_pad = X.cs, X.rs, _round_up(X.cols, 4)
+    st = load_stages(arch)
+    sh = _default_stream(kind, stream)
+
+    def buf(nbytes: int) -> int:
+        b = _cuda.DeviceBuffer(max(nbytes, 16))
+        keep.append(b)
+        return b.ptr
+
+    d = dict(X=X, nvec=nvec, vs=vs, es=es, packed=buf(8 * nvec * k) if _needs_pack(nvec, k, es) else 0)
+    exps, fast, nonfinite = buf(4 * nvec), buf(4 * nvec), buf(4 * nvec)
+    v = _vectors(st, d, k, sh)
+    pb = crt_constants(count).bound_exponent
+    coarse = residues = 0
+    if nvec and k:
+        st.scan(*v, pb, exps, fast, nonfinite, sh)
+    elif nvec:
+        _cuda.check(_cuda._driver().cuMemsetD8Async(nonfinite, 0, 4 * nvec, _cuda.as_cu_stream(sh)), "memset")
+    k16 = _round_up(k, 16)
+    if mode == "accurate":
+        coarse = buf(rows_pad * k16)
+        st.coarse(*v, exps, coarse, rows_pad, k16, sh)
+    else:
+        from .pipeline import _workspace
+
+        residues = buf(count * rows_pad * k16)
+        st.residues(*v, fast, count, _workspace(device, sh).moduli(), residues, rows_pad, k16, sh)
+    return Prepared(side=side, shape=(X.rows, X.cols), moduli=count, mode=mode, device=device, kind=kind,
+                    source=X, nvec=nvec, k=k, rows_pad=rows_pad, vector_set=v, exps=exps, fast=fast,
+                    nonfinite=nonfinite, coarse=coarse, residues=residues, _keep=keep)
