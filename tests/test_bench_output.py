@@ -49,3 +49,20 @@ def test_plot_png(tmp_path):
     out = tmp_path / "bench.png"
     write_plot(rows, ["staged", "fused"], out, "synthetic")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_csv_and_plot_carry_the_auto_policy(tmp_path):
+    rows = [_row(4096, 4096, 4096, 2.0, 4.0, 5.0), _row(8192, 8192, 8192, 20.0, 16.0, 19.0)]
+    rows[0]["auto"] = {"ms": 2.1, "tflops": 65.4, "native_ms": 2.0, "ratio": 2.0 / 2.1, "chose": "native",
+                       "why": "table: native DGEMM measured faster in this bucket"}
+    rows[1]["auto"] = {"ms": 16.0, "tflops": 68.7, "native_ms": 20.5, "ratio": 20.5 / 16.0, "chose": "staged",
+                       "why": "emulation faster"}
+    out = tmp_path / "bench.csv"
+    write_csv(rows, ["staged"], out)
+    with open(out) as f:
+        auto = [r for r in csv.DictReader(f) if r["path"] == "auto"]
+    assert [a["kernel"].split(":")[0] for a in auto] == ["native", "staged"]
+    assert float(auto[1]["ratio_to_native"]) == pytest.approx(20.5 / 16.0)
+    pytest.importorskip("matplotlib")
+    write_plot(rows, ["staged"], tmp_path / "b.png", "t")
+    assert (tmp_path / "b.png").stat().st_size > 1000

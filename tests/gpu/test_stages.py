@@ -68,7 +68,7 @@ def test_scan_coarse_residues(st, rng, row_major_b, dev):
     assert np.array_equal(got_rb[:, :n, :k], want_rb) and not got_rb[:, n:].any()
 
 
-@pytest.mark.parametrize("m,k,n", [(23, 40, 31), (300, 50, 70), (2, 7, 1)])
+@pytest.mark.parametrize("m,k,n", [(23, 40, 31), (300, 50, 70), (3, 7, 2)])
 @pytest.mark.parametrize("bound", ["int64", "int32"])
 def test_accurate_shifts(st, rng, dev, m, k, n, bound):
     """Both bound matrices: the int64 sum over k chunks, and one chunk's int32 GEMM output
