@@ -238,3 +238,24 @@ def test_native_policy_layouts_and_beta(rng):
     assert same_bits(cp.asnumpy(got), reference.gemm(cp.asnumpy(wide), b))
     with pytest.raises(ValueError, match="policy"):
         ozaki_cutlass.gemm(da, db, policy="fastest")
+
+
+def test_native_fast_lane_same_result_as_the_general_path(rng):
+    """The second auto call of a shape decided native skips the general path: same bits
+    as the general native call, for CuPy and PyTorch, and transposed-view operands."""
+    from ozaki_cutlass import pipeline
+
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    a, b = _problem(rng, 64, 48, 32, 1.0)
+    for to in (cp.asarray, lambda x: torch.from_numpy(x).cuda()):
+        xa, xb = to(a), to(b)
+        first = ozaki_cutlass.gemm(xa, xb, policy="native")
+        pipeline._FAST_DECISIONS.clear()
+        general = ozaki_cutlass.gemm(xa, xb, alpha=2)           # decides (native), general path
+        assert any(v for v in pipeline._FAST_DECISIONS.values())
+        fast = ozaki_cutlass.gemm(xa, xb, alpha=2)              # the fast lane
+        host = (lambda x: cp.asnumpy(x)) if isinstance(first, cp.ndarray) else (lambda x: x.cpu().numpy())
+        assert same_bits(host(general), host(fast)) and same_bits(host(general), 2 * host(first))
+        xt = to(np.ascontiguousarray(b.T)).T                    # a transposed view: column-major b
+        assert same_bits(host(ozaki_cutlass.gemm(xa, xt)), host(ozaki_cutlass.gemm(xa, xt, policy="native")))
