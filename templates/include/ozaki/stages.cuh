@@ -975,6 +975,20 @@ struct CrtArgs {
   const double* pattern;  // may be null
 };
 
+// The 4 int32 entries of a CRT input plane at c + offset (row i, columns j0 .. j0 + 3;
+// 0 past n), one 16-byte streaming load when aligned and complete.
+__device__ inline void load_plane4(const CrtArgs& a, int64_t offset, bool full, int64_t j0,
+                                   int32_t (&v)[4]) {
+  const int32_t* src = a.c + offset;
+  if (a.vector_loads && full) {
+    const int4 w = __ldcs(reinterpret_cast<const int4*>(src));
+    v[0] = w.x; v[1] = w.y; v[2] = w.z; v[3] = w.w;
+  } else {
+#pragma unroll
+    for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? src[t] : 0;
+  }
+}
+
 // One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row. The moduli loop is
 // unrolled to kMaxModuli with a guard so that every index into the constants is static.
 template <bool kGroups>
@@ -992,6 +1006,9 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
 
     double limb_sums[4][kMaxLimbs] = {};
     uint32_t x[4] = {0, 0, 0, 0};
+    const bool single = !kGroups && a.nchunks == 1;
+    int32_t cur[4] = {0, 0, 0, 0};
+    if (single) load_plane4(a, red.plane[0] + row, full, j0, cur);
 #pragma unroll
     for (int g = 0; g < kMaxModuli; ++g) {
       if (g < consts.count) {
@@ -1011,6 +1028,14 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
           }
 #pragma unroll
           for (int t = 0; t < 4; ++t) r[t] = mod_u32(x[t], mod, magic);
+        } else if (single) {
+          // one k chunk: plane g was loaded one modulus ago (cur); load plane g + 1 now so
+          // that its latency overlaps this modulus's arithmetic
+          int32_t v[4] = {cur[0], cur[1], cur[2], cur[3]};
+          if (g + 1 < consts.count) load_plane4(a, red.plane[g + 1] + row, full, j0, cur);
+          const uint32_t offset = red.offset[g];
+#pragma unroll
+          for (int t = 0; t < 4; ++t) r[t] = mod_i32(v[t], mod, magic, offset);  // the sum below, from 0
         } else {
           const uint32_t offset = red.offset[g];
           for (int ch = 0; ch < a.nchunks; ++ch) {
