@@ -294,8 +294,9 @@ def _sm90_reason(v: GemmVariant) -> str:
     if v.epilogue is Epilogue.PARTIAL_CRT:
         # The fold keeps the residues of the first G-1 moduli next to the accumulators,
         # a byte each (templates/include/ozaki/group_mma_sm90.h).
+        # One modulus keeps nothing: the plain kernel's accumulator limit applies.
         kept = registers * (v.group_size - 1) // 4
-        if registers + kept > _MAX_FOLD_REGISTERS:
+        if v.group_size > 1 and registers + kept > _MAX_FOLD_REGISTERS:
             return (f"the {v.epilogue.value} fold of {v.group_size} moduli keeps {kept} residue "
                     f"registers next to {registers} accumulators per consumer thread "
                     f"(at most {_MAX_FOLD_REGISTERS} together before spilling)")
@@ -426,6 +427,10 @@ _FUSED_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
         _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 3),
         _sm90_fused((128, 128, 128), (2, 1), Schedule.COOPERATIVE, 3),
         _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 2),
+        # one modulus per launch: nothing kept next to the accumulators, so the plain
+        # kernel's 256x128 tiles fit; the partial is one byte (X mod m), a quarter of the
+        # staged path's int32 plane for the CRT to read
+        _sm90_fused((256, 128, 128), (1, 2), Schedule.COOPERATIVE, 1),
     ),
     Arch.SM80: (),
 }

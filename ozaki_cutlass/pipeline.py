@@ -142,6 +142,13 @@ def _group_kernel(kern: _Kernels, size: int):
 _GROUP_KERNELS: dict = {}  # (variant, group size) -> loaded GroupGemm, for the process
 
 
+def partial_bytes(group_size: int) -> int:
+    """Bytes of one stored group partial: 1 for a group of one modulus, else 4 (mirrors
+    partial_bytes in templates/include/ozaki/group_arith.h; tests/test_host_arithmetic.py
+    checks that they agree)."""
+    return 1 if group_size == 1 else 4
+
+
 def group_sizes(count: int, group: int) -> list[int]:
     """``count`` moduli in ceil(count / group) groups whose sizes differ by at most one."""
     ngroups = -(-count // group)
@@ -644,12 +651,14 @@ def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, tim
 def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
     """Residues of all moduli concatenated along k (row i: modulus 0's k_pad values, then
     modulus 1's, ...); one fused launch per group of moduli writes the group partial
-    (X mod prod of the group's moduli, uint32); the combine kernel finishes the CRT."""
+    (X mod prod of the group's moduli: uint32, one byte for a one-modulus group, rows of
+    n_pad, a multiple of 16 for the byte rows' TMA stores); the combine kernel finishes
+    the CRT."""
     st = kern.stages
     consts = crt_constants(count)
     tile_k = kern.variant.tile_k
     kp = _round_up(k, tile_k)
-    n_pad = _round_up(n, 4)
+    n_pad = _round_up(n, 16)
     va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, OVERLAP)
     timer.mark("scale")
     row = count * kp
@@ -658,15 +667,16 @@ def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, time
     timer.mark("residues")
     sizes = group_sizes(count, kern.variant.group_size)
     plane = m * n_pad
-    x = ws.get("x", 4 * len(sizes) * plane)
-    first = 0
-    for gr, size in enumerate(sizes):
+    x = ws.get("x", sum(partial_bytes(size) for size in sizes) * plane)
+    first, offset = 0, 0
+    for size in sizes:
         gk = _group_kernel(kern, size)
         ws_bytes = gk.workspace_size(m, n_pad, kp)
         gws = ws.get(f"group_ws{size}", ws_bytes) if ws_bytes else 0
         gk(m, n_pad, kp, consts.moduli[first:first + size], ra + first * kp, row, rb + first * kp, row,
-           x + 4 * gr * plane, n_pad, gws, ws_bytes, sh)
+           x + offset, n_pad, gws, ws_bytes, sh)
         first += size
+        offset += partial_bytes(size) * plane
     timer.mark("int8_gemm")
     pattern = _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws)
     cin, cin_rs, cin_cs = _cin(C, beta)

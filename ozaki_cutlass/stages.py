@@ -135,9 +135,11 @@ class Stages:
 
     def combine_unscale(self, x, group_sizes, m, n, ldx, group_stride, consts: CRTConstants, mu, nu,
                         alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, pattern, stream):
-        """Finish the CRT from uint32 group partials x[gr*group_stride + i*ldx + j] = X mod
-        M_gr (group gr: the next group_sizes[gr] moduli of ``consts``, in order), then the
-        same pattern/unscale/alpha/beta as ``crt_unscale``. group_sizes: host ints."""
+        """Finish the CRT from group partials X mod M_gr (group gr: the next
+        group_sizes[gr] moduli of ``consts``, in order), then the same
+        pattern/unscale/alpha/beta as ``crt_unscale``. Group gr's plane starts at byte
+        sum_{h < gr} partial_bytes(size_h) * group_stride of x and holds element i*ldx + j
+        as uint32, or as one byte for a group of one modulus. group_sizes: host ints."""
         sizes = (ctypes.c_int32 * len(group_sizes))(*[int(v) for v in group_sizes])
         self._call("combine_unscale", x, len(group_sizes), sizes, m, n, ldx, group_stride,
                    ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),

@@ -26,6 +26,7 @@ import pytest
 
 from ozaki_cutlass import reference as ref
 from ozaki_cutlass.numerics import MODULI_TABLE, crt_constants
+from ozaki_cutlass.pipeline import partial_bytes
 
 pytestmark = pytest.mark.nvcc
 
@@ -371,6 +372,7 @@ def gen_group_arith(rng, out):
             x = sum(w * v for w, v in zip(weights, r)) % M
             assert all(x % m == v for m, v in zip(grp, r))
             out.append(f"gcrt {len(grp)} " + " ".join(map(str, grp + r)) + f" {x}")
+    out += [f"gbytes {g} {partial_bytes(g)}" for g in (1, 2, 3, 4)]
     out += [
         "gbad 0 -1 group size out of range",
         "gbad 5 2 3 5 7 11 -1 group size out of range",
@@ -416,7 +418,7 @@ def generate_cases() -> list[str]:
 #: Every tag the checker must have checked at least once.
 TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "coarse", "scale", "sres",
         "acc", "crt", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
-        "gbad", "sweep_y", "sweep_rf", "sweep_u32")
+        "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32")
 
 
 # ------------------------------------------------------------------ running the checker

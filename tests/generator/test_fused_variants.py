@@ -61,11 +61,17 @@ def test_every_group_size_is_legal_on_a_128x128_cooperative_tile(group_size):
     # 128 accumulators + 32 kept residue registers: ptxas spills (checked with CUDA 13.0).
     (dict(tile_n=256, group_size=2), "keeps 32 residue registers next to 128 accumulators"),
     (dict(tile_n=256, group_size=4), "keeps 96 residue registers next to 128 accumulators"),
-    (dict(schedule=Schedule.PINGPONG, group_size=1), "next to 128 accumulators"),
+    (dict(schedule=Schedule.PINGPONG, group_size=2), "keeps 32 residue registers next to 128 accumulators"),
 ])
 def test_illegal_fused_variants_are_rejected_with_a_reason(fields, reason):
     with pytest.raises(IllegalVariantError, match=re.escape(reason)):
         fused(**fields)
+
+
+def test_one_modulus_keeps_nothing_so_plain_tiles_fit():
+    """G = 1 folds once, at the end: the plain kernel's 128-accumulator tiles are legal."""
+    for fields in (dict(tile_m=256, cluster_n=2), dict(tile_n=256), dict(schedule=Schedule.PINGPONG)):
+        assert fused(group_size=1, **fields).group_size == 1
 
 
 def test_the_plain_store_still_takes_one_modulus():

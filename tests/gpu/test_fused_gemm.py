@@ -55,11 +55,17 @@ def make_operands(rng, rows, moduli, k_pad, gap=0):
     return out
 
 
+def x_dtype(group_size):
+    """The stored partial: one byte for a group of one modulus, else uint32."""
+    return np.uint8 if group_size == 1 else np.uint32
+
+
 def run_fused(lib, a, b, moduli, k_pad, n, ldx=None):
     m = a.shape[0]
     ldx = ldx or n
+    dtype = x_dtype(len(moduli))
     da, db = _cuda.DeviceBuffer(a.nbytes), _cuda.DeviceBuffer(b.nbytes)
-    dx = _cuda.DeviceBuffer(4 * m * ldx)
+    dx = _cuda.DeviceBuffer(np.dtype(dtype).itemsize * m * ldx)
     da.upload(np.ascontiguousarray(a))
     db.upload(np.ascontiguousarray(b))
     dx.fill_bytes(POISON)
@@ -69,18 +75,24 @@ def run_fused(lib, a, b, moduli, k_pad, n, ldx=None):
                            dx.ptr, ldx, list(moduli), ws.ptr if ws else 0, ws_bytes, 0)
     assert status == 0, text
     _cuda.synchronize()
-    x = dx.download(np.empty((m, ldx), np.uint32))
+    x = dx.download(np.empty((m, ldx), dtype))
     return x[:, :n]
 
 
+def n_align(v):
+    """Output rows are stored by TMA in 16-byte units: 4 uint32 or 16 byte partials."""
+    return 16 // np.dtype(x_dtype(v.group_size)).itemsize
+
+
 def sizes(v):
-    """(m, n, k_pad): 1, odd m, tile +- alignment, k_pad = tile_k and 3 tile_k. n % 4 == 0."""
+    """(m, n, k_pad): 1, odd m, tile +- alignment, k_pad = tile_k and 3 tile_k."""
+    al = n_align(v)
     return [
-        (1, 4, v.tile_k),
-        (v.tile_m + 1, v.tile_n + 4, v.tile_k),
-        (v.tile_m - 1, v.tile_n - 4, 3 * v.tile_k),
-        (3 * v.tile_m + 7, 2 * v.tile_n + 12, 3 * v.tile_k),
-        (77, 132, 2 * v.tile_k),
+        (1, al, v.tile_k),
+        (v.tile_m + 1, v.tile_n + al, v.tile_k),
+        (v.tile_m - 1, v.tile_n - al, 3 * v.tile_k),
+        (3 * v.tile_m + 7, 2 * v.tile_n + 3 * al, 3 * v.tile_k),
+        (77, 128 + al, 2 * v.tile_k),
     ]
 
 
@@ -92,7 +104,7 @@ def test_bit_exact_against_the_integer_formula(ctx, rng, variant):
             for gap in (0, 48):  # lda/ldb beyond G*k_pad (multiples of 16)
                 a = make_operands(rng, m, moduli, k_pad, gap)
                 b = make_operands(rng, n, moduli, k_pad, gap)
-                got = run_fused(lib, a, b, moduli, k_pad, n, ldx=n + (8 if gap else 0))
+                got = run_fused(lib, a, b, moduli, k_pad, n, ldx=n + (2 * n_align(variant) if gap else 0))
                 want = reference(a, b, moduli, k_pad)
                 assert np.array_equal(got, want), (variant.name, moduli, m, n, k_pad, gap)
 
@@ -103,7 +115,7 @@ def test_extreme_accumulators(ctx, variant):
     lib = load(variant)
     moduli = MODULI[variant.group_size][0]
     k_pad = 16 * variant.tile_k
-    m, n = 8, 8
+    m, n = 8, max(8, n_align(variant))
     a = np.full((m, len(moduli) * k_pad), -128, np.int8)
     b = np.full((n, len(moduli) * k_pad), -128, np.int8)
     b[1::2] = 127  # odd rows: negative sums
@@ -119,6 +131,14 @@ def test_bad_moduli_are_refused(ctx, variant):
                            variant.group_size * variant.tile_k, 1 << 20, 4,
                            [256] * variant.group_size)
     assert status == 1 and "coprime" in text
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.group_size == 1], ids=lambda v: v.name)
+def test_byte_partials_need_rows_of_16(ctx, variant):
+    lib = load(variant)
+    k = variant.tile_k
+    status, text = lib.run(4, 8, k, 1, 1 << 20, k, 1 << 20, k, 1 << 20, 8, [251])
+    assert status == 1 and "multiple of 16" in text
 
 
 def _time(fn, repeats=5):

@@ -11,6 +11,7 @@ from ozaki_cutlass import reference as R
 from ozaki_cutlass.accuracy import random_matrix
 from ozaki_cutlass.kernels import UnsupportedProblem
 from ozaki_cutlass.numerics import crt_constants
+from ozaki_cutlass.pipeline import partial_bytes
 
 pytestmark = pytest.mark.gpu
 
@@ -123,6 +124,13 @@ def _groups(count, rng):
     return sizes
 
 
+def stored_partials(parts, sizes):
+    """The group planes as the fused kernels store them, one after the other: uint32, or
+    one byte for a group of one modulus (ozaki_cutlass.pipeline.partial_bytes)."""
+    return np.frombuffer(b"".join(p.astype(np.uint8 if partial_bytes(size) == 1 else np.uint32).tobytes()
+                                  for p, size in zip(parts, sizes)), np.uint8)
+
+
 @pytest.mark.parametrize("count", [2, 5, 6, 11, 15, 16, 20])
 def test_combine_unscale(st, rng, count, dev):
     consts = crt_constants(count)
@@ -152,7 +160,8 @@ def test_combine_unscale(st, rng, count, dev):
                          mu.astype(np.int64), nu.astype(np.int64), -1.5, beta, cin if beta else None)
         d = dev
         out = d.empty(8 * m * n)
-        st.combine_unscale(d.put(parts), sizes, m, n, ldx, m * ldx, consts, d.put(mu), d.put(nu), -1.5, beta,
+        st.combine_unscale(d.put(stored_partials(parts, sizes)), sizes, m, n, ldx, m * ldx, consts, d.put(mu),
+                           d.put(nu), -1.5, beta,
                            d.put(cin) if beta else 0, n, 1, out.ptr, n, 1, d.put(pat) if pat is not None else 0, 0)
         got = d.get(out, np.float64, (m, n))
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
@@ -183,7 +192,8 @@ def test_combine_unscale_column_major_out(st, rng, dev):
     assert np.array_equal(want, x.astype(np.float64))
     d = dev
     out = d.empty(8 * m * n)
-    st.combine_unscale(d.put(parts), [1] * count, m, n, ldx, m * ldx, consts, d.put(mu), d.put(nu), 1.0, 0.0,
+    st.combine_unscale(d.put(stored_partials(parts, [1] * count)), [1] * count, m, n, ldx, m * ldx, consts,
+                       d.put(mu), d.put(nu), 1.0, 0.0,
                        0, 0, 0, out.ptr, 1, m, 0, 0)
     got = d.get(out, np.float64, (n, m)).T
     assert np.array_equal(got, want)

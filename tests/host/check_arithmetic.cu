@@ -611,6 +611,20 @@ bool check_gcrt(Fields& f, const std::string& tag) {
   return true;
 }
 
+// gbytes <G> <bytes>: a stored group partial of G moduli takes `bytes` bytes
+// (ozaki_cutlass.pipeline.partial_bytes), in partial_bytes() and in PartialElement<G>.
+bool check_gbytes(Fields& f, const std::string& tag) {
+  const int g = static_cast<int>(f.i());
+  const long long want = f.i();
+  if (!f.ok() || g < 1 || g > ozaki::kMaxGroupSize) return false;
+  count(tag);
+  const long long sizes[] = {0, sizeof(ozaki::PartialElement<1>), sizeof(ozaki::PartialElement<2>),
+                             sizeof(ozaki::PartialElement<3>), sizeof(ozaki::PartialElement<4>)};
+  expect_eq(tag, "partial_bytes", static_cast<long long>(ozaki::partial_bytes(g)), want);
+  expect_eq(tag, "sizeof(PartialElement<G>)", sizes[g], want);
+  return true;
+}
+
 // --- sweeps: many values, ground truth = 64-bit integer arithmetic --------------------
 
 // sweep_y <m> <lo> <hi> <stride>: every integer y = lo, lo + stride, ... <= hi
@@ -699,7 +713,8 @@ const std::map<std::string, Check>& checks() {
       {"crt", check_crt},         {"pat", check_pat},          {"p2", check_p2},
       {"bmod", check_bmod},       {"imod", check_imod},        {"grp", check_grp},
       {"pack", check_pack},       {"gfold", check_gfold},      {"gconst", check_gconst},
-      {"gbad", check_gbad},       {"gcrt", check_gcrt},        {"sweep_y", sweep_y},
+      {"gbad", check_gbad},       {"gcrt", check_gcrt},        {"gbytes", check_gbytes},
+      {"sweep_y", sweep_y},
       {"sweep_rf", sweep_rf},     {"sweep_u32", sweep_u32},
   };
   return table;

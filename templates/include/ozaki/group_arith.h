@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define OZAKI_HD __host__ __device__ __forceinline__
@@ -29,6 +30,14 @@ namespace ozaki {
 inline constexpr int kMaxGroupSize = 4;
 inline constexpr uint32_t kMinModulus = 2;
 inline constexpr uint32_t kMaxModulus = 256;
+
+// How a group partial X mod M is stored: one byte for a group of one modulus (M <= 256),
+// else 4 bytes (M < 2^32). The fused kernels store it so; the combine kernel reads it so;
+// ozaki_cutlass.pipeline.partial_bytes mirrors it (checked by tests/test_host_arithmetic.py).
+template <int G>
+using PartialElement = std::conditional_t<G == 1, uint8_t, uint32_t>;
+
+OZAKI_HD constexpr int partial_bytes(int group_size) { return group_size == 1 ? 1 : 4; }
 
 // Everything the fold needs to reduce an int32 modulo m (m in [2, 256]) with 32-bit
 // integer multiplies only (few live registers: the fold runs next to the accumulators).

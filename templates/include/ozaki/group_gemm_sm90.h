@@ -7,7 +7,7 @@
 // ABI (version 1), with `P` = "ozaki_" + variant name:
 //   int         P_run(int m, int n, int k_pad, int group_size,
 //                     const int8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
-//                     uint32_t* X, int64_t ldx, const uint32_t* moduli,
+//                     void* X, int64_t ldx, const uint32_t* moduli,
 //                     void* workspace, size_t workspace_bytes, cudaStream_t stream);
 //   size_t      P_workspace_size(int m, int n, int k_pad, int group_size);
 //   const char* P_name(void);
@@ -17,10 +17,12 @@
 //   acc_g = sum_{l < k_pad} A[i*lda + g*k_pad + l] * B[j*ldb + g*k_pad + l]
 // (int32, two's-complement wrap-around), and
 //   X[i*ldx + j] = (sum_g c_g (acc_g mod m_g)) mod M in [0, M), M = prod_g m_g,
-// the unique value in [0, M) congruent to acc_g modulo every m_g. `moduli` is a HOST
+// the unique value in [0, M) congruent to acc_g modulo every m_g, stored as
+// PartialElement<G> (group_arith.h): uint32, or uint8 for G = 1. `moduli` is a HOST
 // array of group_size values in [2, 256], pairwise coprime (copied into the launch).
 // Requirements: group_size = the variant's G; k_pad a positive multiple of tile_k;
-// lda, ldb >= G*k_pad and multiples of 16; n and ldx multiples of 4, ldx >= n;
+// lda, ldb >= G*k_pad and multiples of 16; n and ldx multiples of 16 / sizeof(X element)
+// (4 for uint32, 16 for uint8), ldx >= n;
 // A, B, X 16-byte aligned. Status codes and P_last_error as in int8_gemm_entry.h:
 // 0 ok, 1 not supported (checked before any CUDA call), 2 CUDA/CUTLASS error.
 // `run` neither allocates nor synchronizes.
@@ -56,7 +58,7 @@ struct GroupGemmProblem {
   int64_t lda = 0;
   const int8_t* b = nullptr;
   int64_t ldb = 0;
-  uint32_t* x = nullptr;
+  void* x = nullptr;  // PartialElement<G>
   int64_t ldx = 0;
   const uint32_t* moduli = nullptr;  // host
 };
@@ -76,7 +78,8 @@ struct GroupGemmSm90Entry {
 
   static_assert(std::is_same_v<typename GemmKernel::ElementA, int8_t>, "A must be int8");
   static_assert(std::is_same_v<typename GemmKernel::ElementB, int8_t>, "B must be int8");
-  static_assert(std::is_same_v<typename GemmKernel::ElementD, uint32_t>, "X must be uint32");
+  using ElementX = PartialElement<G>;
+  static_assert(std::is_same_v<typename GemmKernel::ElementD, ElementX>, "X must be PartialElement<G>");
   static_assert(std::is_void_v<typename GemmKernel::ElementC>, "no source C");
   static_assert(std::is_same_v<StrideA, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "A: K contiguous");
   static_assert(std::is_same_v<StrideB, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "B: K contiguous");
@@ -84,7 +87,7 @@ struct GroupGemmSm90Entry {
   static_assert(TileK == cute::size<2>(typename GemmKernel::TileShape{}), "tile_k mismatch");
 
   static constexpr int kAlignmentAB = 16;         // int8 elements per 16 bytes (TMA)
-  static constexpr int kAlignmentX = 4;           // uint32 elements per 16 bytes (TMA)
+  static constexpr int kAlignmentX = 16 / sizeof(ElementX);  // X elements per 16 bytes (TMA)
   static constexpr int64_t kMaxStrideBytes = int64_t(1) << 40;  // TMA descriptor strides
 
   static int run(const GroupGemmProblem& problem, void* workspace, size_t workspace_bytes,
@@ -161,8 +164,8 @@ struct GroupGemmSm90Entry {
       return err.set(Status::kNotSupported, "k_pad=%d: group_size * k_pad exceeds INT_MAX", p.k_pad);
     }
     if (p.n % kAlignmentX != 0) {
-      return err.set(Status::kNotSupported, "n=%d must be a multiple of %d (uint32 output rows)",
-                     p.n, kAlignmentX);
+      return err.set(Status::kNotSupported, "n=%d must be a multiple of %d (%d-byte output rows)",
+                     p.n, kAlignmentX, static_cast<int>(sizeof(ElementX)));
     }
     const struct {
       const char* name;
@@ -181,7 +184,7 @@ struct GroupGemmSm90Entry {
     Status s = Status::kOk;
     if ((s = check_stride("lda", p.lda, k_total, kAlignmentAB, 1, err)) != Status::kOk ||
         (s = check_stride("ldb", p.ldb, k_total, kAlignmentAB, 1, err)) != Status::kOk ||
-        (s = check_stride("ldx", p.ldx, p.n, kAlignmentX, 4, err)) != Status::kOk) {
+        (s = check_stride("ldx", p.ldx, p.n, kAlignmentX, sizeof(ElementX), err)) != Status::kOk) {
       return s;
     }
     if (p.moduli == nullptr) {
@@ -217,7 +220,7 @@ struct GroupGemmSm90Entry {
     args.epilogue.thread = partial_crt_arguments<G>(constants.crt);
     args.epilogue.ptr_C = nullptr;
     args.epilogue.dC = stride_x;
-    args.epilogue.ptr_D = p.x;
+    args.epilogue.ptr_D = static_cast<ElementX*>(p.x);
     args.epilogue.dD = stride_x;
     args.scheduler.max_swizzle_size = MaxSwizzle;
     return args;

@@ -9,7 +9,7 @@
 // packed a byte each (group_mma_sm90.h). The node finishes the group's CRT,
 //   x = (sum_g c_g r_g) mod M in [0, M), M = prod m_g < 2^32,
 // exactly (64-bit integer sum and a Barrett reduction, group_arith.h), and the collective
-// epilogue stores x as uint32 through TMA. The constants c_g, M and the Barrett factor are
+// epilogue stores x through TMA as PartialElement<G>: uint32, or one byte for G = 1. The constants c_g, M and the Barrett factor are
 // the node's runtime Arguments (GroupCrtConstants), made on the host from the moduli.
 
 #pragma once
@@ -33,21 +33,23 @@ struct PartialCrt {
 
   // Sm90Compute instantiates `Fn<ElementCompute>` (for its Arguments) and
   // `Fn<Array<ElementCompute, N>>` (to compute): both take the packed residues as int32 bits.
+  using Element = PartialElement<G>;
+
   template <class T>
   struct Fn {
     using Arguments = GroupCrtConstants;
 
-    CUTLASS_HOST_DEVICE uint32_t operator()(int32_t packed, Arguments const& k) const {
-      return crt_finish<G>(static_cast<uint32_t>(packed), k);
+    CUTLASS_HOST_DEVICE Element operator()(int32_t packed, Arguments const& k) const {
+      return static_cast<Element>(crt_finish<G>(static_cast<uint32_t>(packed), k));
     }
 
     template <int N>
-    CUTLASS_HOST_DEVICE cutlass::Array<uint32_t, N> operator()(
+    CUTLASS_HOST_DEVICE cutlass::Array<Element, N> operator()(
         cutlass::Array<int32_t, N> const& packed, Arguments const& k) const {
-      cutlass::Array<uint32_t, N> x;
+      cutlass::Array<Element, N> x;
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < N; ++i) {
-        x[i] = crt_finish<G>(static_cast<uint32_t>(packed[i]), k);
+        x[i] = static_cast<Element>(crt_finish<G>(static_cast<uint32_t>(packed[i]), k));  // < M
       }
       return x;
     }
@@ -56,7 +58,7 @@ struct PartialCrt {
 
 template <int G>
 using PartialCrtEvt = cutlass::epilogue::fusion::Sm90EVT<
-    cutlass::epilogue::fusion::Sm90Compute<PartialCrt<G>::template Fn, /*ElementOutput=*/uint32_t,
+    cutlass::epilogue::fusion::Sm90Compute<PartialCrt<G>::template Fn, /*ElementOutput=*/PartialElement<G>,
                                            /*ElementCompute=*/int32_t,
                                            cutlass::FloatRoundStyle::round_to_nearest>,
     cutlass::epilogue::fusion::Sm90AccFetch>;

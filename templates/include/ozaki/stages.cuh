@@ -101,14 +101,16 @@
 //       pattern (may be null): m x n row-major; a non-zero entry (NaN included) replaces X.
 //       alpha == 0 and k == 0 are the caller's business (reference.gemm returns early
 //       there; this kernel would compute alpha * X, e.g. 0 * Inf = NaN).
-//   int P_combine_unscale(const uint32_t* x, int ngroups, const int32_t* group_sizes,
+//   int P_combine_unscale(const void* x, int ngroups, const int32_t* group_sizes,
 //                         int64_t m, int64_t n, int64_t ldx, int64_t group_stride,
 //                         const ozaki::CrtConstants* consts, const int32_t* mu,
 //                         const int32_t* nu, double alpha, double beta, const double* cin,
 //                         int64_t cin_rs, int64_t cin_cs, double* out, int64_t out_rs,
 //                         int64_t out_cs, const double* pattern, cudaStream_t stream);
-//       x[gr*group_stride + i*ldx + j] = X_ij mod M_gr (any uint32 of that class works),
-//       group gr = the next group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
+//       Group gr's plane starts at byte sum_{h < gr} partial_bytes(size_h) * group_stride
+//       of x and holds X_ij mod M_gr at element i*ldx + j, as a uint32 (any value of that
+//       class works) or, for a group of one modulus, a byte (group_arith.h's
+//       partial_bytes); group gr = the next group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
 //       summing to consts->count, each product < 2^32). r_g = x mod m_g, then exactly
 //       P_crt_unscale's reconstruction, pattern, unscale and alpha/beta (crt_output).
 //   int P_nonfinite_pattern(const double* a, int64_t m, int64_t k, int64_t a_rs,
@@ -147,6 +149,8 @@
 #include <type_traits>
 
 #include <cuda_runtime.h>
+
+#include "ozaki/group_arith.h"  // partial_bytes: how the fused kernels store group partials
 
 // Marks the entry points of a generated library (the same spelling as the GEMM ABI's).
 #ifndef OZAKI_EXPORT
@@ -950,11 +954,12 @@ struct CrtReduce {
   uint32_t offset[kMaxModuli];  // signed_offset(m_g)
   int64_t plane[kMaxModuli];    // element offset of the plane modulus g reads
   int32_t load[kMaxModuli];     // combine: 1 where g is the first modulus of its group
+  int32_t width[kMaxModuli];    // combine: bytes per partial of g's group (1 or 4)
 };
 
 struct CrtArgs {
   const int32_t* c;      // crt_unscale: raw int32 outputs
-  const uint32_t* x;     // combine: group partials
+  const unsigned char* x;  // combine: group partials (plane offsets in bytes)
   int64_t m;
   int64_t n;
   int64_t ld;            // ldc or ldx
@@ -1017,13 +1022,25 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
         uint32_t r[4] = {0, 0, 0, 0};
         if constexpr (kGroups) {
           if (red.load[g]) {
-            const uint32_t* src = a.x + red.plane[g] + row;
-            if (a.vector_loads && full) {
-              const uint4 w = __ldcs(reinterpret_cast<const uint4*>(src));
-              x[0] = w.x; x[1] = w.y; x[2] = w.z; x[3] = w.w;
-            } else {
+            if (red.width[g] == 4) {
+              const uint32_t* src = reinterpret_cast<const uint32_t*>(a.x + red.plane[g]) + row;
+              if (a.vector_loads && full) {
+                const uint4 w = __ldcs(reinterpret_cast<const uint4*>(src));
+                x[0] = w.x; x[1] = w.y; x[2] = w.z; x[3] = w.w;
+              } else {
 #pragma unroll
-              for (int t = 0; t < 4; ++t) x[t] = j0 + t < a.n ? src[t] : 0u;
+                for (int t = 0; t < 4; ++t) x[t] = j0 + t < a.n ? src[t] : 0u;
+              }
+            } else {  // one byte per partial
+              const unsigned char* src = a.x + red.plane[g] + row;
+              if (a.vector_loads && full) {
+                const uint32_t w = __ldcs(reinterpret_cast<const unsigned int*>(src));
+#pragma unroll
+                for (int t = 0; t < 4; ++t) x[t] = (w >> (8 * t)) & 0xffu;
+              } else {
+#pragma unroll
+                for (int t = 0; t < 4; ++t) x[t] = j0 + t < a.n ? src[t] : 0u;
+              }
             }
           }
 #pragma unroll
@@ -1456,7 +1473,7 @@ inline int crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t
   return launch_crt(false, args, *consts, red, stream, err, what);
 }
 
-inline int combine_unscale(const uint32_t* x, int ngroups, const int32_t* group_sizes,
+inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* group_sizes,
                            int64_t m, int64_t n, int64_t ldx, int64_t group_stride,
                            const CrtConstants* consts, const int32_t* mu, const int32_t* nu,
                            double alpha, double beta, const double* cin, int64_t cin_rs,
@@ -1473,7 +1490,9 @@ inline int combine_unscale(const uint32_t* x, int ngroups, const int32_t* group_
                    what, ngroups, consts->count);
   }
   CrtReduce red = crt_reduce(*consts);
+  const auto* x = static_cast<const unsigned char*>(x_bytes);
   int g = 0;
+  int64_t offset = 0;  // bytes
   for (int gr = 0; gr < ngroups; ++gr) {
     const int size = group_sizes[gr];
     if (size < 1 || size > consts->count - g) {
@@ -1486,9 +1505,11 @@ inline int combine_unscale(const uint32_t* x, int ngroups, const int32_t* group_
       if (product > 0xffffffffull) {
         return err.set(kBadArgument, "%s: group %d's moduli product exceeds 2^32 - 1", what, gr);
       }
-      red.plane[g] = gr * group_stride;
+      red.plane[g] = offset;
       red.load[g] = t == 0;
+      red.width[g] = partial_bytes(size);
     }
+    offset += partial_bytes(size) * group_stride;
   }
   if (g != consts->count) {
     return err.set(kBadArgument, "%s: group_sizes sum to %d, consts->count is %d", what, g,
@@ -1502,7 +1523,8 @@ inline int combine_unscale(const uint32_t* x, int ngroups, const int32_t* group_
                    static_cast<long long>(group_stride));
   }
   if (int s = check_output(what, m, n, mu, nu, beta, cin, out, err)) return s;
-  const bool vector_loads = aligned16(x) && ldx % 4 == 0 && (ngroups == 1 || group_stride % 4 == 0);
+  // 16-byte loads of 4 uint32 partials, 4-byte loads of 4 one-byte partials
+  const bool vector_loads = aligned16(x) && ldx % 4 == 0 && (ngroups == 1 || group_stride % 16 == 0);
   const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
   const CrtArgs args{nullptr, x, m, n, ldx, 1, 0, vector_loads, mu, nu, alpha, beta, cin, cin_rs,
                      cin_cs, out, out_rs, out_cs, vector_stores, pattern};
