@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything in one device call (carry build and .whl, as for device_check.sh), at most
+# 8 files under $OUT (what the device tool brings back): the environment, the GPU tests,
+# the demo, `ozaki-cutlass tune` (then the benchmark with the table it wrote: native,
+# staged, fused and the auto policy), operand reuse before/after, host cost per call.
+#   bash scripts/device_full.sh        -> $OUT/run.log, tuning.json, bench.{json,csv,png}, prepare.json
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+LOG="$OUT/run.log"
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
+  $PY -c "import numpy, cupy, cuda.bindings; print('numpy', numpy.__version__, 'cupy', cupy.__version__, 'cuda.bindings', cuda.bindings.__version__)"
+  OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_90a
+  OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_80
+  echo "== tests/gpu"
+  timeout 200 $PY -m pytest tests/gpu -q -p no:cacheprovider -rfE --timeout 120 2>&1 | tail -25
+  echo "== ozaki-cutlass demo"
+  timeout 60 $PY -m ozaki_cutlass.cli demo
+  SW8="i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1_sw8 i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1_sw8 i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g4_sw8"
+  echo "== ozaki-cutlass tune --sizes 1024 2048 4096 8192 16384 --variants $SW8"
+  timeout 150 $PY -m ozaki_cutlass.cli tune --sizes 1024 2048 4096 8192 16384 --variants $SW8 --out "$OUT/tuning.json"
+  echo "== OZAKI_TUNING_TABLE=tuning.json ozaki-cutlass bench"
+  OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 200 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
+  echo "== python scripts/bench_prepare.py"
+  timeout 60 $PY scripts/bench_prepare.py --json "$OUT/prepare.json"
+  echo "== python scripts/profile_host.py"
+  timeout 40 $PY scripts/profile_host.py | grep -v "^ \|^$\|Ordered\|List reduced\|function calls"
+} > "$LOG" 2>&1
+tail -60 "$LOG"
