@@ -418,10 +418,27 @@ def add_bench_parser(sub) -> None:
 
 # --------------------------------------------------------------------------- tuning
 
+def tune_points(sizes, shapes) -> list[tuple[int, int, int, dict]]:
+    """What ``tune`` measures, in table order: (m, n, k, bucket). Each rectangular shape
+    first, with a bucket of a factor sqrt(2) around it in every dimension; then the
+    square sizes, whose buckets meet at the geometric midpoints and cover 1 .. 2^31 - 1."""
+    import math
+
+    points = []
+    for m, n, k in shapes:
+        points.append((m, n, k, {d: [max(1, math.ceil(v / math.sqrt(2))), math.floor(v * math.sqrt(2))]
+                                 for d, v in (("m", m), ("n", n), ("k", k))}))
+    sizes = sorted(sizes)
+    bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [2**31 - 1]
+    for i, n in enumerate(sizes):
+        lo, hi = bounds[i], bounds[i + 1] - 1 if i + 1 < len(sizes) else bounds[i + 1]
+        points.append((n, n, n, {"m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}))
+    return points
+
+
 def tune_main(args) -> int:
     """``ozaki-cutlass tune``: time every candidate kernel per size bucket, write the table
     the dispatcher reads (JSON, with GPU, driver, date and command)."""
-    import math
     import subprocess
     import sys
 
@@ -442,41 +459,40 @@ def tune_main(args) -> int:
             path = "fused" if v.epilogue.value == "partial_crt" else "staged"
             if all(c.variant != v for c in cands):
                 cands.append(Candidate(path=path, variant=v))
-    sizes = sorted(args.sizes)
-    bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [2**31 - 1]
     entries, report = [], []
-    for i, n in enumerate(sizes):
-        rs = cp.random.default_rng(args.seed + n)
-        xa = (rs.random((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
-        xb = (rs.random((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
+    for m, n, k, bucket in tune_points(args.sizes, [parse_shape(t) for t in args.shapes or ()]):
+        label = f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k)
+        flops = 2.0 * m * n * k
+        rs = cp.random.default_rng(args.seed + m + 7 * n + 13 * k)
+        xa = (rs.random((m, k)) - 0.5) * cp.exp(0.5 * rs.standard_normal((m, k)))
+        xb = (rs.random((k, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((k, n)))
         timings = []
         for c in cands:
             missing = _unbuilt(c, moduli)
             if missing:
-                report.append((n, c.describe(), f"skipped: not built ({', '.join(missing)})"))
+                report.append((label, c.describe(), f"skipped: not built ({', '.join(missing)})"))
                 continue
             try:
                 ms, _, _ = _time_gemm(
                     functools.partial(_call_gemm, xa, xb, moduli=moduli, kernel=c.variant, path=c.path),
                     args.warmup, args.reps)
                 timings.append((ms, c))
-                report.append((n, c.describe(), ms))
+                report.append((label, c.describe(), ms))
             except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is skipped, said
-                report.append((n, c.describe(), f"skipped: {exc}"))
+                report.append((label, c.describe(), f"skipped: {exc}"))
         _, best = min(timings, key=lambda t: t[0])
         # the winner against native DGEMM, timed in alternation (no drift between them)
         best_ms, native_ms = _time_alternately(
             functools.partial(_call_gemm, xa, xb, None, moduli=moduli, kernel=best.variant, path=best.path),
             functools.partial(operator.matmul, xa, xb), args.warmup, args.reps)
-        report.append((n, f"{best.describe()} again, alternating with native", best_ms))
-        report.append((n, "native DGEMM (cuBLAS via CuPy), alternating", native_ms))
-        lo, hi = bounds[i], bounds[i + 1] - 1 if i + 1 < len(sizes) else bounds[i + 1]
-        box = {"m": [lo, hi], "n": [lo, hi], "k": [lo, hi], "measured_n": n}
+        report.append((label, f"{best.describe()} again, alternating with native", best_ms))
+        report.append((label, "native DGEMM (cuBLAS via CuPy), alternating", native_ms))
+        box = bucket | {"measured": [m, n, k]}
         if native_ms is not None and native_ms <= best_ms:  # the auto policy's native bucket
             entries.append({"arch": arch.value, "path": "native"} | box
-                           | {"ms": native_ms, "tflops": 2.0 * n**3 / native_ms / 1e9})
+                           | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
         entries.append({"arch": arch.value, "path": best.path, "kernel": best.variant.name} | box
-                       | {"ms": best_ms, "tflops": 2.0 * n**3 / best_ms / 1e9, "native_ms": native_ms})
+                       | {"ms": best_ms, "tflops": flops / best_ms / 1e9, "native_ms": native_ms})
         del xa, xb
         cp.get_default_memory_pool().free_all_blocks()
     try:
@@ -488,9 +504,9 @@ def tune_main(args) -> int:
              "driver": smi.split(",")[1].strip() if "," in smi else "unknown",
              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "command": " ".join(["ozaki-cutlass"] + sys.argv[1:]),
-             "moduli": moduli, "inputs": "phi = 0.5, square n x n x n", "entries": entries}
-    for n, name, ms in report:
-        print(f"{n:6d}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
+             "moduli": moduli, "inputs": "phi = 0.5; the shapes given, then square n x n x n", "entries": entries}
+    for label, name, ms in report:
+        print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
     with open(args.out, "w") as f:
         json.dump(table, f, indent=2)
     print(f"wrote {args.out}: {len(entries)} entries")
@@ -520,6 +536,9 @@ def _unbuilt(candidate, moduli) -> list[str]:
 def add_tune_parser(sub) -> None:
     p = sub.add_parser("tune", help="time the candidate kernels per size bucket, write the dispatcher's table (GPU)")
     p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    p.add_argument("--shapes", nargs="+", default=None, metavar="MxNxK",
+                   help="rectangular shapes to measure too; each gets a bucket of a factor sqrt(2) "
+                        "around it in every dimension, tried before the square buckets")
     p.add_argument("--moduli", type=int, default=None)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--reps", type=int, default=3)

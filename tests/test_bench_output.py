@@ -66,3 +66,17 @@ def test_csv_and_plot_carry_the_auto_policy(tmp_path):
     pytest.importorskip("matplotlib")
     write_plot(rows, ["staged"], tmp_path / "b.png", "t")
     assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_tune_points_cover_every_size_and_put_shapes_first():
+    from ozaki_cutlass.bench import tune_points
+
+    points = tune_points([4096, 1024, 16384], [(4096, 4096, 65536)])
+    assert [p[:3] for p in points] == [(4096, 4096, 65536), (1024,) * 3, (4096,) * 3, (16384,) * 3]
+    rect = points[0][3]
+    assert rect["k"][0] <= 65536 <= rect["k"][1] and rect["k"][1] < 2 * 65536 and rect["m"][0] > 2048
+    squares = [p[3]["m"] for p in points[1:]]
+    assert squares[0][0] == 1 and squares[-1][1] == 2**31 - 1
+    assert all(a[1] + 1 == b[0] for a, b in zip(squares, squares[1:]))  # no gap, no overlap
+    for n, (lo, hi) in zip((1024, 4096, 16384), squares):
+        assert lo <= n <= hi
