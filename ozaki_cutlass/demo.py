@@ -150,6 +150,13 @@ def gpu_demo(n: int, seed: int) -> int:
         err = sample_error(to_host(out[rows]), ref)
         tag = f"ozaki {count} moduli"
         print(f"{tag:18s} {ms:9.2f} {flops / ms / 1e9:8.1f} {nat_ms / ms:9.2f} {err:9.2e}")
-    print(f"Default: {reference.DEFAULT_MODULI} moduli, mode 'accurate'; kernels chosen by the shape "
-          "dispatcher (ozaki_cutlass.dispatch).")
+    t = {}
+    pipeline.gemm(da, db, timings=t)
+    ms, out = _timed(lambda: pipeline.gemm(da, db), fw_name, fw)
+    err = sample_error(to_host(out[rows]), ref)
+    print(f"{'gemm(a, b) (auto)':18s} {ms:9.2f} {flops / ms / 1e9:8.1f} {nat_ms / ms:9.2f} {err:9.2e}"
+          f"  -> {t['path']}" + (f" ({t['policy']})" if "policy" in t else ""))
+    print(f"Default: {reference.DEFAULT_MODULI} moduli, mode 'accurate', policy 'auto' (native DGEMM where "
+          "that is measured or predicted faster); kernels chosen by the shape dispatcher "
+          "(ozaki_cutlass.dispatch).")
     return 0 if same else 1

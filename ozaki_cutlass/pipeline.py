@@ -212,9 +212,11 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,
     ``b`` (and ``c``, ``out``) are NumPy arrays (copied to the GPU and back), CuPy arrays,
     PyTorch CUDA tensors, or objects with ``__cuda_array_interface__``; all float64, any
-    positive strides. The result is of the kind given (a new array, or ``out``). Device
-    results are returned without synchronizing ``stream`` (default: the framework's
-    current stream, else the legacy default stream). The dispatcher picks the kernel by
+    positive strides. The result is of the kind given (a new array, or ``out``). Work runs
+    on ``stream`` (default: the framework's current stream, else the legacy default
+    stream). An emulated call waits once for that stream, after its INT8 GEMMs are
+    enqueued (to read whether any row or column holds NaN/Inf), and returns device results
+    without waiting for the final kernel; native calls do not wait. The dispatcher picks the kernel by
     shape and arch (ozaki_cutlass.dispatch); ``kernel`` (a variant name or GemmVariant)
     and ``path`` ("staged" or "fused") override it. Every choice gives the same bits.
 
