@@ -110,3 +110,39 @@ def test_auto_policy_builtin_model():
     # more GEMM work in accurate mode (the coarse GEMM), and more with more moduli
     assert model.emulated_ms(4096, 4096, 4096, 15, "accurate") > model.emulated_ms(4096, 4096, 4096, 15, "fast")
     assert model.emulated_ms(4096, 4096, 4096, 16, "fast") > model.emulated_ms(4096, 4096, 4096, 15, "fast")
+
+
+def test_native_decision_without_cublas(monkeypatch):
+    """The auto policy keeps emulating when libcublas cannot be loaded; policy='native'
+    then fails with the loader's explanation instead of falling back silently."""
+    from ozaki_cutlass import _cublas, pipeline
+
+    monkeypatch.setattr(_cublas, "available", lambda: False)
+
+    def missing():
+        raise _cublas.NativeUnavailable("libcublas not found (test)")
+
+    monkeypatch.setattr(_cublas, "_library", missing)
+    native, why = pipeline._native_decision("auto", None, None, None, 64, 64, 64, 15, "accurate",
+                                            Arch.SM90A, 0)
+    assert native is False and "cuBLAS not available" in why
+    with pytest.raises(_cublas.NativeUnavailable, match="not found"):
+        pipeline._native_decision("native", None, None, None, 64, 64, 64, 15, "accurate", Arch.SM90A, 0)
+    # an explicit moduli count, kernel or path asks for the emulation whatever the table says
+    for kwargs in (dict(moduli=15), dict(kernel="k"), dict(path="staged")):
+        args = dict(moduli=None, kernel=None, path=None) | kwargs
+        assert pipeline._native_decision("auto", args["moduli"], args["kernel"], args["path"], 64, 64, 64, 15,
+                                         "accurate", Arch.SM90A, 0) == (False, "emulation asked for")
+
+
+def test_fast_lane_decisions_are_bounded(monkeypatch):
+    from ozaki_cutlass import pipeline
+
+    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {})
+    monkeypatch.setattr(pipeline, "_FAST_LIMIT", 3)
+    for n in range(5):
+        pipeline._remember_native(n, n, n, "accurate", 0, True)
+    assert 1 <= len(pipeline._FAST_DECISIONS) <= 3
+    import os
+
+    assert pipeline._FAST_DECISIONS[(4, 4, 4, "accurate", 0, os.environ.get("OZAKI_TUNING_TABLE"))] is True
