@@ -34,8 +34,8 @@ from .numerics import K_CHUNK
 log = logging.getLogger(__name__)
 
 PATHS = ("staged", "fused")
-POLICIES = ("auto", "emulate", "native")
 _MAX_INT = 2**31 - 1
+_ANY = (0, _MAX_INT)  # every size, empty ones included (nothing is launched for them)
 
 
 class NoKernelError(RuntimeError):
@@ -60,9 +60,9 @@ class Problem:
 class Candidate:
     path: str
     variant: GemmVariant
-    m: tuple[int, int] = (1, _MAX_INT)
-    n: tuple[int, int] = (1, _MAX_INT)
-    k: tuple[int, int] = (1, _MAX_INT)
+    m: tuple[int, int] = _ANY
+    n: tuple[int, int] = _ANY
+    k: tuple[int, int] = _ANY
     source: str = "built-in"
 
     def rejection(self, p: Problem) -> str | None:
@@ -140,8 +140,8 @@ def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
             raise ValueError(f"{source}: entry {i} has path {e.get('path')!r}, expected one of "
                              f"{PATHS + ('native',)}")
         out.append(Candidate(path=e["path"], variant=variant_by_name(e["kernel"], f"{source} names"),
-                             m=tuple(e.get("m", (1, _MAX_INT))), n=tuple(e.get("n", (1, _MAX_INT))),
-                             k=tuple(e.get("k", (1, _MAX_INT))), source=source))
+                             m=tuple(e.get("m", _ANY)), n=tuple(e.get("n", _ANY)),
+                             k=tuple(e.get("k", _ANY)), source=source))
     return tuple(out)
 
 
@@ -237,7 +237,7 @@ H200_MODEL = CostModel()
 
 def _inside(problem: Problem, entry: dict) -> bool:
     return all(lo <= v <= hi for v, (lo, hi) in
-               zip((problem.m, problem.n, problem.k), (entry.get(d, (1, _MAX_INT)) for d in "mnk")))
+               zip((problem.m, problem.n, problem.k), (entry.get(d, _ANY) for d in "mnk")))
 
 
 def prefer_native(problem: Problem, mode: str, *, table: dict | None = None,

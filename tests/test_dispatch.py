@@ -146,3 +146,12 @@ def test_fast_lane_decisions_are_bounded(monkeypatch):
     import os
 
     assert pipeline._FAST_DECISIONS[(4, 4, 4, "accurate", 0, os.environ.get("OZAKI_TUNING_TABLE"))] is True
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 0), (0, 4, 3), (3, 0, 5), (0, 0, 0)])
+def test_empty_problems_have_a_kernel(shape):
+    """m, n or k = 0: the pipeline launches nothing (k = 0 gives beta c), but it must not
+    be refused by the dispatcher: the built-in candidates take every size from 0."""
+    c = choose(Problem(*shape, 15, Arch.SM90A))
+    assert (c.path, c.source) == ("staged", "built-in")
+    assert choose(Problem(*shape, 15, Arch.SM80)).path == "staged"
