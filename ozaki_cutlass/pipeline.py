@@ -101,22 +101,42 @@ class _Kernels:
     groups: dict = field(default_factory=dict)  # fused: group size -> GroupGemm
 
 
-def _resolve_kernels(kernel, path, arch, m, n, k, count) -> _Kernels:
+def check_sizes(**dims: int) -> None:
+    """ValueError for a dimension the kernels cannot index (they use int sizes, with room
+    for padding)."""
+    for dim, value in dims.items():
+        if value > MAX_DIM:
+            raise ValueError(f"{dim}={value} is out of range: the kernels take sizes up to {MAX_DIM}")
+
+
+def _path_of(variant: GemmVariant) -> str:
+    return "fused" if variant.epilogue is Epilogue.PARTIAL_CRT else "staged"
+
+
+def _requested_variant(kernel, path) -> GemmVariant | None:
+    """gemm's ``kernel=`` as a GemmVariant (None: the dispatcher chooses), checked against
+    ``path`` before anything touches the GPU."""
     if kernel is None:
+        return None
+    if isinstance(kernel, str):
+        variant = dispatch.variant_by_name(kernel, "kernel=")
+    elif isinstance(kernel, GemmVariant):
+        variant = kernel
+    else:
+        raise TypeError(f"kernel must be None, a variant name or a GemmVariant, got {type(kernel).__name__}")
+    if path is not None and path != _path_of(variant):
+        raise ValueError(f"kernel {variant.name} runs the {_path_of(variant)} path, path={path!r} was asked")
+    return variant
+
+
+def _resolve_kernels(variant, path, arch, m, n, k, count) -> _Kernels:
+    if variant is None:
         table, source = dispatch.load_table()
         choice = dispatch.choose(dispatch.Problem(m, n, k, count, arch), table=table,
                                  table_source=source, path=path)
         variant, chosen_path = choice.variant, choice.path
     else:
-        if isinstance(kernel, str):
-            variant = dispatch.variant_by_name(kernel, "kernel=")
-        elif isinstance(kernel, GemmVariant):
-            variant = kernel
-        else:
-            raise TypeError(f"kernel must be None, a variant name or a GemmVariant, got {type(kernel).__name__}")
-        chosen_path = "fused" if variant.epilogue is Epilogue.PARTIAL_CRT else "staged"
-        if path is not None and path != chosen_path:
-            raise ValueError(f"kernel {variant.name} runs the {chosen_path} path, path={path!r} was asked")
+        chosen_path = _path_of(variant)
         why = dispatch.Candidate(path=chosen_path, variant=variant).rejection(
             dispatch.Problem(m, n, k, count, arch))
         if why is not None:
@@ -237,14 +257,16 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     when they are left unset, and refuses (ValueError) a mismatch of side, k, moduli,
     mode, GPU or a trans flag. ``mode`` unset means "accurate" otherwise.
     """
+    alpha = _as_scalar(alpha, "alpha")
+    beta = _as_scalar(beta, "beta")
     if (policy == "auto" and c is None and out is None and moduli is None and kernel is None and path is None
             and timings is None and stream is None and not trans_a and not trans_b and beta == 0.0
             and mode in (None, "accurate", "fast")):
         result = _native_fast_lane(a, b, alpha, mode or "accurate")
         if result is not None:
             return result
-    alpha = _as_scalar(alpha, "alpha")
-    beta = _as_scalar(beta, "beta")
+    if path is not None and path not in dispatch.PATHS:
+        raise ValueError(f"path must be one of {dispatch.PATHS} or None, got {path!r}")
     prepared = {name: x for name, x in (("a", a), ("b", b)) if isinstance(x, Prepared)}
     for name, p in prepared.items():
         p.check_side(name)
@@ -259,6 +281,7 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
         if path == "fused":
             raise ValueError("prepared operands run on the staged path, path='fused' was asked")
         policy, path = "emulate", "staged"
+    variant = _requested_variant(kernel, path)
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
     if policy == "native" and (kernel is not None or path is not None):
@@ -285,10 +308,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     if kb != k:
         raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
     for name, p in prepared.items():
-        p.check_use(name, kb if name == "a" else k, count, mode, device)
-    for dim, value in (("m", m), ("n", n), ("k", k)):
-        if value > MAX_DIM:
-            raise ValueError(f"{dim}={value} is out of range: the kernels take sizes up to {MAX_DIM}")
+        p.check_use(name, count, mode, device)
+    check_sizes(m=m, n=n, k=k)
     if C is not None and tuple(C.shape) != (m, n):
         raise ValueError(f"c must have shape {(m, n)}, got {tuple(C.shape)}")
     if C is None and beta != 0.0:
@@ -304,8 +325,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     arch = visible_arch()
     if arch is None:
         raise _cuda.NoGpuError("the visible GPU is not supported (compute capability 8.0 or newer needed)")
-    native, why = _native_decision(policy, moduli, kernel, path, m, n, k, count, mode, arch, device)
-    kern = None if native else _resolve_kernels(kernel, path, arch, m, n, k, count)
+    native, why = _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device)
+    kern = None if native else _resolve_kernels(variant, path, arch, m, n, k, count)
     sh = _default_stream(kind, stream)
     keep: list = []
     if on_host:
@@ -325,7 +346,7 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             raise ValueError("policy='native': cuBLAS cannot take these layouts (each of a, b, c and out needs "
                              "a unit stride along one dimension, c and out the same one)")
         native, why = False, "cuBLAS cannot take these layouts"
-        kern = _resolve_kernels(kernel, path, arch, m, n, k, count)
+        kern = _resolve_kernels(variant, path, arch, m, n, k, count)
     timer = _Timer(sh, timings is not None)
     timer.mark("start")
     if native:
@@ -364,13 +385,17 @@ _FAST_LIMIT = 4096
 def _fast_operand(x):
     """(ptr, rows, cols, rs, cs, device, kind) of a float64 2-D CuPy array or PyTorch CUDA
     tensor, else None."""
-    mod = type(x).__module__
-    if mod.startswith("cupy"):
-        if x.ndim != 2 or x.dtype.char != "d":
+    mod = type(x).__module__.split(".")[0]
+    if mod == "cupy":
+        try:
+            import cupy
+        except ImportError:
+            return None
+        if not isinstance(x, cupy.ndarray) or x.ndim != 2 or x.dtype.char != "d":
             return None
         rs, cs = x.strides
         return x.data.ptr, x.shape[0], x.shape[1], rs >> 3, cs >> 3, x.device.id, "cupy"
-    if mod.startswith("torch"):
+    if mod == "torch":
         import torch
 
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.dtype != torch.float64 or not x.is_cuda:
@@ -381,9 +406,8 @@ def _fast_operand(x):
 
 
 def _native_fast_lane(a, b, alpha, mode):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        return None
-    fa, fb = _fast_operand(a), _fast_operand(b)
+    fa = _fast_operand(a)
+    fb = _fast_operand(b) if fa is not None else None
     if fa is None or fb is None or fa[6] != fb[6] or fa[5] != fb[5] or fa[2] != fb[1]:
         return None
     m, k, n, device, kind = fa[1], fa[2], fb[2], fa[5], fa[6]
@@ -409,7 +433,7 @@ def _native_fast_lane(a, b, alpha, mode):
     plan = _cublas.plan_dgemm(A, B, O)
     if plan is None:
         return None
-    _cublas.dgemm(plan, float(alpha), 0.0, sh)
+    _cublas.dgemm(plan, alpha, 0.0, sh)
     return result
 
 
@@ -419,13 +443,13 @@ def _remember_native(m, n, k, mode, device, native: bool) -> None:
     _FAST_DECISIONS[(m, n, k, mode, device, os.environ.get("OZAKI_TUNING_TABLE"))] = native
 
 
-def _native_decision(policy, moduli, kernel, path, m, n, k, count, mode, arch, device) -> tuple[bool, str]:
+def _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device) -> tuple[bool, str]:
     """(run cuBLAS DGEMM?, why) for gemm's ``policy`` (see its docstring)."""
     if policy == "native":
         if not _cublas.available():
             _cublas._library()  # raises NativeUnavailable with what was looked for
         return True, "policy='native'"
-    if policy == "emulate" or moduli is not None or kernel is not None or path is not None:
+    if policy == "emulate" or moduli is not None or variant is not None or path is not None:
         return False, "emulation asked for"
     table, source = dispatch.load_table()
     native, why = dispatch.prefer_native(dispatch.Problem(m, n, k, count, arch), mode,

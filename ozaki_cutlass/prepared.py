@@ -40,15 +40,10 @@ class Prepared:
     the right."""
 
     side: str
-    shape: tuple[int, int]
     moduli: int
     mode: str
     device: int
-    kind: str                 # the kind of array it was made from ("numpy", "cupy", ...)
     source: Matrix            # op(operand) on the GPU (a copy for NumPy input)
-    nvec: int                 # vectors: rows of op(A) or columns of op(B)
-    k: int
-    rows_pad: int             # m, or n rounded up to 4
     vector_set: tuple         # (ptr, nvec, k, vs, es) that the stages read
     exps: int                 # device pointers, int32 per vector
     fast: int
@@ -57,6 +52,15 @@ class Prepared:
     residues: int = 0         # fast: int8 residues, moduli x rows_pad x k_pad
     _keep: list = field(default_factory=list, repr=False)
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.source.shape
+
+    @property
+    def kind(self) -> str:
+        """The kind of array it was made from ("numpy", "cupy", ...)."""
+        return self.source.kind
+
     def check_side(self, position: str) -> None:
         """Raise ValueError unless this operand was prepared for gemm's ``position`` ("a"/"b")."""
         want = "left" if position == "a" else "right"
@@ -64,11 +68,9 @@ class Prepared:
             raise ValueError(f"{position} is an operand prepared for side={self.side!r}; as {position} it must be "
                              f"prepared with side={want!r}")
 
-    def check_use(self, position: str, other_k: int, count: int, mode: str, device: int) -> None:
-        """Raise ValueError, naming what differs, unless this operand fits a gemm call."""
-        self.check_side(position)
-        if self.k != other_k:
-            raise ValueError(f"{position} was prepared with k={self.k}, the other operand has k={other_k}")
+    def check_use(self, position: str, count: int, mode: str, device: int) -> None:
+        """Raise ValueError, naming what differs, unless this operand fits a gemm call
+        whose side and shapes are already checked."""
         if self.moduli != count:
             raise ValueError(f"{position} was prepared for {self.moduli} moduli, the call asks for {count}")
         if self.mode != mode:
@@ -81,23 +83,25 @@ class Prepared:
                 f"device={self.device})")
 
 
-def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: str = "accurate",
+def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: str | None = "accurate",
             stream=None) -> Prepared:
     """Quantize ``x`` once for use as ``a`` (side="left") or ``b`` (side="right") of
     :func:`ozaki_cutlass.gemm`; ``trans`` transposes it first (gemm's trans_a/trans_b
     must then be left False). ``moduli`` and ``mode`` must be those of the calls that use
-    it (gemm takes them from the prepared operand when left unset). ``x``: NumPy (copied
+    it (gemm takes them from the prepared operand when left unset; mode None means
+    "accurate", as in gemm). ``x``: NumPy (copied
     to the GPU), CuPy, PyTorch CUDA or ``__cuda_array_interface__``, float64. The work
     is enqueued on ``stream`` (default as in gemm); gemm calls on other streams must be
     ordered after it by the caller."""
-    from .pipeline import _default_stream, _needs_pack, _round_up, _to_device, _vectors
+    from .pipeline import _default_stream, _needs_pack, _round_up, _to_device, _vectors, check_sizes
     from .stages_build import load_stages
 
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     count = resolve_moduli(moduli)
-    mode = validate_mode(mode)
+    mode = validate_mode("accurate" if mode is None else mode)
     X = describe_input(x, "x")
+    check_sizes(rows=X.shape[0], cols=X.shape[1])
     kind = "numpy" if isinstance(X, np.ndarray) else X.kind
     device = 0 if isinstance(X, np.ndarray) or X.device is None else X.device
     _cuda.ensure_context(device)
@@ -142,6 +146,5 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
 
         residues = buf(count * rows_pad * k16)
         st.residues(*v, fast, count, _workspace(device, sh).moduli(), residues, rows_pad, k16, sh)
-    return Prepared(side=side, shape=(X.rows, X.cols), moduli=count, mode=mode, device=device, kind=kind,
-                    source=X, nvec=nvec, k=k, rows_pad=rows_pad, vector_set=v, exps=exps, fast=fast,
-                    nonfinite=nonfinite, coarse=coarse, residues=residues, _keep=keep)
+    return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=v, exps=exps,
+                    fast=fast, nonfinite=nonfinite, coarse=coarse, residues=residues, _keep=keep)

@@ -78,3 +78,110 @@ def test_prepare_checks_before_the_gpu():
         ozaki_cutlass.prepare(np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="moduli=1"):
         ozaki_cutlass.prepare(np.ones((2, 2)), moduli=1)
+
+
+# --------------------------------------------------------------------------- device-array inputs
+# Objects that describe device memory through __cuda_array_interface__ (nothing is read
+# from the addresses: every case below must fail before the GPU is touched).
+
+def _cai(shape, typestr="<f8", strides=None, mask=None, data=1 << 20):
+    return {"shape": shape, "typestr": typestr, "data": (data, False), "version": 3, "strides": strides,
+            "mask": mask}
+
+
+class Dev:
+    def __init__(self, shape=(3, 3), **kw):
+        self.__cuda_array_interface__ = _cai(shape, **kw)
+
+
+class FakeCupy(Dev):
+    """Looks like a CuPy array on GPU ``gpu`` (kind is read from the module name)."""
+    __module__ = "cupy._core.core"
+
+    def __init__(self, shape=(3, 3), gpu=0, **kw):
+        super().__init__(shape, **kw)
+        self.device = type("D", (), {"id": gpu})()
+
+
+@pytest.mark.parametrize("a, match", [
+    (Dev((3, 3, 1)), "a must be 2-D"),
+    (Dev(typestr="<f4"), "a must be float64"),
+    (Dev(strides=(-24, 8)), "non-positive strides"),
+    (Dev(strides=(0, 8)), "non-positive strides"),
+    (Dev(mask=object()), "masked"),
+])
+def test_bad_device_arrays(a, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        ozaki_cutlass.gemm(a, Dev())
+    with pytest.raises((ValueError, TypeError), match=match.replace("a must", "x must")):
+        ozaki_cutlass.prepare(a)
+
+
+def test_arrays_on_different_gpus():
+    with pytest.raises(ValueError, match=r"different GPUs \[0, 1\]"):
+        ozaki_cutlass.gemm(FakeCupy(gpu=0), FakeCupy(gpu=1), moduli=15)
+    with pytest.raises(ValueError, match="different GPUs"):
+        ozaki_cutlass.gemm(FakeCupy(gpu=0), FakeCupy(gpu=0), c=FakeCupy(gpu=1), beta=1.0, moduli=15)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(c=Dev(typestr="<f4"), beta=1.0), TypeError, "c must be float64"),
+    (dict(out=Dev(typestr="<f4")), TypeError, "out must be float64"),
+    (dict(out=np.ones((3, 3))), ValueError, "out must be of the same kind"),
+    (dict(alpha="1"), TypeError, "alpha must be a real number"),
+    (dict(beta=True, c=Dev()), TypeError, "beta must be a real number"),
+    (dict(policy="native", kernel="i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1"), ValueError, "policy='native'"),
+    (dict(path="magic"), ValueError, "path must be one of"),
+    (dict(kernel=3), TypeError, "kernel must be None"),
+    (dict(kernel="no_such_kernel"), ValueError, "matches 0 catalogued variants"),
+    (dict(kernel="i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g4", path="staged"), ValueError, "runs the fused path"),
+])
+def test_bad_arguments_with_device_arrays(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        ozaki_cutlass.gemm(Dev(), Dev(), **kwargs)
+
+
+def test_sizes_out_of_range_rejected_by_prepare():
+    with pytest.raises(ValueError, match="cols=2147483648 is out of range"):
+        ozaki_cutlass.prepare(Dev((2, 2**31)))
+    with pytest.raises(ValueError, match="x must be 2-D"):
+        ozaki_cutlass.prepare(np.ones(3))
+    with pytest.raises(TypeError, match="x must be a NumPy array"):
+        ozaki_cutlass.prepare([[1.0]])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ozaki_cutlass.prepare(np.ones((2, 2)), mode="exact")
+
+
+# --------------------------------------------------------------------------- prepared operands
+# A Prepared made by hand around a device description: gemm's guard runs before the GPU.
+
+def _prepared(side, shape, moduli=15, mode="fast", device=0, kind="cai"):
+    from ozaki_cutlass import Prepared
+    from ozaki_cutlass.arrays import Matrix
+
+    rows, cols = shape
+    src = Matrix(1 << 20, rows, cols, cols, 1, kind, device, None)
+    return Prepared(side=side, moduli=moduli, mode=mode, device=device, source=src,
+                    vector_set=(0, 0, 0, 0, 0), exps=0, fast=0, nonfinite=0)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(a=_prepared("right", (3, 4))), ValueError, "a is an operand prepared for side='right'"),
+    (dict(b=_prepared("left", (4, 5))), ValueError, "b is an operand prepared for side='left'"),
+    (dict(a=_prepared("left", (3, 5))), ValueError, "inner dimensions"),
+    (dict(a=_prepared("left", (3, 4)), moduli=16), ValueError, "prepared for 15 moduli, the call asks for 16"),
+    (dict(a=_prepared("left", (3, 4)), mode="accurate"), ValueError, "prepared for mode='fast'"),
+    (dict(a=_prepared("left", (3, 4)), trans_a=True), ValueError, r"prepare\(trans=True\)"),
+    (dict(a=_prepared("left", (3, 4)), path="fused"), ValueError, "staged path"),
+    (dict(a=_prepared("left", (3, 4)), policy="native"), ValueError, "not on prepared operands"),
+    (dict(a=_prepared("left", (3, 4), device=1), b=FakeCupy((4, 5), gpu=0)), ValueError,
+     "a was prepared on GPU 1, the other arrays are on GPU 0"),
+    (dict(a=_prepared("left", (3, 4), kind="numpy")), ValueError, "all be NumPy arrays or all be GPU"),
+    (dict(a=_prepared("left", (3, 4)), b=_prepared("right", (4, 5), mode="accurate")), ValueError,
+     "b was prepared for mode='accurate'"),
+])
+def test_prepared_operand_mismatches(kwargs, exc, match):
+    """Every mismatch is refused with its reason, before the GPU is touched."""
+    args = dict(a=Dev((3, 4)), b=Dev((4, 5))) | kwargs
+    with pytest.raises(exc, match=match):
+        ozaki_cutlass.gemm(**args)
