@@ -42,9 +42,12 @@ def _round_up(x: int, a: int) -> int:
 
 class Workspace:
     """Grow-only device buffers by name, one set per (context, stream): reused across
-    calls so a steady loop of gemm calls allocates nothing."""
+    calls so a steady loop of gemm calls allocates nothing. ``lock`` is held while a call
+    enqueues its work: two threads on one stream then enqueue whole calls one after the
+    other, and stream order keeps each call's buffers to itself."""
 
     def __init__(self):
+        self.lock = threading.Lock()
         self._buffers: dict[str, _cuda.DeviceBuffer] = {}
         self._moduli: _cuda.DeviceBuffer | None = None
         self._side = None
@@ -354,8 +357,9 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
         timer.mark("native")
     else:
         if m and n:
-            _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, _workspace(device, sh), timer,
-                 prepared)
+            ws = _workspace(device, sh)
+            with ws.lock:
+                _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared)
         timer.mark("crt")
     if timings is not None:
         if native:
