@@ -8,6 +8,7 @@
 | `OZAKI_CACHE_DIR` | where artifacts are built and looked up                        |
 | `OZAKI_BUILD_JOBS`| how many nvcc processes run at once                            |
 | `OZAKI_TUNING_TABLE` | a tuning table (JSON) for the dispatcher instead of the packaged one |
+| `OZAKI_OVERLAP`   | `0`: build A's and B's operands on one stream, not two (for measuring) |
 | `XDG_CACHE_HOME`  | the user cache dir (default `~/.cache`) when installed         |
 
 Values are read when asked for, never at import; an empty value counts as unset.
@@ -27,6 +28,7 @@ __all__ = [
     "cache_dir",
     "build_jobs",
     "tuning_table",
+    "overlap",
     "user_cache_dir",
     "default_out_dir",
 ]
@@ -69,6 +71,11 @@ def cache_dir() -> Path | None:
 def tuning_table() -> Path | None:
     """`OZAKI_TUNING_TABLE`: the dispatcher's table, instead of the packaged default."""
     return _path("OZAKI_TUNING_TABLE")
+
+
+def overlap() -> bool:
+    """`OZAKI_OVERLAP`: anything but `0` (or unset) builds A's and B's operands on two streams."""
+    return _get("OZAKI_OVERLAP") != "0"
 
 
 def build_jobs() -> int | None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from . import _cuda
 
 __all__ = ["NativeUnavailable", "CublasError", "DgemmPlan", "CopyPlan", "available", "version",
-           "plan_dgemm", "dgemm", "plan_copy", "copy_matrix"]
+           "plan_dgemm", "dgemm", "plan_copy", "copy_matrix", "run_copy"]
 
 INT_MAX = 2**31 - 1  # cuBLAS's int arguments (m, n, k, ld); also the 2-D copy's largest pitch
 
@@ -335,8 +335,14 @@ def copy_matrix(src, dst, rows: int, cols: int, stream) -> bool:
     plan = plan_copy(src, dst, rows, cols)
     if plan is None:
         return False
+    run_copy(plan, stream)
+    return True
+
+
+def run_copy(plan: CopyPlan, stream) -> None:
+    """Enqueue the 2-D copy ``plan`` (from :func:`plan_copy`) on ``stream``."""
     if plan.height == 0:
-        return True
+        return
     cu = _cuda._driver()
     p = cu.CUDA_MEMCPY2D()
     p.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
@@ -348,4 +354,3 @@ def copy_matrix(src, dst, rows: int, cols: int, stream) -> bool:
     p.WidthInBytes = plan.width
     p.Height = plan.height
     _cuda.check(cu.cuMemcpy2DAsync(p, _cuda.as_cu_stream(stream)), "cuMemcpy2DAsync")
-    return True

@@ -7,7 +7,6 @@ the call. The driver is imported on first use, never at import time.
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,10 +20,17 @@ class NoGpuError(RuntimeError):
     """No usable CUDA driver or device."""
 
 
-def _driver():
-    from cuda.bindings import driver
+_DRIVER = None
 
-    return driver
+
+def _driver():
+    """cuda.bindings.driver, imported on first use (dozens of calls per GEMM use it)."""
+    global _DRIVER
+    if _DRIVER is None:
+        from cuda.bindings import driver
+
+        _DRIVER = driver
+    return _DRIVER
 
 
 def check(result, what: str = "CUDA call"):
@@ -166,6 +172,3 @@ class EventTimer:
         check(cu.cuEventSynchronize(self._stop), "cuEventSynchronize")
         return float(check(cu.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime"))
 
-
-def c_void_p(ptr: int) -> ctypes.c_void_p:
-    return ctypes.c_void_p(int(ptr))

@@ -106,27 +106,20 @@ def variant_by_name(name: str, who: str) -> GemmVariant:
     return matches[0]
 
 
-_BY_TABLE: dict[tuple[int, str], tuple[dict, str, tuple[Candidate, ...]]] = {}
+_KEPT_CANDIDATES: dict[tuple[int, str], tuple[Candidate, ...]] = {}
 
 
 def candidates_from_table(table: dict, source: str) -> list[Candidate]:
-    """The table's entries as candidates, in order. Memoized per table object (the
-    tables of load_table() are read once and kept) and content, since choose() runs on
-    every GEMM call: a table object seen before with the same text costs a lookup."""
+    """The table's entries as candidates, in order. choose() runs on every GEMM call, so
+    the tables load_table() keeps (read once, alive and unchanged for the process: their
+    ids are never reused) are looked up by identity; any other table by its content."""
     key = (id(table), source)
-    hit = _BY_TABLE.get(key)
-    if hit is not None and hit[0] is table:
-        return list(hit[2])
-    text = json.dumps(table, sort_keys=True)
-    cands = _table_candidates(text, source)
-    if table is _read_table_object(table):
-        _BY_TABLE[key] = (table, text, cands)
+    cands = _KEPT_CANDIDATES.get(key)
+    if cands is None:
+        cands = _table_candidates(json.dumps(table, sort_keys=True), source)
+        if any(t is table for t, _ in _KEPT_TABLES):
+            _KEPT_CANDIDATES[key] = cands
     return list(cands)
-
-
-def _read_table_object(table: dict) -> dict | None:
-    """``table`` when it is one of the tables load_table() keeps (never mutated by us)."""
-    return table if any(t is table for t, _ in _KEPT_TABLES) else None
 
 
 @lru_cache(maxsize=64)

@@ -73,10 +73,6 @@ class CRTConstants:
     quotient_factors: tuple[float, ...]          # [j] = fl(limb_scales[j] / P)
     bound_exponent: int                          # pb, see module docstring
 
-    @property
-    def product_bits(self) -> float:
-        return math.log2(self.product)
-
     def as_kernel_data(self) -> dict:
         """The constants a GPU kernel needs, as flat lists (row-major [g][j])."""
         return {

@@ -9,6 +9,8 @@ alpha/beta (+ the NaN/Inf pattern where the inputs have non-finite values).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -19,7 +21,7 @@ import numpy as np
 from . import _cublas, _cuda, dispatch
 from ._device import visible_arch
 from .arrays import Matrix, allocate_like, describe_input
-from .generator import Epilogue, GemmVariant, default_variant
+from .generator import Epilogue, GemmVariant, default_variant, environment
 from .kernels import load_group_gemm, load_int8_gemm
 from .numerics import K_CHUNK, MODULI_TABLE, crt_constants
 from .prepared import Prepared
@@ -31,9 +33,6 @@ log = logging.getLogger(__name__)
 PHASES = ("scale", "residues", "int8_gemm", "crt", "total")
 POLICIES = ("auto", "emulate", "native")
 MAX_DIM = 2**31 - 1 - 256  # int sizes in the kernels, with room for padding
-# Build A's and B's operands (pack, scan, coarse, residues) on two streams at once.
-# OZAKI_OVERLAP=0 turns it off (for measuring); the bits are the same either way.
-OVERLAP = os.environ.get("OZAKI_OVERLAP", "1") != "0"
 
 
 def _round_up(x: int, a: int) -> int:
@@ -101,7 +100,6 @@ class _Kernels:
     variant: object     # the GemmVariant chosen
     stages: object
     gemm: object = None  # staged: the INT8 GEMM
-    groups: dict = field(default_factory=dict)  # fused: group size -> GroupGemm
 
 
 def check_sizes(**dims: int) -> None:
@@ -132,11 +130,11 @@ def _requested_variant(kernel, path) -> GemmVariant | None:
     return variant
 
 
-def _resolve_kernels(variant, path, arch, m, n, k, count) -> _Kernels:
+def _resolve_kernels(variant, path, arch, m, n, k, count, table) -> _Kernels:
+    """The kernels of the call; ``table``: dispatch.load_table()'s (table, source)."""
     if variant is None:
-        table, source = dispatch.load_table()
-        choice = dispatch.choose(dispatch.Problem(m, n, k, count, arch), table=table,
-                                 table_source=source, path=path)
+        choice = dispatch.choose(dispatch.Problem(m, n, k, count, arch), table=table[0],
+                                 table_source=table[1], path=path)
         variant, chosen_path = choice.variant, choice.path
     else:
         chosen_path = _path_of(variant)
@@ -150,19 +148,11 @@ def _resolve_kernels(variant, path, arch, m, n, k, count) -> _Kernels:
     return _Kernels(path="fused", variant=variant, stages=stages)
 
 
-def _group_kernel(kern: _Kernels, size: int):
-    """The fused kernel of kern.variant's tiles for a group of ``size`` moduli."""
-    from dataclasses import replace
-
-    if size not in kern.groups:
-        key = (kern.variant, size)
-        if key not in _GROUP_KERNELS:
-            _GROUP_KERNELS[key] = load_group_gemm(replace(kern.variant, group_size=size))
-        kern.groups[size] = _GROUP_KERNELS[key]
-    return kern.groups[size]
-
-
-_GROUP_KERNELS: dict = {}  # (variant, group size) -> loaded GroupGemm, for the process
+@functools.cache
+def _group_kernel(variant: GemmVariant, size: int):
+    """The fused kernel of ``variant``'s tiles for a group of ``size`` moduli (loaded once
+    per process)."""
+    return load_group_gemm(dataclasses.replace(variant, group_size=size))
 
 
 def partial_bytes(group_size: int) -> int:
@@ -328,14 +318,15 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     arch = visible_arch()
     if arch is None:
         raise _cuda.NoGpuError("the visible GPU is not supported (compute capability 8.0 or newer needed)")
-    native, why = _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device)
-    kern = None if native else _resolve_kernels(variant, path, arch, m, n, k, count)
+    table = dispatch.load_table()
+    native, why = _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device, table)
+    kern = None if native else _resolve_kernels(variant, path, arch, m, n, k, count, table)
     sh = _default_stream(kind, stream)
     keep: list = []
     if on_host:
         A = A if "a" in prepared else _to_device(a, keep)
         B = B if "b" in prepared else _to_device(b, keep)
-        C = _to_device(c, keep) if c is not None else None
+        C = _to_device(c, keep) if c is not None and beta != 0.0 else None  # beta == 0: c is not read
     A = A.t() if trans_a else A
     B = B.t() if trans_b else B
 
@@ -349,11 +340,11 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             raise ValueError("policy='native': cuBLAS cannot take these layouts (each of a, b, c and out needs "
                              "a unit stride along one dimension, c and out the same one)")
         native, why = False, "cuBLAS cannot take these layouts"
-        kern = _resolve_kernels(variant, path, arch, m, n, k, count)
+        kern = _resolve_kernels(variant, path, arch, m, n, k, count, table)
     timer = _Timer(sh, timings is not None)
     timer.mark("start")
     if native:
-        _run_native(plan, C, O, m, n, alpha, beta, sh)
+        _run_native(plan, alpha, beta, sh)
         timer.mark("native")
     else:
         if m and n:
@@ -447,15 +438,16 @@ def _remember_native(m, n, k, mode, device, native: bool) -> None:
     _FAST_DECISIONS[(m, n, k, mode, device, os.environ.get("OZAKI_TUNING_TABLE"))] = native
 
 
-def _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device) -> tuple[bool, str]:
-    """(run cuBLAS DGEMM?, why) for gemm's ``policy`` (see its docstring)."""
+def _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device,
+                     table=None) -> tuple[bool, str]:
+    """(run cuBLAS DGEMM?, why) for gemm's ``policy`` (see its docstring); ``table``:
+    dispatch.load_table()'s (table, source), loaded here when not given."""
     if policy == "native":
-        if not _cublas.available():
-            _cublas._library()  # raises NativeUnavailable with what was looked for
+        _cublas._library()  # raises NativeUnavailable, saying what was looked for, when absent
         return True, "policy='native'"
     if policy == "emulate" or moduli is not None or variant is not None or path is not None:
         return False, "emulation asked for"
-    table, source = dispatch.load_table()
+    table, source = table or dispatch.load_table()
     native, why = dispatch.prefer_native(dispatch.Problem(m, n, k, count, arch), mode,
                                          table=table, table_source=source)
     if native and not _cublas.available():
@@ -479,11 +471,11 @@ def _native_plan(A, B, C, O, beta):
     return plan, copy
 
 
-def _run_native(plan, C, O, m, n, alpha, beta, sh):
+def _run_native(plan, alpha, beta, sh):
     dgemm_plan, copy = plan
     if copy is not None:
-        _cublas.copy_matrix(C, O, m, n, sh)
-    _cublas.dgemm(dgemm_plan, alpha, beta if C is not None else 0.0, sh)
+        _cublas.run_copy(copy, sh)
+    _cublas.dgemm(dgemm_plan, alpha, beta, sh)  # beta != 0 only with c (checked)
 
 
 def _zero_result(st, C, O, m, n, beta, sh, ws):
@@ -653,12 +645,13 @@ def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, tim
     kp = _round_up(k, 16)
     n_pad = _round_up(n, 4)
     prepared = prepared or {}
-    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, OVERLAP, prepared)
+    overlap = environment.overlap()  # A's and B's operands on two streams; the same bits either way
+    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap, prepared)
     timer.mark("scale")
     made = {name for name, p in prepared.items() if p.residues}
     ra = prepared["a"].residues if "a" in made else ws.get("ra", count * m * kp)
     rb = prepared["b"].residues if "b" in made else ws.get("rb", count * n_pad * kp)
-    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, None, sh, ws, OVERLAP, made)
+    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, None, sh, ws, overlap, made)
     timer.mark("residues")
     # one batched INT8 GEMM over the moduli per k chunk
     nchunks = -(-kp // K_CHUNK)
@@ -689,18 +682,19 @@ def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, time
     tile_k = kern.variant.tile_k
     kp = _round_up(k, tile_k)
     n_pad = _round_up(n, 16)
-    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, OVERLAP)
+    overlap = environment.overlap()
+    va, vb, mu, nu, nfa, nfb = _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap)
     timer.mark("scale")
     row = count * kp
     ra, rb = ws.get("ra", m * row), ws.get("rb", n_pad * row)
-    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, (row, kp), sh, ws, OVERLAP)
+    _residues(st, va, vb, mu, nu, count, ws.moduli(), ra, rb, m, n_pad, kp, (row, kp), sh, ws, overlap)
     timer.mark("residues")
     sizes = group_sizes(count, kern.variant.group_size)
     plane = m * n_pad
     x = ws.get("x", sum(partial_bytes(size) for size in sizes) * plane)
     first, offset = 0, 0
     for size in sizes:
-        gk = _group_kernel(kern, size)
+        gk = _group_kernel(kern.variant, size)
         ws_bytes = gk.workspace_size(m, n_pad, kp)
         gws = ws.get(f"group_ws{size}", ws_bytes) if ws_bytes else 0
         gk(m, n_pad, kp, consts.moduli[first:first + size], ra + first * kp, row, rb + first * kp, row,

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 from .generator import Arch, StagesVariant
+from .kernels import locate
 from .stages import Stages, load_stages_library
-
-log = logging.getLogger(__name__)
 
 
 def load_stages(arch: Arch, out_dir=None, *, progress: bool = True) -> Stages:
-    from .kernels import locate
-
     variant = StagesVariant(arch=Arch(arch))
     art = locate(variant, out_dir, progress=progress)
     return load_stages_library(str(art.library_path), art.symbol, variant.name)
