@@ -130,12 +130,14 @@ def int8_main(args) -> int:
 
 
 def add_int8_parser(sub) -> None:
+    from .cli import _nonnegative_int, _positive_int
+
     p = sub.add_parser("bench-int8", help="time the generated INT8 GEMMs against cuBLASLt (GPU)")
     p.add_argument("--arch", default="sm_90a", choices=["sm_90a", "sm_80"])
     p.add_argument("--variants", default=None, help="glob over the full catalog (default: the default set)")
-    p.add_argument("--size", type=int, default=8192)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--size", type=_positive_int, default=8192)
+    p.add_argument("--warmup", type=_nonnegative_int, default=5)
+    p.add_argument("--reps", type=_positive_int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the results here as JSON")
     p.set_defaults(handler=int8_main)
@@ -314,11 +316,11 @@ def bench_main(args) -> int:
     import cupy as cp
 
     from . import pipeline
-    from .reference import DEFAULT_MODULI
+    from .reference import resolve_moduli
 
-    shapes = [parse_shape(s) for s in args.shapes] if args.shapes else list(DEFAULT_SHAPES)
+    shapes = args.shapes or list(DEFAULT_SHAPES)
     _cuda.ensure_context()
-    moduli = args.moduli or DEFAULT_MODULI
+    moduli = resolve_moduli(args.moduli)
     rows = []
     print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
           f"after {args.warmup} warm-up; errors on 2 sampled rows vs double-double; native = cuBLAS via CuPy")
@@ -398,17 +400,19 @@ def _print_row(r, paths) -> None:
 
 
 def add_bench_parser(sub) -> None:
+    from .cli import _moduli_count, _nonnegative_int, _positive_int, _shape
+
     p = sub.add_parser("bench", help="native DGEMM vs the staged and fused paths (GPU, needs CuPy)")
-    p.add_argument("--shapes", nargs="+", default=None, metavar="N|MxNxK",
+    p.add_argument("--shapes", type=_shape, nargs="+", default=None, metavar="N|MxNxK",
                    help="problem shapes (default: squares 1024..16384, small k, large k, tall-skinny)")
-    p.add_argument("--moduli", type=int, default=None)
+    p.add_argument("--moduli", type=_moduli_count, default=None)
     p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
     p.add_argument("--paths", nargs="+", choices=["staged", "fused"], default=["staged", "fused"])
     p.add_argument("--phi", type=float, default=0.5)
     p.add_argument("--no-auto", dest="auto", action="store_false",
                    help="skip timing ozaki_cutlass.gemm with its defaults (the auto policy)")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--warmup", type=_nonnegative_int, default=2)
+    p.add_argument("--reps", type=_positive_int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write all numbers here (JSON)")
     p.add_argument("--csv", default=None, help="write one record per shape and path here (CSV)")
@@ -447,11 +451,11 @@ def tune_main(args) -> int:
     from ._device import visible_arch
     from .dispatch import Candidate, builtin_candidates
     from .generator import catalog
-    from .reference import DEFAULT_MODULI
+    from .reference import resolve_moduli
 
     _cuda.ensure_context()
     arch = visible_arch()
-    moduli = args.moduli or DEFAULT_MODULI
+    moduli = resolve_moduli(args.moduli)
     cands = list(builtin_candidates(arch))
     cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if all(c.variant != v for c in cands)]
     for pattern in args.variants or ():
@@ -460,7 +464,7 @@ def tune_main(args) -> int:
             if all(c.variant != v for c in cands):
                 cands.append(Candidate(path=path, variant=v))
     entries, report = [], []
-    for m, n, k, bucket in tune_points(args.sizes, [parse_shape(t) for t in args.shapes or ()]):
+    for m, n, k, bucket in tune_points(args.sizes, args.shapes or ()):
         label = f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k)
         flops = 2.0 * m * n * k
         rs = cp.random.default_rng(args.seed + m + 7 * n + 13 * k)
@@ -534,14 +538,16 @@ def _unbuilt(candidate, moduli) -> list[str]:
 
 
 def add_tune_parser(sub) -> None:
+    from .cli import _moduli_count, _nonnegative_int, _positive_int, _shape
+
     p = sub.add_parser("tune", help="time the candidate kernels per size bucket, write the dispatcher's table (GPU)")
-    p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
-    p.add_argument("--shapes", nargs="+", default=None, metavar="MxNxK",
+    p.add_argument("--sizes", type=_positive_int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    p.add_argument("--shapes", type=_shape, nargs="+", default=None, metavar="MxNxK",
                    help="rectangular shapes to measure too; each gets a bucket of a factor sqrt(2) "
                         "around it in every dimension, tried before the square buckets")
-    p.add_argument("--moduli", type=int, default=None)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--moduli", type=_moduli_count, default=None)
+    p.add_argument("--warmup", type=_nonnegative_int, default=1)
+    p.add_argument("--reps", type=_positive_int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variants", nargs="+", default=None, metavar="GLOB",
                    help="also time these catalogued variants (globs over the full catalog)")

@@ -75,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
                                           "(n <= 128) or double-double product, next to float64 @.")
     acc.add_argument("--n", type=_positive_int, default=256, metavar="INT")
     acc.add_argument("--phi", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    acc.add_argument("--min-moduli", type=_positive_int, default=6)
-    acc.add_argument("--max-moduli", type=_positive_int, default=20)
+    acc.add_argument("--min-moduli", type=_moduli_count, default=6)
+    acc.add_argument("--max-moduli", type=_moduli_count, default=20)
     acc.add_argument("--reference", choices=["auto", "exact", "dd"], default="auto")
     acc.add_argument("--seed", type=int, default=0)
     acc.set_defaults(handler=_accuracy)
@@ -94,6 +94,33 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
+
+
+def _nonnegative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def _moduli_count(text: str) -> int:
+    """A moduli count the emulation takes (2..20), checked where the library checks it."""
+    from .numerics import validate_moduli_count
+
+    try:
+        return validate_moduli_count(int(text))
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    """'N' or 'MxNxK' (the benchmark's shapes)."""
+    from .bench import parse_shape
+
+    try:
+        return parse_shape(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ float64 ``@``. Where no GPU is found it says so and runs the NumPy reference onl
 
 from __future__ import annotations
 
+import sys
 import time
 
 from . import accuracy, reference
@@ -55,6 +56,10 @@ def main(args) -> int:
 
 def accuracy_main(args) -> int:
     """``ozaki-cutlass accuracy``: the error table of docs/accuracy.md."""
+    if args.min_moduli > args.max_moduli:
+        print(f"ozaki-cutlass accuracy: --min-moduli {args.min_moduli} is above --max-moduli {args.max_moduli}",
+              file=sys.stderr)
+        return 2
     counts = tuple(range(args.min_moduli, args.max_moduli + 1))
     phis = tuple(args.phi)
     t0 = time.perf_counter()

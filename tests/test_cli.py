@@ -195,3 +195,26 @@ def test_importing_the_cli_does_no_work():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--shapes", "3x4"], "expected N or MxNxK"),
+    (["bench", "--moduli", "0"], "outside the supported range"),
+    (["bench", "--reps", "0"], "must be a positive integer"),
+    (["bench", "--warmup", "-1"], "must be a non-negative integer"),
+    (["tune", "--sizes", "1024", "0"], "must be a positive integer"),
+    (["tune", "--shapes", "4096x0x3"], "positive integers"),
+    (["tune", "--moduli", "25"], "outside the supported range"),
+    (["bench-int8", "--size", "-1"], "must be a positive integer"),
+    (["accuracy", "--max-moduli", "25"], "outside the supported range"),
+])
+def test_bad_arguments_are_usage_errors(capsys, argv, message):
+    """Refused by the parser (exit status 2, the reason on stderr) before any GPU work."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_accuracy_min_above_max(capsys):
+    assert cli.main(["accuracy", "--min-moduli", "10", "--max-moduli", "5"]) == 2
+    assert "above --max-moduli" in capsys.readouterr().err
