@@ -28,7 +28,6 @@ import datetime
 import fcntl
 import functools
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -310,6 +309,8 @@ def _has_opaque_include(text: str) -> bool:
 
 @functools.cache
 def _package_version() -> str:
+    import importlib.metadata  # only when a cache key is computed, not at import
+
     try:
         return importlib.metadata.version("ozaki-cutlass")
     except importlib.metadata.PackageNotFoundError:

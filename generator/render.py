@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jinja2
 
 from .errors import ToolchainError
 from .variants import (
@@ -57,8 +56,11 @@ def default_templates_dir() -> Path:
 
 
 @functools.cache
-def _environment(templates_dir: Path) -> jinja2.Environment:
+def _environment(templates_dir: Path):
     # One environment per templates folder, made on first use: in practice exactly one.
+    # jinja2 is imported here, not at import time: running prebuilt kernels never renders.
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir),
         undefined=jinja2.StrictUndefined,
@@ -121,6 +123,8 @@ def context(variant: Variant) -> dict[str, Any]:
 
 def render(variant: Variant, *, templates_dir: Path | None = None) -> str:
     """The variant's translation unit. Reads the template, writes nothing."""
+    import jinja2
+
     directory = Path(templates_dir) if templates_dir is not None else default_templates_dir()
     try:
         template = _environment(directory.resolve()).get_template(template_name(variant))

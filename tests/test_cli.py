@@ -197,6 +197,17 @@ def test_importing_the_cli_does_no_work():
     assert result.stdout.strip() == "[]"
 
 
+def test_importing_the_package_loads_no_template_engine_or_driver():
+    """Running prebuilt kernels never renders a template: jinja2 (and the CUDA driver
+    bindings) are imported on first use, not by `import ozaki_cutlass`."""
+    import subprocess
+
+    code = ("import sys, ozaki_cutlass; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jinja2', 'cuda')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["bench", "--shapes", "3x4"], "expected N or MxNxK"),
     (["bench", "--moduli", "0"], "outside the supported range"),
