@@ -279,5 +279,9 @@ def test_bad_input(kwargs, exc, match):
 
 def test_default_moduli_documented():
     assert R.DEFAULT_MODULI in range(MIN_MODULI, MAX_MODULI + 1)
-    a = np.ones((2, 2))
-    assert np.array_equal(R.gemm(a, a), R.gemm(a, a, moduli=R.DEFAULT_MODULI))
+    rng = np.random.default_rng(3)
+    a, b = random_matrix(16, 24, 4.0, rng), random_matrix(24, 8, 4.0, rng)
+    bits = lambda x: x.view(np.int64)  # noqa: E731
+    assert np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=R.DEFAULT_MODULI)))
+    for other in (R.DEFAULT_MODULI - 1, R.DEFAULT_MODULI + 1):  # the default is one count, not any
+        assert not np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=other)))
