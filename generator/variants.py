@@ -466,32 +466,27 @@ _GROUP_SIZES = tuple(range(1, _MAX_GROUP_SIZE + 1))
 @functools.cache
 def _full_sweep(arch: Arch, epilogue: Epilogue = Epilogue.INT32_STORE) -> tuple[GemmVariant, ...]:
     candidates: Iterable[GemmVariant | None]
-    if epilogue is Epilogue.PARTIAL_CRT:
-        if arch is not Arch.SM90A:
-            return ()
-        axes = _SM90_SWEEP | {"group_size": _GROUP_SIZES}
+    if arch is Arch.SM90A:
+        # the plain store takes one modulus; the fused family every group size (last axis)
+        groups = _GROUP_SIZES if epilogue is Epilogue.PARTIAL_CRT else (1,)
         candidates = (
-            _legal_or_none(_sm90_fused, (m, n, k), cluster, schedule, g, stages, sw)
-            for m, n, k, cluster, schedule, stages, sw, g in itertools.product(*axes.values())
+            _legal_or_none(_sm90, (m, n, k), cluster, schedule, stages, epilogue=epilogue, group_size=g,
+                           swizzle=sw)
+            for m, n, k, cluster, schedule, stages, sw, g in itertools.product(*_SM90_SWEEP.values(), groups)
         )
-    elif arch is Arch.SM90A:
-        axes = _SM90_SWEEP
-        candidates = (
-            _legal_or_none(functools.partial(_sm90, swizzle=sw), (m, n, k), cluster, schedule, stages)
-            for m, n, k, cluster, schedule, stages, sw in itertools.product(*axes.values())
-        )
+    elif epilogue is Epilogue.PARTIAL_CRT:
+        return ()
     else:
-        axes = _SM80_SWEEP
         candidates = (
             _legal_or_none(_sm80, (m, n, k), (wm, wn, k), stages)
-            for m, n, k, wm, wn, stages in itertools.product(*axes.values())
+            for m, n, k, wm, wn, stages in itertools.product(*_SM80_SWEEP.values())
         )
     return tuple(v for v in candidates if v is not None)
 
 
-def _legal_or_none(make, *args) -> GemmVariant | None:
+def _legal_or_none(make, *args, **kwargs) -> GemmVariant | None:
     try:
-        return make(*args)
+        return make(*args, **kwargs)
     except IllegalVariantError:
         return None
 
