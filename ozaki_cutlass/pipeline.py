@@ -313,6 +313,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             raise ValueError(f"out must have shape {(m, n)}, got {tuple(O.shape)}")
         if isinstance(O, np.ndarray) != on_host:
             raise ValueError("out must be of the same kind as a and b (NumPy for NumPy inputs)")
+        if isinstance(O, Matrix) and O.device is not None and O.device != device:
+            raise ValueError(f"out is on GPU {O.device}, a and b on GPU {device}")
 
     _cuda.ensure_context(device)
     arch = visible_arch()
@@ -338,7 +340,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     if native and plan is None:
         if policy == "native":
             raise ValueError("policy='native': cuBLAS cannot take these layouts (each of a, b, c and out needs "
-                             "a unit stride along one dimension, c and out the same one)")
+                             "a unit stride along one dimension, c and out the same one, and out must not "
+                             "overlap a or b)")
         native, why = False, "cuBLAS cannot take these layouts"
         kern = _resolve_kernels(variant, path, arch, m, n, k, count, table)
     timer = _Timer(sh, timings is not None)
@@ -460,6 +463,8 @@ def _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, 
 def _native_plan(A, B, C, O, beta):
     """(DGEMM plan, c copy plan or None) when cuBLAS can run C = alpha A B + beta c into O
     with these layouts (c first copied into O unless it is O), else None."""
+    if _overlaps(O, A) or _overlaps(O, B):  # cuBLAS must not write what it reads
+        return None
     plan = _cublas.plan_dgemm(A, B, O)
     if plan is None:
         return None
@@ -469,6 +474,18 @@ def _native_plan(A, B, C, O, beta):
         if copy is None:
             return None
     return plan, copy
+
+
+def _overlaps(x: Matrix, y: Matrix) -> bool:
+    """Whether the address ranges of two (non-empty) device matrices meet."""
+    def span(z):
+        last = (z.rows - 1) * z.rs + (z.cols - 1) * z.cs
+        return z.ptr, z.ptr + 8 * (last + 1)
+
+    if 0 in (x.rows, x.cols, y.rows, y.cols):
+        return False
+    (x0, x1), (y0, y1) = span(x), span(y)
+    return x0 < y1 and y0 < x1
 
 
 def _run_native(plan, alpha, beta, sh):

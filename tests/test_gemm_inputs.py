@@ -185,3 +185,24 @@ def test_prepared_operand_mismatches(kwargs, exc, match):
     args = dict(a=Dev((3, 4)), b=Dev((4, 5))) | kwargs
     with pytest.raises(exc, match=match):
         ozaki_cutlass.gemm(**args)
+
+
+def test_out_on_another_gpu():
+    with pytest.raises(ValueError, match="out is on GPU 1, a and b on GPU 0"):
+        ozaki_cutlass.gemm(FakeCupy(gpu=0), FakeCupy(gpu=0), out=FakeCupy(gpu=1), moduli=15)
+
+
+def test_native_plan_refuses_out_overlapping_an_operand():
+    """cuBLAS must not write memory it reads: such a call is not planned natively (auto
+    emulates it; policy='native' refuses it)."""
+    from ozaki_cutlass.arrays import Matrix
+    from ozaki_cutlass.pipeline import _native_plan, _overlaps
+
+    a = Matrix(1 << 20, 4, 4, 4, 1, "cai", 0, None)
+    b = Matrix(2 << 20, 4, 4, 4, 1, "cai", 0, None)
+    for ptr, overlaps in ((1 << 20, True), ((1 << 20) + 8 * 15, True), ((1 << 20) + 8 * 16, False),
+                          (3 << 20, False)):
+        out = Matrix(ptr, 4, 4, 4, 1, "cai", 0, None)
+        assert _overlaps(out, a) is overlaps
+        assert (_native_plan(a, b, None, out, 0.0) is None) is overlaps
+    assert not _overlaps(Matrix(1 << 20, 0, 4, 4, 1, "cai", 0, None), a)  # empty
