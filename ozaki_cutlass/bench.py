@@ -450,7 +450,7 @@ def tune_main(args) -> int:
 
     from ._device import visible_arch
     from .dispatch import Candidate, builtin_candidates
-    from .generator import catalog
+    from .generator import Epilogue, catalog
     from .reference import resolve_moduli
 
     _cuda.ensure_context()
@@ -460,9 +460,10 @@ def tune_main(args) -> int:
     cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if all(c.variant != v for c in cands)]
     for pattern in args.variants or ():
         for v in catalog(arch, pattern, full=True, epilogue=None):
-            path = "fused" if v.epilogue.value == "partial_crt" else "staged"
+            path = "fused" if v.epilogue is Epilogue.PARTIAL_CRT else "staged"
             if all(c.variant != v for c in cands):
                 cands.append(Candidate(path=path, variant=v))
+    unbuilt = {c: _unbuilt(c, moduli) for c in cands}  # looked up once, not per size
     entries, report = [], []
     for m, n, k, bucket in tune_points(args.sizes, args.shapes or ()):
         label = f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k)
@@ -472,7 +473,7 @@ def tune_main(args) -> int:
         xb = (rs.random((k, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((k, n)))
         timings = []
         for c in cands:
-            missing = _unbuilt(c, moduli)
+            missing = unbuilt[c]
             if missing:
                 report.append((label, c.describe(), f"skipped: not built ({', '.join(missing)})"))
                 continue
@@ -492,7 +493,7 @@ def tune_main(args) -> int:
         report.append((label, f"{best.describe()} again, alternating with native", best_ms))
         report.append((label, "native DGEMM (cuBLAS via CuPy), alternating", native_ms))
         box = bucket | {"measured": [m, n, k]}
-        if native_ms is not None and native_ms <= best_ms:  # the auto policy's native bucket
+        if native_ms <= best_ms:  # the auto policy's native bucket
             entries.append({"arch": arch.value, "path": "native"} | box
                            | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
         entries.append({"arch": arch.value, "path": best.path, "kernel": best.variant.name} | box
