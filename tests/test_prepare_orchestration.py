@@ -1,0 +1,78 @@
+"""ozaki_cutlass.prepare's orchestration, on the CPU with the GPU pieces replaced by
+recorders: which stage kernels it launches for each mode, side and layout, with which
+sizes, and what the Prepared it returns holds. (The stages' arithmetic and the bits of
+gemm with prepared operands are checked on the GPU: tests/gpu/test_prepared.py.)"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import _cuda, pipeline, stages_build
+from ozaki_cutlass.generator import Arch
+from ozaki_cutlass.numerics import crt_constants
+
+
+class Recorder:
+    """Stands in for the stage-kernel library: records (stage, args) per call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, stage):
+        return lambda *args: self.calls.append((stage, args))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    st = Recorder()
+    ptrs = itertools.count(1 << 20, 1 << 16)
+
+    class Buffer:
+        def __init__(self, nbytes):
+            self.nbytes, self.ptr = nbytes, next(ptrs)
+
+        def upload(self, host, stream=0):
+            pass
+
+    class Ws:
+        def moduli(self):
+            return 7
+
+    monkeypatch.setattr(_cuda, "ensure_context", lambda ordinal=0: None)
+    monkeypatch.setattr(_cuda, "DeviceBuffer", Buffer)
+    monkeypatch.setattr("ozaki_cutlass._device.visible_arch", lambda: Arch.SM90A)
+    monkeypatch.setattr(stages_build, "load_stages", lambda arch: st)
+    monkeypatch.setattr(pipeline, "_workspace", lambda device, stream: Ws())
+    return st
+
+
+@pytest.mark.parametrize("mode", ["fast", "accurate"])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_stages_launched(fake_gpu, mode, side):
+    x = np.ones((6, 10))  # NumPy: copied as a row-major 6 x 10 device matrix
+    p = ozaki_cutlass.prepare(x, side, moduli=13, mode=mode)
+    names = [name for name, _ in fake_gpu.calls]
+    if side == "left":    # rows of x: contiguous along k = 10, no pack
+        nvec, k, rows_pad = 6, 10, 6
+        assert names[0] == "scan"
+    else:                 # columns of x: k = 6 strided, packed first
+        nvec, k, rows_pad = 10, 6, 12
+        assert names[0] == "pack"
+        assert fake_gpu.calls[0][1][1:5] == (nvec, k, 1, 10)  # vectors = columns: vs = cs, es = rs
+    scan = dict(fake_gpu.calls)["scan"]
+    assert scan[1:3] == (nvec, k) and scan[5] == crt_constants(13).bound_exponent
+    assert names[-1] == ("coarse" if mode == "accurate" else "residues")
+    last = fake_gpu.calls[-1][1]
+    if mode == "accurate":
+        assert last[-3:-1] == (rows_pad, 16) and p.coarse and not p.residues
+    else:
+        assert last[6:8] == (13, 7) and last[-3:-1] == (rows_pad, 16) and p.residues and not p.coarse
+    assert (p.side, p.moduli, p.mode, p.shape, p.kind) == (side, 13, mode, (6, 10), "numpy")
+
+
+def test_trans_prepares_the_transpose(fake_gpu):
+    p = ozaki_cutlass.prepare(np.ones((6, 10)), "left", trans=True, mode=None)
+    assert p.shape == (10, 6) and p.mode == "accurate"
+    assert [name for name, _ in fake_gpu.calls][:2] == ["pack", "scan"]  # rows of x.T are strided
