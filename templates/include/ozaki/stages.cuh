@@ -980,22 +980,51 @@ struct CrtArgs {
   const double* pattern;  // may be null
 };
 
-// The 4 int32 entries of a CRT input plane at c + offset (row i, columns j0 .. j0 + 3;
-// 0 past n), one 16-byte streaming load when aligned and complete.
-__device__ inline void load_plane4(const CrtArgs& a, int64_t offset, bool full, int64_t j0,
-                                   int32_t (&v)[4]) {
-  const int32_t* src = a.c + offset;
-  if (a.vector_loads && full) {
-    const int4 w = __ldcs(reinterpret_cast<const int4*>(src));
-    v[0] = w.x; v[1] = w.y; v[2] = w.z; v[3] = w.w;
-  } else {
+// Planes whose loads one thread issues together before reducing any of them: the
+// loads' latencies overlap (one plane at a time left the kernel latency-bound at ~1.5 TB/s).
+inline constexpr int kCrtBatch = 8;
+
+// The 4 entries (row i, columns j0 .. j0 + 3; 0 past n) that modulus g reads, as raw
+// 32-bit words: crt_unscale's int32 GEMM outputs of one k chunk (at c + offset), or
+// combine's group partials (uint32, or one byte each) at x + plane bytes. One streaming
+// load when aligned and complete.
+template <bool kGroups>
+__device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int g, int64_t offset,
+                                    bool full, int64_t j0, uint32_t (&v)[4]) {
+  if constexpr (!kGroups) {
+    const int32_t* src = a.c + offset;
+    if (a.vector_loads && full) {
+      const int4 w = __ldcs(reinterpret_cast<const int4*>(src));
+      v[0] = w.x; v[1] = w.y; v[2] = w.z; v[3] = w.w;
+    } else {
 #pragma unroll
-    for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? src[t] : 0;
+      for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? static_cast<uint32_t>(src[t]) : 0u;
+    }
+  } else if (red.width[g] == 4) {
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(a.x + red.plane[g]) + offset;
+    if (a.vector_loads && full) {
+      const uint4 w = __ldcs(reinterpret_cast<const uint4*>(src));
+      v[0] = w.x; v[1] = w.y; v[2] = w.z; v[3] = w.w;
+    } else {
+#pragma unroll
+      for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? src[t] : 0u;
+    }
+  } else {  // one byte per partial
+    const unsigned char* src = a.x + red.plane[g] + offset;
+    if (a.vector_loads && full) {
+      const uint32_t w = __ldcs(reinterpret_cast<const unsigned int*>(src));
+#pragma unroll
+      for (int t = 0; t < 4; ++t) v[t] = (w >> (8 * t)) & 0xffu;
+    } else {
+#pragma unroll
+      for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? src[t] : 0u;
+    }
   }
 }
 
-// One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row. The moduli loop is
-// unrolled to kMaxModuli with a guard so that every index into the constants is static.
+// One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row. The moduli loops are
+// unrolled to kMaxModuli with guards so that every index into the constants is static.
+// The residues reach crt_add_residue in modulus order whatever the load order.
 template <bool kGroups>
 __global__ void __launch_bounds__(kThreads)
 crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
@@ -1010,70 +1039,70 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
     const int64_t row = i * a.ld + j0;
 
     double limb_sums[4][kMaxLimbs] = {};
-    uint32_t x[4] = {0, 0, 0, 0};
-    const bool single = !kGroups && a.nchunks == 1;
-    int32_t cur[4] = {0, 0, 0, 0};
-    if (single) load_plane4(a, red.plane[0] + row, full, j0, cur);
+    if (kGroups || a.nchunks == 1) {
+      uint32_t x[4] = {0, 0, 0, 0};  // combine: the partials of the current group
 #pragma unroll
-    for (int g = 0; g < kMaxModuli; ++g) {
-      if (g < consts.count) {
-        const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
-        const uint32_t magic = red.magic[g];
-        uint32_t r[4] = {0, 0, 0, 0};
-        if constexpr (kGroups) {
-          if (red.load[g]) {
-            if (red.width[g] == 4) {
-              const uint32_t* src = reinterpret_cast<const uint32_t*>(a.x + red.plane[g]) + row;
-              if (a.vector_loads && full) {
-                const uint4 w = __ldcs(reinterpret_cast<const uint4*>(src));
-                x[0] = w.x; x[1] = w.y; x[2] = w.z; x[3] = w.w;
-              } else {
+      for (int g0 = 0; g0 < kMaxModuli; g0 += kCrtBatch) {
+        if (g0 < consts.count) {
+          uint32_t raw[kCrtBatch][4] = {};
 #pragma unroll
-                for (int t = 0; t < 4; ++t) x[t] = j0 + t < a.n ? src[t] : 0u;
-              }
-            } else {  // one byte per partial
-              const unsigned char* src = a.x + red.plane[g] + row;
-              if (a.vector_loads && full) {
-                const uint32_t w = __ldcs(reinterpret_cast<const unsigned int*>(src));
-#pragma unroll
-                for (int t = 0; t < 4; ++t) x[t] = (w >> (8 * t)) & 0xffu;
-              } else {
-#pragma unroll
-                for (int t = 0; t < 4; ++t) x[t] = j0 + t < a.n ? src[t] : 0u;
-              }
+          for (int b = 0; b < kCrtBatch; ++b) {
+            const int g = g0 + b;
+            if (g < kMaxModuli && g < consts.count && (!kGroups || red.load[g])) {
+              load_entries<kGroups>(a, red, g, kGroups ? row : red.plane[g] + row, full, j0, raw[b]);
             }
           }
 #pragma unroll
-          for (int t = 0; t < 4; ++t) r[t] = mod_u32(x[t], mod, magic);
-        } else if (single) {
-          // one k chunk: plane g was loaded one modulus ago (cur); load plane g + 1 now so
-          // that its latency overlaps this modulus's arithmetic
-          int32_t v[4] = {cur[0], cur[1], cur[2], cur[3]};
-          if (g + 1 < consts.count) load_plane4(a, red.plane[g + 1] + row, full, j0, cur);
-          const uint32_t offset = red.offset[g];
+          for (int b = 0; b < kCrtBatch; ++b) {
+            const int g = g0 + b;
+            if (g < kMaxModuli && g < consts.count) {
+              const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
+              const uint32_t magic = red.magic[g];
+              uint32_t r[4];
+              if constexpr (kGroups) {
+                if (red.load[g]) {
 #pragma unroll
-          for (int t = 0; t < 4; ++t) r[t] = mod_i32(v[t], mod, magic, offset);  // the sum below, from 0
-        } else {
-          const uint32_t offset = red.offset[g];
-          for (int ch = 0; ch < a.nchunks; ++ch) {
-            const int32_t* src = a.c + ch * a.chunk_stride + red.plane[g] + row;
-            int32_t v[4];
-            if (a.vector_loads && full) {
-              const int4 w = __ldcs(reinterpret_cast<const int4*>(src));
-              v[0] = w.x; v[1] = w.y; v[2] = w.z; v[3] = w.w;
-            } else {
+                  for (int t = 0; t < 4; ++t) x[t] = raw[b][t];
+                }
 #pragma unroll
-              for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? src[t] : 0;
-            }
+                for (int t = 0; t < 4; ++t) r[t] = mod_u32(x[t], mod, magic);
+              } else {
+                const uint32_t offset = red.offset[g];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) {
-              const uint32_t s = r[t] + mod_i32(v[t], mod, magic, offset);  // < 2m
-              r[t] = s >= mod ? s - mod : s;
+                for (int t = 0; t < 4; ++t) {
+                  r[t] = mod_i32(static_cast<int32_t>(raw[b][t]), mod, magic, offset);
+                }
+              }
+#pragma unroll
+              for (int t = 0; t < 4; ++t) {
+                crt_add_residue(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
+              }
             }
           }
         }
+      }
+    } else {  // crt_unscale over several k chunks: per modulus, the sum of its chunks' residues
 #pragma unroll
-        for (int t = 0; t < 4; ++t) crt_add_residue(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
+      for (int g = 0; g < kMaxModuli; ++g) {
+        if (g < consts.count) {
+          const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
+          const uint32_t magic = red.magic[g];
+          const uint32_t offset = red.offset[g];
+          uint32_t r[4] = {0, 0, 0, 0};
+          for (int ch = 0; ch < a.nchunks; ++ch) {
+            uint32_t v[4];
+            load_entries<false>(a, red, g, ch * a.chunk_stride + red.plane[g] + row, full, j0, v);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+              const uint32_t s = r[t] + mod_i32(static_cast<int32_t>(v[t]), mod, magic, offset);  // < 2m
+              r[t] = s >= mod ? s - mod : s;
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            crt_add_residue(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
+          }
+        }
       }
     }
 
