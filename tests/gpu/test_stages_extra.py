@@ -204,3 +204,24 @@ def test_combine_unscale_rejects(st, count, sizes):
     with pytest.raises(UnsupportedProblem):  # sum != count, product >= 2^32, an empty group
         st.combine_unscale(16, sizes, 4, 4, 4, 16, crt_constants(count), 16, 16, 1.0, 0.0, 0, 0, 0,
                            16, 4, 1, 0, 0)
+
+
+def test_combine_unscale_rejects_misaligned_word_plane(st):
+    # a byte plane of 17 entries puts the next group's uint32 plane at byte 17
+    with pytest.raises(UnsupportedProblem, match="not 4-byte aligned"):
+        st.combine_unscale(16, [1, 2], 4, 4, 4, 17, crt_constants(3), 16, 16, 1.0, 0.0, 0, 0, 0,
+                           16, 4, 1, 0, 0)
+    st.combine_unscale(16, [1, 2], 0, 4, 4, 17, crt_constants(3), 16, 16, 1.0, 0.0, 0, 0, 0,
+                       16, 4, 1, 0, 0)  # nothing to read: m = 0 launches nothing
+
+
+@pytest.mark.parametrize("c,ldc,batch_stride,nchunks,chunk_stride,why", [
+    (18, 4, 16, 1, 0, "not 4-byte aligned"),
+    (16, 3, 16, 1, 0, "ldc=3 must be"),              # rows overlap
+    (16, 4, 0, 1, 0, "batch_stride_c=0 must be"),    # both moduli read one plane
+    (16, 4, 16, 2, 0, "chunk_stride=0 must be"),     # both chunks read one plane
+])
+def test_crt_unscale_rejects(st, c, ldc, batch_stride, nchunks, chunk_stride, why):
+    with pytest.raises(UnsupportedProblem, match=why):
+        st.crt_unscale(c, 2, 4, 4, ldc, batch_stride, nchunks, chunk_stride, crt_constants(2), 16, 16,
+                       1.0, 0.0, 0, 0, 0, 16, 4, 1, 0, 0)

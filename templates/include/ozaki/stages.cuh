@@ -96,7 +96,8 @@
 //                     int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs,
 //                     const double* pattern, cudaStream_t stream);
 //       c: the raw int32 INT8-GEMM outputs, element (ch, g, i, j) at
-//       c[ch*chunk_stride + g*batch_stride_c + i*ldc + j]. consts: a HOST pointer, copied
+//       c[ch*chunk_stride + g*batch_stride_c + i*ldc + j] (c 4-byte aligned, ldc >= n,
+//       strides >= 1 where used). consts: a HOST pointer, copied
 //       into the launch (nmod must equal consts->count). cin is read only when beta != 0.
 //       pattern (may be null): m x n row-major; a non-zero entry (NaN included) replaces X.
 //       alpha == 0 and k == 0 are the caller's business (reference.gemm returns early
@@ -110,7 +111,8 @@
 //       Group gr's plane starts at byte sum_{h < gr} partial_bytes(size_h) * group_stride
 //       of x and holds X_ij mod M_gr at element i*ldx + j, as a uint32 (any value of that
 //       class works) or, for a group of one modulus, a byte (group_arith.h's
-//       partial_bytes); group gr = the next group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
+//       partial_bytes; a uint32 plane must start 4-byte aligned); group gr = the next
+//       group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
 //       summing to consts->count, each product < 2^32). r_g = x mod m_g, then exactly
 //       P_crt_unscale's reconstruction, pattern, unscale and alpha/beta (crt_output).
 //   int P_nonfinite_pattern(const double* a, int64_t m, int64_t k, int64_t a_rs,
@@ -1491,6 +1493,21 @@ inline int crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t
   if (nchunks < 1) return err.set(kBadArgument, "%s: nchunks=%d must be >= 1", what, nchunks);
   if (m == 0 || n == 0) return kOk;
   if (c == nullptr) return err.set(kBadArgument, "%s: null pointer (c)", what);
+  if (reinterpret_cast<uintptr_t>(c) % alignof(int32_t) != 0) {
+    return err.set(kBadArgument, "%s: c=%p is not 4-byte aligned", what, static_cast<const void*>(c));
+  }
+  if (ldc < n) {
+    return err.set(kBadArgument, "%s: ldc=%lld must be >= n=%lld", what,
+                   static_cast<long long>(ldc), static_cast<long long>(n));
+  }
+  if (nmod > 1 && batch_stride_c < 1) {
+    return err.set(kBadArgument, "%s: batch_stride_c=%lld must be >= 1 for %d moduli", what,
+                   static_cast<long long>(batch_stride_c), nmod);
+  }
+  if (nchunks > 1 && chunk_stride < 1) {
+    return err.set(kBadArgument, "%s: chunk_stride=%lld must be >= 1 for %d chunks", what,
+                   static_cast<long long>(chunk_stride), nchunks);
+  }
   if (int s = check_output(what, m, n, mu, nu, beta, cin, out, err)) return s;
   CrtReduce red = crt_reduce(*consts);
   for (int g = 0; g < nmod; ++g) red.plane[g] = g * batch_stride_c;
@@ -1550,6 +1567,14 @@ inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* grou
     return err.set(kBadArgument, "%s: need ldx >= n and group_stride >= 1; got ldx=%lld "
                    "group_stride=%lld", what, static_cast<long long>(ldx),
                    static_cast<long long>(group_stride));
+  }
+  for (int h = 0; h < consts->count; ++h) {  // uint32 partials are read as words
+    if (red.width[h] == 4 && (reinterpret_cast<uintptr_t>(x) + red.plane[h]) % 4 != 0) {
+      return err.set(kBadArgument, "%s: the uint32 plane of modulus %d starts at byte %lld of "
+                     "x=%p, not 4-byte aligned (group_stride=%lld)", what, h,
+                     static_cast<long long>(red.plane[h]), x_bytes,
+                     static_cast<long long>(group_stride));
+    }
   }
   if (int s = check_output(what, m, n, mu, nu, beta, cin, out, err)) return s;
   // 16-byte loads of 4 uint32 partials, 4-byte loads of 4 one-byte partials
