@@ -411,6 +411,19 @@ __host__ __device__ inline void crt_add_residue(const CrtConstants& k, int g, in
   }
 }
 
+// crt_add_residue for a limb count known at compile time (= k.limbs): the same operations,
+// without a branch per limb.
+template <int kLimbs>
+__host__ __device__ inline void crt_add_residue_limbs(const CrtConstants& k, int g, int32_t r,
+                                                      double (&limb_sums)[kMaxLimbs]) {
+  static_assert(1 <= kLimbs && kLimbs <= kMaxLimbs, "1 to kMaxLimbs limbs");
+  const double rd = static_cast<double>(r);
+#pragma unroll
+  for (int j = 0; j < kLimbs; ++j) {
+    limb_sums[j] = add_rn(limb_sums[j], mul_rn(k.weight_limbs[g][j], rd));
+  }
+}
+
 // reference.crt_reconstruct after the limb sums, in its exact operation order.
 __host__ __device__ inline double crt_finish(const CrtConstants& k,
                                              const double (&limb_sums)[kMaxLimbs]) {
@@ -1024,15 +1037,17 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
   }
 }
 
-// One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row. The moduli loops are
-// unrolled to kMaxModuli with guards so that every index into the constants is static.
-// The residues reach crt_add_residue in modulus order whatever the load order.
-template <bool kGroups>
+// One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row. kLimbs = consts.limbs
+// (the launch picks the instance), so the limb loops carry no branches; the moduli go in
+// batches of kCrtBatch whose loads are issued together. The residues reach
+// crt_add_residue in modulus order whatever the load order.
+template <bool kGroups, int kLimbs>
 __global__ void __launch_bounds__(kThreads)
 crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
            const __grid_constant__ CrtReduce red) {
   const int64_t n4 = (a.n + 3) / 4;
   const int64_t total = a.m * n4;
+  const int count = consts.count;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = idx / n4;
@@ -1043,67 +1058,64 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
     double limb_sums[4][kMaxLimbs] = {};
     if (kGroups || a.nchunks == 1) {
       uint32_t x[4] = {0, 0, 0, 0};  // combine: the partials of the current group
+#pragma unroll 1
+      for (int g0 = 0; g0 < count; g0 += kCrtBatch) {
+        const int nb = count - g0 < kCrtBatch ? count - g0 : kCrtBatch;
+        uint32_t raw[kCrtBatch][4] = {};
 #pragma unroll
-      for (int g0 = 0; g0 < kMaxModuli; g0 += kCrtBatch) {
-        if (g0 < consts.count) {
-          uint32_t raw[kCrtBatch][4] = {};
-#pragma unroll
-          for (int b = 0; b < kCrtBatch; ++b) {
-            const int g = g0 + b;
-            if (g < kMaxModuli && g < consts.count && (!kGroups || red.load[g])) {
-              load_entries<kGroups>(a, red, g, kGroups ? row : red.plane[g] + row, full, j0, raw[b]);
-            }
+        for (int b = 0; b < kCrtBatch; ++b) {
+          const int g = g0 + b;
+          if (b < nb && (!kGroups || red.load[g])) {
+            load_entries<kGroups>(a, red, g, kGroups ? row : red.plane[g] + row, full, j0, raw[b]);
           }
+        }
 #pragma unroll
-          for (int b = 0; b < kCrtBatch; ++b) {
+        for (int b = 0; b < kCrtBatch; ++b) {
+          if (b < nb) {
             const int g = g0 + b;
-            if (g < kMaxModuli && g < consts.count) {
-              const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
-              const uint32_t magic = red.magic[g];
-              uint32_t r[4];
-              if constexpr (kGroups) {
-                if (red.load[g]) {
+            const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
+            const uint32_t magic = red.magic[g];
+            uint32_t r[4];
+            if constexpr (kGroups) {
+              if (red.load[g]) {
 #pragma unroll
-                  for (int t = 0; t < 4; ++t) x[t] = raw[b][t];
-                }
-#pragma unroll
-                for (int t = 0; t < 4; ++t) r[t] = mod_u32(x[t], mod, magic);
-              } else {
-                const uint32_t offset = red.offset[g];
-#pragma unroll
-                for (int t = 0; t < 4; ++t) {
-                  r[t] = mod_i32(static_cast<int32_t>(raw[b][t]), mod, magic, offset);
-                }
+                for (int t = 0; t < 4; ++t) x[t] = raw[b][t];
               }
+#pragma unroll
+              for (int t = 0; t < 4; ++t) r[t] = mod_u32(x[t], mod, magic);
+            } else {
+              const uint32_t offset = red.offset[g];
 #pragma unroll
               for (int t = 0; t < 4; ++t) {
-                crt_add_residue(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
+                r[t] = mod_i32(static_cast<int32_t>(raw[b][t]), mod, magic, offset);
               }
+            }
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+              crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
             }
           }
         }
       }
     } else {  // crt_unscale over several k chunks: per modulus, the sum of its chunks' residues
-#pragma unroll
-      for (int g = 0; g < kMaxModuli; ++g) {
-        if (g < consts.count) {
-          const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
-          const uint32_t magic = red.magic[g];
-          const uint32_t offset = red.offset[g];
-          uint32_t r[4] = {0, 0, 0, 0};
-          for (int ch = 0; ch < a.nchunks; ++ch) {
-            uint32_t v[4];
-            load_entries<false>(a, red, g, ch * a.chunk_stride + red.plane[g] + row, full, j0, v);
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-              const uint32_t s = r[t] + mod_i32(static_cast<int32_t>(v[t]), mod, magic, offset);  // < 2m
-              r[t] = s >= mod ? s - mod : s;
-            }
-          }
+#pragma unroll 1
+      for (int g = 0; g < count; ++g) {
+        const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
+        const uint32_t magic = red.magic[g];
+        const uint32_t offset = red.offset[g];
+        uint32_t r[4] = {0, 0, 0, 0};
+        for (int ch = 0; ch < a.nchunks; ++ch) {
+          uint32_t v[4];
+          load_entries<false>(a, red, g, ch * a.chunk_stride + red.plane[g] + row, full, j0, v);
 #pragma unroll
           for (int t = 0; t < 4; ++t) {
-            crt_add_residue(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
+            const uint32_t s = r[t] + mod_i32(static_cast<int32_t>(v[t]), mod, magic, offset);  // < 2m
+            r[t] = s >= mod ? s - mod : s;
           }
+        }
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(r[t]), limb_sums[t]);
         }
       }
     }
@@ -1461,15 +1473,27 @@ inline CrtReduce crt_reduce(const CrtConstants& consts) {
   return red;
 }
 
-inline int launch_crt(bool groups, const CrtArgs& args, const CrtConstants& consts,
-                      const CrtReduce& red, cudaStream_t stream, Message& err, const char* what) {
+template <int kLimbs>
+inline void launch_crt_limbs(bool groups, const CrtArgs& args, const CrtConstants& consts,
+                             const CrtReduce& red, cudaStream_t stream) {
   const int64_t work = args.m * ((args.n + 3) / 4);
   if (groups) {
-    const int64_t blocks = resident_blocks(crt_kernel<true>, kThreads, work, kThreads);
-    crt_kernel<true><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+    const int64_t blocks = resident_blocks(crt_kernel<true, kLimbs>, kThreads, work, kThreads);
+    crt_kernel<true, kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
   } else {
-    const int64_t blocks = resident_blocks(crt_kernel<false>, kThreads, work, kThreads);
-    crt_kernel<false><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+    const int64_t blocks = resident_blocks(crt_kernel<false, kLimbs>, kThreads, work, kThreads);
+    crt_kernel<false, kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+  }
+}
+
+inline int launch_crt(bool groups, const CrtArgs& args, const CrtConstants& consts,
+                      const CrtReduce& red, cudaStream_t stream, Message& err, const char* what) {
+  static_assert(kMaxLimbs == 4, "one instance per limb count below");
+  switch (consts.limbs) {  // check_constants proved 1 <= limbs <= kMaxLimbs
+    case 1: launch_crt_limbs<1>(groups, args, consts, red, stream); break;
+    case 2: launch_crt_limbs<2>(groups, args, consts, red, stream); break;
+    case 3: launch_crt_limbs<3>(groups, args, consts, red, stream); break;
+    default: launch_crt_limbs<4>(groups, args, consts, red, stream); break;
   }
   return check_launch(err, what);
 }
