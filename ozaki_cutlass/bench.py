@@ -9,6 +9,7 @@ INT8 GEMM (``torch._int_mm``) timed in the same process on the same data.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import operator
 import json
 import logging
@@ -21,17 +22,6 @@ import numpy as np
 from . import _cuda
 
 log = logging.getLogger(__name__)
-
-
-def _time_launches(launch, timer, warmup: int, reps: int) -> list[float]:
-    for _ in range(warmup):
-        launch()
-    times = []
-    for _ in range(reps):
-        timer.start()
-        launch()
-        times.append(timer.stop())
-    return times
 
 
 def _check_rows(dc_host: np.ndarray, a: np.ndarray, b: np.ndarray, rows) -> bool:
@@ -49,20 +39,12 @@ def _cublaslt(a: np.ndarray, b: np.ndarray, warmup: int, reps: int):
         return None, "torch sees no GPU"
     ta = torch.from_numpy(a).cuda()
     tb = torch.from_numpy(b).cuda().t()  # (k, n) view of N x K data: the TN problem
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     try:
-        out = torch._int_mm(ta, tb)
+        torch._int_mm(ta, tb)
     except RuntimeError:  # some builds want a row-major second operand
         tb = tb.contiguous()
-    for _ in range(warmup):
-        out = torch._int_mm(ta, tb)
-    times = []
-    for _ in range(reps):
-        start.record()
-        out = torch._int_mm(ta, tb)
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
+    (times,), (out,) = _cuda.event_times([lambda: torch._int_mm(ta, tb)], warmup, reps,
+                                         torch.cuda.current_stream().cuda_stream)
     rows = np.arange(0, a.shape[0], max(1, a.shape[0] // 8))
     ok = _check_rows(out.cpu().numpy(), a, b, rows)
     return statistics.median(times), ("ok" if ok else "WRONG RESULT")
@@ -86,7 +68,6 @@ def int8_main(args) -> int:
     da.upload(a)
     db.upload(b)
     stream = _cuda.new_stream()
-    timer = _cuda.EventTimer(stream)
     flops = 2.0 * m * n * k
     rows = np.arange(0, m, max(1, m // 8))
     results = []
@@ -100,7 +81,7 @@ def int8_main(args) -> int:
             kern(m, n, k, 1, da.ptr, k, 0, db.ptr, k, 0, dc.ptr, n, 0,
                  ws.ptr if ws else 0, ws_bytes, _cuda.stream_handle(stream))
 
-        times = _time_launches(launch, timer, args.warmup, args.reps)
+        (times,), _ = _cuda.event_times([launch], args.warmup, args.reps, stream)
         _cuda.synchronize(stream)
         ok = _check_rows(dc.download(np.empty((m, n), np.int32)), a, b, rows)
         med = statistics.median(times)
@@ -147,24 +128,11 @@ def add_int8_parser(sub) -> None:
 # --------------------------------------------------------------------------- emulated DGEMM
 
 def _native_dgemm(xa, xb, warmup, reps):
-    """cuBLAS DGEMM through CuPy (or PyTorch): (median ms, result)."""
-    try:
-        import cupy as cp
-    except ImportError:
-        cp = None
-    if cp is not None:
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        for _ in range(warmup):
-            out = xa @ xb
-        times = []
-        for _ in range(reps):
-            start.record()
-            out = xa @ xb
-            stop.record()
-            stop.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, stop))
-        return statistics.median(times), out
-    return None, None
+    """cuBLAS DGEMM through CuPy: (median ms, result), or (None, None) without CuPy."""
+    if importlib.util.find_spec("cupy") is None:
+        return None, None
+    (times,), (out,) = _cuda.event_times([lambda: xa @ xb], warmup, reps)
+    return statistics.median(times), out
 
 
 def _call_gemm(a, b, timings, **kwargs):
@@ -180,14 +148,7 @@ def _time_gemm(call, warmup: int, reps: int, phase_reps: int = 0):
     stream synchronization) counts, as it does for a user. Then ``phase_reps`` more calls
     ``call(dict)`` collect the per-phase times (those synchronize, so they are not the
     timed ones). Returns (median ms, the phase dicts, the last result)."""
-    timer = _cuda.EventTimer(0)
-    for _ in range(warmup):
-        out = call(None)
-    times = []
-    for _ in range(reps):
-        timer.start()
-        out = call(None)
-        times.append(timer.stop())
+    (times,), (out,) = _cuda.event_times([lambda: call(None)], warmup, reps)
     phases = []
     for _ in range(phase_reps):
         phases.append({})
@@ -198,16 +159,7 @@ def _time_gemm(call, warmup: int, reps: int, phase_reps: int = 0):
 def _time_alternately(first, second, warmup: int, reps: int) -> tuple[float, float]:
     """Median ms of ``first()`` and of ``second()``, timed in alternation (events around
     each call on the legacy default stream)."""
-    timer = _cuda.EventTimer(0)
-    for _ in range(warmup):
-        first()
-        second()
-    times = ([], [])
-    for _ in range(reps):
-        for fn, acc in ((first, times[0]), (second, times[1])):
-            timer.start()
-            fn()
-            acc.append(timer.stop())
+    times, _ = _cuda.event_times([first, second], warmup, reps)
     return statistics.median(times[0]), statistics.median(times[1])
 
 

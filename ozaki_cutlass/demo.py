@@ -7,6 +7,8 @@ float64 ``@``. Where no GPU is found it says so and runs the NumPy reference onl
 
 from __future__ import annotations
 
+import functools
+import statistics
 import sys
 import time
 
@@ -87,35 +89,10 @@ def _framework():
     return None, None
 
 
-def _timed(fn, fw_name, fw, reps=5, warmup=2):
-    """Median milliseconds of fn() with CUDA events of the framework."""
-    import statistics
-
-    for _ in range(warmup):
-        out = fn()
-    times = []
-    for _ in range(reps):
-        if fw_name == "cupy":
-            s, e = fw.cuda.Event(), fw.cuda.Event()
-            s.record()
-            out = fn()
-            e.record()
-            e.synchronize()
-            times.append(fw.cuda.get_elapsed_time(s, e))
-        else:
-            s, e = fw.cuda.Event(enable_timing=True), fw.cuda.Event(enable_timing=True)
-            s.record()
-            out = fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-    return statistics.median(times), out
-
-
 def gpu_demo(n: int, seed: int) -> int:
     import numpy as np
 
-    from . import pipeline
+    from . import _cuda, pipeline
     from .bench import sample_error, sample_reference
 
     # 1. bit-for-bit agreement with the reference on a small problem
@@ -143,24 +120,27 @@ def gpu_demo(n: int, seed: int) -> int:
         to_host = lambda x: x.cpu().numpy()  # noqa: E731
     flops = 2.0 * n**3
     rows = np.arange(0, n, max(1, n // 2))[:2]
-    print(f"C = A @ B, n = {n}, phi = 0.5, {fw_name} arrays on the GPU; median of 5 timed runs "
-          f"after 2 warm-up (CUDA events); error on rows {rows.tolist()} against a double-double product")
-    nat_ms, nat = _timed(lambda: da @ db, fw_name, fw)
-    ref = sample_reference(ha[rows], hb)
-    nat_err = sample_error(to_host(nat[rows]), ref)
-    print(f"{'':18s} {'ms':>9s} {'TFLOP/s':>8s} {'vs native':>9s} {'error':>9s}")
-    print(f"{'native DGEMM':18s} {nat_ms:9.2f} {flops / nat_ms / 1e9:8.1f} {1.0:9.2f} {nat_err:9.2e}")
-    for count in GPU_COUNTS:
-        ms, out = _timed(lambda: pipeline.gemm(da, db, moduli=count), fw_name, fw)
-        err = sample_error(to_host(out[rows]), ref)
-        tag = f"ozaki {count} moduli"
-        print(f"{tag:18s} {ms:9.2f} {flops / ms / 1e9:8.1f} {nat_ms / ms:9.2f} {err:9.2e}")
+    print(f"C = A @ B, n = {n}, phi = 0.5, {fw_name} arrays on the GPU; CUDA events around each "
+          f"call, the rows timed in alternation (2 warm-up rounds, median of 5); error on rows "
+          f"{rows.tolist()} against a double-double product")
+    stream = fw.cuda.get_current_stream().ptr if fw_name == "cupy" else fw.cuda.current_stream().cuda_stream
     t = {}
-    pipeline.gemm(da, db, timings=t)
-    ms, out = _timed(lambda: pipeline.gemm(da, db), fw_name, fw)
-    err = sample_error(to_host(out[rows]), ref)
-    print(f"{'gemm(a, b) (auto)':18s} {ms:9.2f} {flops / ms / 1e9:8.1f} {nat_ms / ms:9.2f} {err:9.2e}"
-          f"  -> {t['path']}" + (f" ({t['policy']})" if "policy" in t else ""))
+    pipeline.gemm(da, db, timings=t)  # what the auto policy does at this size
+    calls = [("native DGEMM", lambda: da @ db)]
+    calls += [(f"ozaki {count} moduli", functools.partial(pipeline.gemm, da, db, moduli=count))
+              for count in GPU_COUNTS]
+    calls.append(("gemm(a, b) (auto)", lambda: pipeline.gemm(da, db)))
+    times, outs = _cuda.event_times([fn for _, fn in calls], 2, 5, stream)
+    ref = sample_reference(ha[rows], hb)
+    nat_ms = statistics.median(times[0])
+    print(f"{'':18s} {'ms':>9s} {'TFLOP/s':>8s} {'vs native':>9s} {'error':>9s}")
+    for (tag, _), ms_list, out in zip(calls, times, outs):
+        ms = statistics.median(ms_list)
+        err = sample_error(to_host(out[rows]), ref)
+        note = ""
+        if tag.startswith("gemm(a, b)"):
+            note = f"  -> {t['path']}" + (f" ({t['policy']})" if "policy" in t else "")
+        print(f"{tag:18s} {ms:9.2f} {flops / ms / 1e9:8.1f} {nat_ms / ms:9.2f} {err:9.2e}{note}")
     print(f"Default: {reference.DEFAULT_MODULI} moduli, mode 'accurate', policy 'auto' (native DGEMM where "
           "that is measured or predicted faster); kernels chosen by the shape dispatcher "
           "(ozaki_cutlass.dispatch).")

@@ -11,19 +11,11 @@ from datetime import datetime, timezone
 import cupy as cp
 
 import ozaki_cutlass
+from ozaki_cutlass._cuda import event_times
 
 
 def timed(fn, warmup=2, reps=5):
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(cp.cuda.get_elapsed_time(s, e))
+    (times,), _ = event_times([fn], warmup, reps)
     return statistics.median(times)
 
 

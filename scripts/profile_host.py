@@ -11,6 +11,7 @@ import time
 import cupy as cp
 
 import ozaki_cutlass
+from ozaki_cutlass._cuda import event_times
 
 a, b = cp.random.rand(256, 256), cp.random.rand(256, 256)
 for policy, reps in (("native", 500), ("emulate", 100)):
@@ -43,15 +44,6 @@ print(f"cupy a @ b: {1e6 * (time.perf_counter() - t0) / 500:.1f} us per call (25
 
 for m, n, k in ((4096, 4096, 65536), (4096, 4096, 4096)):
     x, y = cp.random.rand(m, k), cp.random.rand(k, n)
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ours, theirs = [], []
-    for i in range(12):
-        for fn, acc in ((lambda: ozaki_cutlass.gemm(x, y, policy="native"), ours), (lambda: x @ y, theirs)):
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            if i >= 2:
-                acc.append(cp.cuda.get_elapsed_time(s, e))
+    (ours, theirs), _ = event_times([lambda: ozaki_cutlass.gemm(x, y, policy="native"), lambda: x @ y], 2, 10)
     print(f"{m}x{n}x{k}: ours {statistics.median(ours):.2f} ms, cupy {statistics.median(theirs):.2f} ms "
           f"(interleaved, median of 10)")
