@@ -71,9 +71,10 @@ def arch_for_capability(major: int, minor: int) -> Arch | None:
     return None
 
 
-def visible_arch() -> Arch | None:
-    """The arch of the first visible GPU, or None without a usable one."""
-    capability = compute_capability()
+def visible_arch(ordinal: int = 0) -> Arch | None:
+    """The arch of visible GPU ``ordinal`` (the first by default), or None without a usable
+    one."""
+    capability = compute_capability(ordinal)
     if capability is None:
         return None
     arch = arch_for_capability(*capability)

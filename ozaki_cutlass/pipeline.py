@@ -169,17 +169,21 @@ def group_sizes(count: int, group: int) -> list[int]:
     return [base + 1] * extra + [base] * (ngroups - extra)
 
 
-def _default_stream(kind: str, stream) -> int:
+def _default_stream(kind: str, stream, device: int = 0) -> int:
+    """``stream`` as a handle, else the framework's current stream on ``device`` (the GPU
+    holding the arrays, which need not be the framework's current one), else the legacy
+    default stream."""
     if stream is not None:
         return _cuda.stream_handle(stream)
     if kind == "torch":
         import torch
 
-        return int(torch.cuda.current_stream().cuda_stream)
+        return int(torch.cuda.current_stream(device).cuda_stream)
     if kind == "cupy":
         import cupy
 
-        return int(cupy.cuda.get_current_stream().ptr)
+        with cupy.cuda.Device(device):
+            return int(cupy.cuda.get_current_stream().ptr)
     return 0
 
 
@@ -317,13 +321,13 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             raise ValueError(f"out is on GPU {O.device}, a and b on GPU {device}")
 
     _cuda.ensure_context(device)
-    arch = visible_arch()
+    arch = visible_arch(device)
     if arch is None:
-        raise _cuda.NoGpuError("the visible GPU is not supported (compute capability 8.0 or newer needed)")
+        raise _cuda.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
     table = dispatch.load_table()
     native, why = _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device, table)
     kern = None if native else _resolve_kernels(variant, path, arch, m, n, k, count, table)
-    sh = _default_stream(kind, stream)
+    sh = _default_stream(kind, stream, device)
     keep: list = []
     if on_host:
         A = A if "a" in prepared else _to_device(a, keep)

@@ -107,9 +107,9 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
     _cuda.ensure_context(device)
     from ._device import visible_arch
 
-    arch = visible_arch()
+    arch = visible_arch(device)
     if arch is None:
-        raise _cuda.NoGpuError("the visible GPU is not supported (compute capability 8.0 or newer needed)")
+        raise _cuda.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
     keep: list = []
     if isinstance(X, np.ndarray):
         X = _to_device(x, keep)
@@ -121,7 +121,7 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
         k, nvec = X.rows, X.cols
         vs, es, rows_pad = X.cs, X.rs, _round_up(X.cols, 4)
     st = load_stages(arch)
-    sh = _default_stream(kind, stream)
+    sh = _default_stream(kind, stream, device)
 
     def buf(nbytes: int) -> int:
         b = _cuda.DeviceBuffer(max(nbytes, 16))

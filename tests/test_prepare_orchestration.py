@@ -42,7 +42,7 @@ def fake_gpu(monkeypatch):
 
     monkeypatch.setattr(_cuda, "ensure_context", lambda ordinal=0: None)
     monkeypatch.setattr(_cuda, "DeviceBuffer", Buffer)
-    monkeypatch.setattr("ozaki_cutlass._device.visible_arch", lambda: Arch.SM90A)
+    monkeypatch.setattr("ozaki_cutlass._device.visible_arch", lambda ordinal=0: Arch.SM90A)
     monkeypatch.setattr(stages_build, "load_stages", lambda arch: st)
     monkeypatch.setattr(pipeline, "_workspace", lambda device, stream: Ws())
     return st
