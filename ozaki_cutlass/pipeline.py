@@ -541,12 +541,8 @@ def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap, prepared=N
     a, b = sides
     with _Fork(ws, sh, overlap) as side:
         for d, s in ((b, side), (a, sh)):
-            if d.get("prepared"):
-                continue
-            d["v"] = _vectors(st, d, k, s)
-            st.scan(*d["v"], pb, d["e"], d["fast"], d["nonfinite"], s)
-            if accurate:
-                st.coarse(*d["v"], d["e"], d["bar"], d["rows_pad"], k16, s)
+            if not d.get("prepared"):
+                _operand_stages(st, d, k, pb, accurate, s)
     if not accurate:
         return a["v"], b["v"], a["fast"], b["fast"], a["nonfinite"], b["nonfinite"]
     gemm = kern.gemm if kern.gemm is not None else _coarse_gemm(kern)
@@ -567,6 +563,17 @@ def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap, prepared=N
             st.accumulate_i64(part, m, n, n_pad, g, ch == 0, sh)
         st.accurate_shifts(g, m, n, *shift_args)
     return a["v"], b["v"], a["shift"], b["shift"], a["nonfinite"], b["nonfinite"]
+
+
+def _operand_stages(st, d, k, pb, accurate, stream) -> None:
+    """One operand's own stages (gemm's _scale and prepare share them): pack where k is
+    strided, scan (exponents, fast shifts, non-finite counts), and in accurate mode the
+    coarse magnitudes. ``d``: X, nvec, vs, es, packed (0: no pack), e, fast, nonfinite,
+    bar, rows_pad; gets "v", the vector set the later stages read. k >= 1."""
+    d["v"] = _vectors(st, d, k, stream)
+    st.scan(*d["v"], pb, d["e"], d["fast"], d["nonfinite"], stream)
+    if accurate:
+        st.coarse(*d["v"], d["e"], d["bar"], d["rows_pad"], _round_up(k, 16), stream)
 
 
 def _needs_pack(nvec, k, es) -> bool:

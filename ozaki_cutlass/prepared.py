@@ -93,7 +93,7 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
     to the GPU), CuPy, PyTorch CUDA or ``__cuda_array_interface__``, float64. The work
     is enqueued on ``stream`` (default as in gemm); gemm calls on other streams must be
     ordered after it by the caller."""
-    from .pipeline import _default_stream, _needs_pack, _round_up, _to_device, _vectors, check_sizes
+    from .pipeline import _default_stream, _needs_pack, _operand_stages, _round_up, _to_device, check_sizes
     from .stages_build import load_stages
 
     if side not in SIDES:
@@ -128,23 +128,24 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
         keep.append(b)
         return b.ptr
 
-    d = dict(X=X, nvec=nvec, vs=vs, es=es, packed=buf(8 * nvec * k) if _needs_pack(nvec, k, es) else 0)
-    exps, fast, nonfinite = buf(4 * nvec), buf(4 * nvec), buf(4 * nvec)
-    v = _vectors(st, d, k, sh)
-    pb = crt_constants(count).bound_exponent
-    coarse = residues = 0
-    if nvec and k:
-        st.scan(*v, pb, exps, fast, nonfinite, sh)
-    elif nvec:
-        _cuda.check(_cuda._driver().cuMemsetD8Async(nonfinite, 0, 4 * nvec, _cuda.as_cu_stream(sh)), "memset")
+    accurate = mode == "accurate"
     k16 = _round_up(k, 16)
-    if mode == "accurate":
-        coarse = buf(rows_pad * k16)
-        st.coarse(*v, exps, coarse, rows_pad, k16, sh)
-    else:
+    d = dict(X=X, nvec=nvec, vs=vs, es=es, packed=buf(8 * nvec * k) if _needs_pack(nvec, k, es) else 0,
+             e=buf(4 * nvec), fast=buf(4 * nvec), nonfinite=buf(4 * nvec), rows_pad=rows_pad,
+             bar=buf(rows_pad * k16) if accurate else 0)
+    pb = crt_constants(count).bound_exponent
+    if k:
+        _operand_stages(st, d, k, pb, accurate, sh)
+    else:  # nothing to scan: no non-finite entries; the zero-size vector set
+        d["v"] = (X.ptr, nvec, 0, vs, es)
+        if nvec:
+            _cuda.check(_cuda._driver().cuMemsetD8Async(d["nonfinite"], 0, 4 * nvec, _cuda.as_cu_stream(sh)),
+                        "memset")
+    residues = 0
+    if not accurate:
         from .pipeline import _workspace
 
         residues = buf(count * rows_pad * k16)
-        st.residues(*v, fast, count, _workspace(device, sh).moduli(), residues, rows_pad, k16, sh)
-    return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=v, exps=exps,
-                    fast=fast, nonfinite=nonfinite, coarse=coarse, residues=residues, _keep=keep)
+        st.residues(*d["v"], d["fast"], count, _workspace(device, sh).moduli(), residues, rows_pad, k16, sh)
+    return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=d["v"], exps=d["e"],
+                    fast=d["fast"], nonfinite=d["nonfinite"], coarse=d["bar"], residues=residues, _keep=keep)
