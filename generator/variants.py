@@ -8,7 +8,7 @@ from every field and names the source file, the exported symbol and the cache en
 Adding a tile is one entry in `_DEFAULTS` (or nothing at all: `catalog(full=True)` sweeps
 tiles); adding an epilogue is one `Epilogue` member, its row in `EPILOGUE_TAGS` and the
 template code that wires it. The fused modulus-group kernels (`Epilogue.PARTIAL_CRT`,
-sm_90a, group_size 1..4) are a family of their own: `catalog(arch, epilogue=...)`.
+sm_90a and sm_80, group_size 1..4) are a family of their own: `catalog(arch, epilogue=...)`.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Epilogue(str, enum.Enum):
 
     INT32_STORE = "int32_store"  # store them as they are: one modulus per launch
     # fold group_size moduli on chip and store the group's partial CRT value (uint32);
-    # sm_90a, templates/int8_group_gemm_sm90.cu.j2
+    # templates/int8_group_gemm_sm90.cu.j2 (sm_90a), int8_group_gemm_sm80.cu.j2 (sm_80)
     PARTIAL_CRT = "partial_crt"
 
 
@@ -125,6 +125,10 @@ _MAX_GROUP_SIZE = 4  # moduli per kernel: the product of 4 moduli <= 256 fits 32
 # (CUDA 13.0, 168 registers per thread in a 384-thread CTA) compiles 64 + 48 (128x128
 # cooperative, group_size 4) without spilling; 128 + 32 (128x256, group_size 2) spills.
 _MAX_FOLD_REGISTERS = 112
+# sm_80 partial-CRT fold: accumulators + kept residue words per thread. ptxas (CUDA 13.0,
+# sm_80, 255 registers) compiles 64 + 48 (64x32 warp tile, group_size 4) and 32 + 24
+# without spilling; 128 + 32 (64x64, group_size 2) spills.
+_SM80_MAX_FOLD_REGISTERS = 112
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,8 +254,6 @@ def _illegal_reason(v: GemmVariant) -> str:
     if v.epilogue is Epilogue.INT32_STORE and v.group_size != 1:
         return (f"the {v.epilogue.value} epilogue stores one modulus per launch: "
                 f"group_size must be 1 (got {v.group_size})")
-    if v.epilogue is Epilogue.PARTIAL_CRT and v.arch is not Arch.SM90A:
-        return f"the {v.epilogue.value} epilogue exists on sm_90a only"
     if v.swizzle not in (1, 2, 4, 8):
         return f"swizzle must be 1, 2, 4 or 8 (got {v.swizzle})"
     if v.arch is Arch.SM80 and v.swizzle != 1:
@@ -352,6 +354,10 @@ def _sm80_reason(v: GemmVariant) -> str:
                 f"{v.warp_m}x{v.warp_n}x{v.warp_k}")
     if v.tile_k not in (32, 64, 128):
         return f"tile_k={v.tile_k} must be 32, 64 or 128 (the crosswise int8 smem layout)"
+    k_steps = v.warp_k // inst_k
+    if k_steps < 2 or k_steps % 2:
+        return (f"warp_k={v.warp_k} gives {k_steps} mma.sync k-step(s) per stage; CUTLASS's "
+                "multistage mainloop needs an even number, at least 2 (warp_k 64 or 128)")
     if not 1 <= v.warps <= _SM80_MAX_WARPS:
         return f"{v.warps} warps per CTA, must be 1..{_SM80_MAX_WARPS}"
     # Each warp of the cp.async loader moves whole 16-byte rows of the tile, the same
@@ -370,6 +376,10 @@ def _sm80_reason(v: GemmVariant) -> str:
         return (f"{v.warps} warps leave {budget} registers per thread, fewer than the "
                 f"{registers} accumulators + ~{_SM80_OTHER_REGISTERS} others a "
                 f"{v.warp_m}x{v.warp_n} warp tile needs")
+    if v.epilogue is Epilogue.PARTIAL_CRT:
+        reason = _sm80_fold_reason(v, registers, budget)
+        if reason:
+            return reason
     if v.stages not in _SM80_STAGES:
         return (f"stages={v.stages} must be in {_SM80_STAGES.start}..{_SM80_STAGES.stop - 1} "
                 "for the multistage mainloop")
@@ -377,6 +387,29 @@ def _sm80_reason(v: GemmVariant) -> str:
     if needed > _SM80_SMEM_BYTES:
         return (f"shared memory: {v.stages} stages x {v.smem_stage_bytes} bytes = {needed} "
                 f"bytes exceeds the sm_80 limit of {_SM80_SMEM_BYTES}")
+    return ""
+
+
+def _sm80_fold_reason(v: GemmVariant, registers: int, budget: int) -> str:
+    """Why the sm_80 partial-CRT fold (templates/include/ozaki/group_gemm_sm80.h) cannot run
+    on `v`'s warp tile, or ""."""
+    if v.warp_k != v.tile_k:
+        return (f"the {v.epilogue.value} epilogue needs whole-K warp tiles (warp_k = tile_k = "
+                f"{v.tile_k}, got {v.warp_k}): sliced-K would add the warps' packed residues")
+    # A step of the 2.x visitor epilogue hands each thread warp_n / 4 columns of a row; the
+    # partials leave in vectors of 4 (uint32) or 8 (bytes, one modulus).
+    vector = 8 if v.group_size == 1 else 4
+    if v.warp_n < 4 * vector:
+        return (f"the {v.epilogue.value} epilogue stores {vector} partials per vector: warp_n "
+                f"must be at least {4 * vector} (got {v.warp_n})")
+    # The fold keeps the residues of the first G-1 moduli next to the accumulators, a byte
+    # each; one modulus keeps nothing.
+    kept = registers * (v.group_size - 1) // 4
+    limit = min(budget - _SM80_OTHER_REGISTERS, _SM80_MAX_FOLD_REGISTERS)
+    if v.group_size > 1 and registers + kept > limit:
+        return (f"the {v.epilogue.value} fold of {v.group_size} moduli keeps {kept} residue "
+                f"registers next to {registers} accumulators per thread (at most {limit} "
+                f"together with {v.warps} warps before spilling)")
     return ""
 
 
@@ -395,10 +428,17 @@ def _sm90_fused(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: 
                  group_size=group_size, swizzle=swizzle)
 
 
-def _sm80(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int) -> GemmVariant:
+def _sm80(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int, *,
+          epilogue: Epilogue = Epilogue.INT32_STORE, group_size: int = 1) -> GemmVariant:
     return GemmVariant(arch=Arch.SM80, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2],
                        warp_m=warp[0], warp_n=warp[1], warp_k=warp[2],
-                       schedule=Schedule.MULTISTAGE, stages=stages)
+                       schedule=Schedule.MULTISTAGE, stages=stages, epilogue=epilogue,
+                       group_size=group_size)
+
+
+def _sm80_fused(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int,
+                group_size: int) -> GemmVariant:
+    return _sm80(tile, warp, stages, epilogue=Epilogue.PARTIAL_CRT, group_size=group_size)
 
 
 # The small default set per arch: what `ozaki-cutlass build` compiles. The first entry of
@@ -432,7 +472,10 @@ _FUSED_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
         # staged path's int32 plane for the CRT to read
         _sm90_fused((256, 128, 128), (1, 2), Schedule.COOPERATIVE, 1),
     ),
-    Arch.SM80: (),
+    # mma.sync kernels (correct everywhere, not tuned): one tile for every group size, so
+    # any split of the moduli (15 = 4 + 4 + 4 + 3; 2 moduli: one group of 2) finds its
+    # siblings built. 64x32 warp tiles: 64 accumulators + 48 kept residue words for 4 moduli.
+    Arch.SM80: tuple(_sm80_fused((128, 128, 64), (64, 32, 64), 4, g) for g in (4, 3, 2, 1)),
 }
 
 _DEFAULTS_BY_EPILOGUE: Mapping[Epilogue, Mapping[Arch, tuple[GemmVariant, ...]]] = {
@@ -474,12 +517,12 @@ def _full_sweep(arch: Arch, epilogue: Epilogue = Epilogue.INT32_STORE) -> tuple[
                            swizzle=sw)
             for m, n, k, cluster, schedule, stages, sw, g in itertools.product(*_SM90_SWEEP.values(), groups)
         )
-    elif epilogue is Epilogue.PARTIAL_CRT:
-        return ()
     else:
+        # as on sm_90a: the fused family is the plain sweep with a group-size axis (last)
+        groups = _GROUP_SIZES if epilogue is Epilogue.PARTIAL_CRT else (1,)
         candidates = (
-            _legal_or_none(_sm80, (m, n, k), (wm, wn, k), stages)
-            for m, n, k, wm, wn, stages in itertools.product(*_SM80_SWEEP.values())
+            _legal_or_none(_sm80, (m, n, k), (wm, wn, k), stages, epilogue=epilogue, group_size=g)
+            for m, n, k, wm, wn, stages, g in itertools.product(*_SM80_SWEEP.values(), groups)
         )
     return tuple(v for v in candidates if v is not None)
 
@@ -566,4 +609,8 @@ def variant_from_dict(data: Mapping[str, Any]) -> Variant:
     """The variant an artifact.json's `variant` entry describes (either kind)."""
     if data.get("kind") == "stages":
         return StagesVariant(arch=Arch(data["arch"]))
+    if data.get("kind") == "prologue":  # the opt-in prototype of generator/prologue.py
+        from .prologue import PrologueVariant
+
+        return PrologueVariant.from_dict(data)
     return GemmVariant.from_dict(data)

@@ -1,6 +1,7 @@
 """`ozaki-cutlass`: build the INT8 GEMM kernels for this GPU, list them, run the demo.
 
     ozaki-cutlass build [--arch sm_90a|sm_80] [--variants GLOB] [--jobs N] [--out DIR]
+        (--arch sm_80 --variants 'prologue_*': the opt-in tile-local prologue prototype)
     ozaki-cutlass list  [--arch ...] [--variants GLOB] [--full] [--out DIR]
     ozaki-cutlass demo  [--n N] [--seed S] [--cpu]
     ozaki-cutlass accuracy [--n N] [--phi ...] [--min-moduli A] [--max-moduli B]
@@ -171,6 +172,10 @@ def _build_targets(arch, pattern: str | None):
     stages = StagesVariant(arch=arch)
     if pattern is None or fnmatch.fnmatchcase(stages.name, pattern):
         targets.append(stages)
+    if pattern is not None:  # the opt-in prologue prototype: only when a pattern names it
+        from .generator.prologue import prologue_catalog
+
+        targets.extend(v for v in prologue_catalog(pattern) if v.arch is arch)
     return targets
 
 

@@ -155,8 +155,9 @@ def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = 
 
 
 class GroupGemm(GeneratedLibrary):
-    """One generated fused modulus-group GEMM (sm_90a, partial-CRT epilogue): for the
-    group's G moduli, concatenated along k, X = CRT of (A_g B_g^T mod m_g) mod prod m_g."""
+    """One generated fused modulus-group GEMM (partial-CRT epilogue; sm_90a or sm_80, one C
+    ABI): for the group's G moduli, concatenated along k, X = CRT of (A_g B_g^T mod m_g) mod
+    prod m_g."""
 
     RUN_ARGTYPES = [_int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64,
                     ctypes.POINTER(ctypes.c_uint32), _ptr, ctypes.c_size_t, _ptr]

@@ -96,10 +96,11 @@ def _workspace(device: int, stream: int) -> Workspace:
 
 @dataclass
 class _Kernels:
-    path: str           # "staged" or "fused"
-    variant: object     # the GemmVariant chosen
+    path: str           # "staged", "fused" or "prologue"
+    variant: object     # the GemmVariant chosen (prologue: the PrologueVariant)
     stages: object
-    gemm: object = None  # staged: the INT8 GEMM
+    gemm: object = None  # staged: the INT8 GEMM (prologue: the coarse-bound GEMM)
+    prologue: object = None  # prologue: the loaded prologue kernel (ozaki_cutlass.prologue)
 
 
 def check_sizes(**dims: int) -> None:
@@ -132,6 +133,12 @@ def _requested_variant(kernel, path) -> GemmVariant | None:
 
 def _resolve_kernels(variant, path, arch, m, n, k, count, table) -> _Kernels:
     """The kernels of the call; ``table``: dispatch.load_table()'s (table, source)."""
+    if path == "prologue":  # opt-in prototype, never dispatched (ozaki_cutlass/prologue.py)
+        from . import prologue
+
+        lib = prologue.load_prologue_gemm()
+        return _Kernels(path="prologue", variant=lib.variant, stages=load_stages(arch),
+                        gemm=load_int8_gemm(default_variant(arch)), prologue=lib)
     if variant is None:
         choice = dispatch.choose(dispatch.Problem(m, n, k, count, arch), table=table[0],
                                  table_source=table[1], path=path)
@@ -235,7 +242,9 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     enqueued (to read whether any row or column holds NaN/Inf), and returns device results
     without waiting for the final kernel; native calls do not wait. The dispatcher picks the kernel by
     shape and arch (ozaki_cutlass.dispatch); ``kernel`` (a variant name or GemmVariant)
-    and ``path`` ("staged" or "fused") override it. Every choice gives the same bits.
+    and ``path`` ("staged" or "fused") override it; ``path="prologue"`` runs the opt-in
+    tile-local prologue prototype (ozaki_cutlass.prologue; never chosen otherwise). Every
+    choice gives the same bits.
 
     ``policy``: "auto" (default) runs native cuBLAS DGEMM instead of the emulation where
     that is measured (tuning table) or, on sm_90 outside any table, predicted (H200 cost
@@ -262,9 +271,15 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
         result = _native_fast_lane(a, b, alpha, mode or "accurate")
         if result is not None:
             return result
-    if path is not None and path not in dispatch.PATHS:
-        raise ValueError(f"path must be one of {dispatch.PATHS} or None, got {path!r}")
+    if path is not None and path not in dispatch.PATHS + ("prologue",):
+        raise ValueError(f"path must be one of {dispatch.PATHS + ('prologue',)} or None, got {path!r}")
     prepared = {name: x for name, x in (("a", a), ("b", b)) if isinstance(x, Prepared)}
+    if path == "prologue":
+        from .prologue import refusal
+
+        why = refusal(prepared=bool(prepared), kernel=kernel)
+        if why is not None:
+            raise ValueError(why)
     for name, p in prepared.items():
         p.check_side(name)
     first = next(iter(prepared.values()), None)
@@ -655,7 +670,11 @@ def _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, pre
     if alpha == 0.0 or k == 0:
         _zero_result(kern.stages, C, O, m, n, beta, sh, ws)
         return
-    if kern.path == "fused":
+    if kern.path == "prologue":
+        from . import prologue
+
+        prologue.run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer)
+    elif kern.path == "fused":
         _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer)
     else:
         _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import jinja2
@@ -27,7 +28,13 @@ from ozaki_cutlass.generator.render import (
 
 FUSED_TEMPLATE = "int8_group_gemm_sm90.cu.j2"
 FUSED = catalog("sm_90a", epilogue=Epilogue.PARTIAL_CRT)
+FUSED_SM80 = catalog("sm_80", epilogue=Epilogue.PARTIAL_CRT)
 FUSED_FULL = catalog(full=True, epilogue=Epilogue.PARTIAL_CRT)
+FUSED_SM80_TEMPLATE = "int8_group_gemm_sm80.cu.j2"
+needs_real_sm80_template = pytest.mark.skipif(
+    not (default_templates_dir() / FUSED_SM80_TEMPLATE).is_file(),
+    reason=f"{FUSED_SM80_TEMPLATE} is not in {default_templates_dir()}",
+)
 needs_real_template = pytest.mark.skipif(
     not (default_templates_dir() / FUSED_TEMPLATE).is_file(),
     reason=f"{FUSED_TEMPLATE} is not in {default_templates_dir()}",
@@ -55,8 +62,6 @@ def test_every_group_size_is_legal_on_a_128x128_cooperative_tile(group_size):
 @pytest.mark.parametrize("fields, reason", [
     (dict(group_size=5), "group_size must be in 1..4"),
     (dict(group_size=0), "group_size must be in 1..4"),
-    (dict(arch=Arch.SM80, tile_k=64, warp_m=64, warp_n=64, warp_k=64,
-          schedule=Schedule.MULTISTAGE, stages=4), "partial_crt epilogue exists on sm_90a only"),
     # 128 accumulators + 32 kept residue registers: ptxas spills (checked with CUDA 13.0).
     (dict(tile_n=256, group_size=2), "keeps 32 residue registers next to 128 accumulators"),
     (dict(tile_n=256, group_size=4), "keeps 96 residue registers next to 128 accumulators"),
@@ -81,18 +86,17 @@ def test_the_plain_store_still_takes_one_modulus():
 def test_fused_catalog_is_separate_and_the_default_catalog_unchanged():
     assert FUSED and all(v.epilogue is Epilogue.PARTIAL_CRT for v in FUSED)
     assert FUSED[0].name == "i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g4"
-    assert catalog("sm_80", epilogue=Epilogue.PARTIAL_CRT) == []
-    assert catalog("sm_80", full=True, epilogue="partial_crt") == []
     assert all(v.epilogue is Epilogue.INT32_STORE for v in catalog(full=True))
     assert catalog() == catalog(epilogue=Epilogue.INT32_STORE)
-    assert catalog(epilogue=None) == catalog() + FUSED
+    assert catalog(epilogue=None) == catalog() + FUSED + FUSED_SM80
     assert default_variant("sm_90a").epilogue is Epilogue.INT32_STORE
 
 
 def test_fused_defaults_are_in_the_full_sweep_and_every_group_size_is_swept():
     assert set(FUSED) <= set(FUSED_FULL)
-    assert {v.group_size for v in FUSED_FULL} == {1, 2, 3, 4}
-    assert all(v.arch is Arch.SM90A for v in FUSED_FULL)
+    assert set(FUSED_SM80) <= set(FUSED_FULL)
+    for arch in Arch:
+        assert {v.group_size for v in FUSED_FULL if v.arch is arch} == {1, 2, 3, 4}
 
 
 def test_names_are_unique_over_every_family():
@@ -149,8 +153,132 @@ def test_real_template_renders_the_defaults(variant):
 
 
 @needs_real_template
+@needs_real_sm80_template
 def test_real_template_renders_the_full_fused_sweep():
     for variant in FUSED_FULL:
         text = render(variant)
         assert f"{variant.symbol}_run(" in text, variant.name
-        assert f"cute::Int<{variant.tile_m}>, cute::Int<{variant.tile_n}>" in text
+        assert f"constexpr int kGroupSize = {variant.group_size};" in text, variant.name
+        if variant.arch is Arch.SM90A:
+            assert f"cute::Int<{variant.tile_m}>, cute::Int<{variant.tile_n}>" in text
+        else:
+            assert f"GemmShape<{variant.tile_m}, {variant.tile_n}, {variant.tile_k}>" in text
+            assert f"GemmShape<{variant.warp_m}, {variant.warp_n}, {variant.warp_k}>" in text
+
+
+# --- sm_80: the same ABI on mma.sync kernels ---------------------------------------------
+def fused80(**fields) -> GemmVariant:
+    base = dict(arch=Arch.SM80, tile_m=128, tile_n=128, tile_k=64, warp_m=64, warp_n=32, warp_k=64,
+                schedule=Schedule.MULTISTAGE, stages=4, epilogue=Epilogue.PARTIAL_CRT, group_size=4)
+    return GemmVariant(**(base | fields))
+
+
+def test_sm80_names_follow_the_plain_sm80_names():
+    assert fused80().name == "i8_sm80_128x128x64_w64x32x64_ms_s4_pcrt_g4"
+    plain = fused80(epilogue=Epilogue.INT32_STORE, group_size=1)
+    assert fused80(group_size=1).name == plain.name.replace("_int32_g1", "_pcrt_g1")
+
+
+@pytest.mark.parametrize("group_size", [1, 2, 3, 4])
+def test_sm80_every_group_size_is_legal_on_the_default_tile(group_size):
+    assert fused80(group_size=group_size).group_size == group_size
+
+
+@pytest.mark.parametrize("fields, reason", [
+    # sliced-K: the epilogue would add two warps' packed residues
+    (dict(tile_k=128, warp_k=64), "needs whole-K warp tiles (warp_k = tile_k = 128, got 64)"),
+    # one mma.sync k-step per stage: CUTLASS's MmaBase refuses it (plain kernels too)
+    (dict(tile_k=32, warp_k=32), "warp_k=32 gives 1 mma.sync k-step(s) per stage"),
+    # 128 accumulators + 32 kept residue registers
+    (dict(warp_n=64, group_size=2), "keeps 32 residue registers next to 128 accumulators"),
+    (dict(warp_n=64, group_size=4), "keeps 96 residue registers next to 128 accumulators"),
+    # one-byte partials leave 8 to a vector: a 16-wide warp tile has 4 columns per step
+    (dict(tile_n=64, warp_n=16, group_size=1), "warp_n must be at least 32 (got 16)"),
+    (dict(tile_m=64, tile_n=16, warp_n=8, group_size=2), "warp_n must be at least 16 (got 8)"),
+    (dict(swizzle=8), "swizzle is a setting of the sm_90a persistent tile scheduler"),
+])
+def test_sm80_illegal_fused_variants_are_rejected_with_a_reason(fields, reason):
+    with pytest.raises(IllegalVariantError, match=re.escape(reason)):
+        fused80(**fields)
+
+
+def test_sm80_one_modulus_keeps_nothing_so_the_plain_warp_tiles_fit():
+    """G = 1 folds once, at the end: 128 accumulators per thread are legal (ptxas: 246
+    registers, no spill, on 64x64 warp tiles)."""
+    assert fused80(warp_n=64, group_size=1).group_size == 1
+    assert fused80(tile_n=256, warp_n=64, stages=3, group_size=1).group_size == 1
+
+
+def test_sm80_fused_defaults():
+    assert FUSED_SM80 and FUSED_SM80[0].name == "i8_sm80_128x128x64_w64x32x64_ms_s4_pcrt_g4"
+    assert all(v.arch is Arch.SM80 and v.epilogue is Epilogue.PARTIAL_CRT for v in FUSED_SM80)
+    assert sorted(v.group_size for v in FUSED_SM80) == [1, 2, 3, 4]
+    assert all(v.warp_k == v.tile_k for v in FUSED_SM80)
+
+
+@pytest.mark.parametrize("variant", FUSED + FUSED_SM80, ids=lambda v: v.name)
+def test_every_split_of_the_moduli_finds_its_siblings_among_the_defaults(variant):
+    """The fused path runs a group of `size` moduli on `variant` with group_size = size
+    (pipeline._group_kernel): for every moduli count the runtime takes, each group size
+    its split asks for is a catalogued default of the same tile, so it is built."""
+    from ozaki_cutlass.numerics import MAX_MODULI, MIN_MODULI
+    from ozaki_cutlass.pipeline import group_sizes
+
+    built = set(catalog(variant.arch, epilogue=Epilogue.PARTIAL_CRT))
+    for count in range(max(MIN_MODULI, variant.group_size), MAX_MODULI + 1):
+        for size in set(group_sizes(count, variant.group_size)):
+            sibling = dataclasses.replace(variant, group_size=size)
+            if variant.arch is Arch.SM80:  # every sm_80 sibling is a default (any may be forced)
+                assert sibling in built, (count, sibling.name)
+            else:
+                assert sibling.group_size == size  # legal: made without an error
+
+
+def test_sm80_dispatch_offers_the_fused_defaults():
+    from ozaki_cutlass.dispatch import Problem, choose
+
+    for count in (2, 3, 15, 20):
+        c = choose(Problem(1000, 1000, 1000, count, Arch.SM80), path="fused")
+        assert c.variant in FUSED_SM80 and c.variant.group_size <= count
+    assert choose(Problem(1000, 1000, 1000, 15, Arch.SM80), path="fused").variant == FUSED_SM80[0]
+    # an sm_80 fused kernel may be forced on sm_90 (compute_80 PTX, JIT-compiled)
+    from ozaki_cutlass.dispatch import Candidate
+
+    assert Candidate(path="fused", variant=FUSED_SM80[0]).rejection(
+        Problem(1000, 1000, 1000, 15, Arch.SM90A)) is None
+
+
+def test_sm80_template_and_context():
+    v = FUSED_SM80[0]
+    assert EPILOGUE_TEMPLATES[(Arch.SM80, Epilogue.PARTIAL_CRT)] == FUSED_SM80_TEMPLATE
+    assert template_name(v) == FUSED_SM80_TEMPLATE
+    ctx = context(v)
+    assert set(ctx) == set(context(default_variant("sm_80"))) | {"group_size"}
+    assert ctx["group_size"] == 4 and ctx["epilogue"] == "partial_crt"
+    assert "group_size" not in context(default_variant("sm_80"))
+
+
+def test_the_sm80_fused_template_is_strict(templates_dir):
+    (templates_dir / FUSED_SM80_TEMPLATE).write_text("{{ group_size }} {{ warp_n }} {{ grup_size }}\n")
+    with pytest.raises(jinja2.UndefinedError, match="grup_size"):
+        render(FUSED_SM80[0], templates_dir=templates_dir)
+    (templates_dir / FUSED_SM80_TEMPLATE).write_text("{{ group_size }} {{ warp_n }} {{ symbol }}\n")
+    assert render(FUSED_SM80[0], templates_dir=templates_dir) == f"4 32 {FUSED_SM80[0].symbol}\n"
+    (templates_dir / TEMPLATES[Arch.SM80]).write_text("{{ group_size }}\n")
+    with pytest.raises(jinja2.UndefinedError, match="group_size"):
+        render(default_variant("sm_80"), templates_dir=templates_dir)
+
+
+@needs_real_sm80_template
+@pytest.mark.parametrize("variant", FUSED_SM80, ids=lambda v: v.name)
+def test_real_sm80_template_renders_the_defaults(variant):
+    text = render(variant)
+    assert text == render(variant)
+    assert text.splitlines()[0] == (f"// Generated by ozaki_cutlass.generator from {FUSED_SM80_TEMPLATE} "
+                                    f"for variant {variant.name}; do not edit.")
+    for entry_point in ("run", "workspace_size", "name", "abi_version", "last_error"):
+        assert f"{variant.symbol}_{entry_point}(" in text
+    assert f"constexpr int kGroupSize = {variant.group_size};" in text
+    assert "ozaki::PartialCrtEvtSm80<kGroupSize" in text and "ozaki::GroupGemmSm80Kernel<" in text
+    assert "/*Stages=*/4," in text and "cutlass::arch::OpMultiplyAdd," in text
+    assert "{{" not in text and "{%" not in text and "#error \"" + variant.name + ": unknown" not in text

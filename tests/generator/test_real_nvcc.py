@@ -88,14 +88,16 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
 
 
 @pytest.mark.nvcc
-def test_real_fused_build_binds(real_toolchain, tmp_path):
-    """A fused modulus-group kernel compiles, and its binding refuses moduli that are not
-    pairwise coprime before any CUDA call."""
-    from ozaki_cutlass.generator import Arch, Epilogue, catalog
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_real_fused_build_binds(real_toolchain, tmp_path, arch):
+    """A fused modulus-group kernel of each arch (its default) compiles, and its binding
+    refuses moduli that are not pairwise coprime before any CUDA call."""
+    from ozaki_cutlass.generator import Epilogue, catalog
     from ozaki_cutlass.kernels import GroupGemm, UnsupportedProblem
 
-    variant = catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT)[0]
+    variant = catalog(arch, epilogue=Epilogue.PARTIAL_CRT)[0]
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
+    assert not [s for s in exported_functions(artifact.library_path) if "cutlass" in s.lower()]
     assert {f"{variant.symbol}_{e}" for e in ENTRY_POINTS} <= exported_functions(artifact.library_path)
     kernel = GroupGemm(artifact)
     g, kp = variant.group_size, variant.tile_k

@@ -1,5 +1,6 @@
-"""Fused modulus-group INT8 GEMMs (sm_90a, partial-CRT epilogue) on the GPU: bit for bit
-against the exact integer formula, and the INT8 rate next to the plain kernel.
+"""Fused modulus-group INT8 GEMMs (partial-CRT epilogue; sm_90a, and sm_80 through its
+compute_80 PTX) on the GPU: bit for bit against the exact integer formula and across the
+arches, and the INT8 rate next to the plain kernel.
 
 For the group's moduli m_0..m_{G-1} with residues concatenated along k (row i of A holds
 modulus 0's k_pad values, then modulus 1's, ...; B likewise):
@@ -15,12 +16,13 @@ import pytest
 from fused_support import FusedLib, reference, symmetric_residues
 
 from ozaki_cutlass import _cuda
-from ozaki_cutlass.generator import Epilogue, GemmVariant, build, catalog
+from ozaki_cutlass.generator import Arch, Epilogue, GemmVariant, build, catalog
 
 pytestmark = pytest.mark.gpu
 
 OUT = None  # the default artifact directory (build/ in a checkout)
-VARIANTS = catalog("sm_90a", epilogue=Epilogue.PARTIAL_CRT)
+VARIANTS = [v for arch in (Arch.SM90A, Arch.SM80) for v in catalog(arch, epilogue=Epilogue.PARTIAL_CRT)]
+SM80 = [v for v in VARIANTS if v.arch is Arch.SM80]
 POISON = 0x5A
 MODULI = {
     4: [(256, 255, 253, 251), (199, 197, 193, 191)],
@@ -123,7 +125,7 @@ def test_extreme_accumulators(ctx, variant):
     assert np.array_equal(got, reference(a, b, moduli, k_pad))
 
 
-@pytest.mark.parametrize("variant", VARIANTS[:1], ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", VARIANTS[:1] + SM80[:1], ids=lambda v: v.name)
 def test_bad_moduli_are_refused(ctx, variant):
     lib = load(variant)
     status, text = lib.run(4, 4, variant.tile_k, variant.group_size, 1 << 20,
@@ -153,7 +155,37 @@ def _time(fn, repeats=5):
     return statistics.median(times) / 1e3
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.group_size == 4], ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", SM80, ids=lambda v: v.name)
+def test_sm80_partials_equal_the_sm90a_ones(ctx, rng, variant):
+    """The same inputs through an sm_80 fused kernel and the first sm_90a one of its group
+    size: the same bits, on a shape of several tiles with partial edge tiles."""
+    other = next(v for v in VARIANTS if v.arch is Arch.SM90A and v.group_size == variant.group_size)
+    al = n_align(variant)
+    m, n, k_pad = 2 * variant.tile_m + 5, 3 * variant.tile_n - al, 2 * other.tile_k
+    assert k_pad % variant.tile_k == 0
+    for moduli in MODULI[variant.group_size]:
+        a = make_operands(rng, m, moduli, k_pad)
+        b = make_operands(rng, n, moduli, k_pad)
+        got = run_fused(load(variant), a, b, moduli, k_pad, n)
+        assert np.array_equal(got, run_fused(load(other), a, b, moduli, k_pad, n)), (variant.name, moduli)
+        assert np.array_equal(got, reference(a, b, moduli, k_pad)), (variant.name, moduli)
+
+
+@pytest.mark.parametrize("variant", SM80[:1], ids=lambda v: v.name)
+def test_sm80_needs_no_workspace_and_checks_its_strides(ctx, variant):
+    lib = load(variant)
+    g, k = variant.group_size, variant.tile_k
+    assert lib.workspace_size(300, 256, 4 * k, g) == 0
+    status, text = lib.run(4, 4, k, g, 1 << 20, g * k + 8, 1 << 20, g * k, 1 << 20, 4,
+                           list(MODULI[g][0]))
+    assert status == 1 and "lda" in text and "multiple of 16" in text
+    status, text = lib.run(4, 4, k + 16, g, 1 << 20, g * (k + 16), 1 << 20, g * (k + 16), 1 << 20, 4,
+                           list(MODULI[g][0]))
+    assert status == 1 and f"multiple of tile_k={k}" in text
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.group_size == 4 and v.arch is Arch.SM90A],
+                         ids=lambda v: v.name)
 def test_rate_next_to_the_plain_kernel(ctx, rng, variant, capsys):
     from ozaki_cutlass.kernels import load_int8_gemm
 

@@ -1,0 +1,133 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// The arch-neutral half of the fused modulus-group GEMM's C ABI (version 1, documented at
+// the top of group_gemm_sm90.h): one call as received, and every check of it that needs
+// no CUDA, parameterized by what the kernel's memory accesses demand.
+//
+// Used by the sm_80 kernels (group_gemm_sm80.h). group_gemm_sm90.h still carries its own
+// copy of GroupGemmProblem and of these checks (same rules, same messages; its stride limit
+// is the TMA one): the compiled sm_90a kernels were left as they were verified. The two
+// headers define the same struct and are never included together; moving sm_90a onto this
+// header is a change of its source (and so a rebuild of its kernels).
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "ozaki/group_arith.h"
+#include "ozaki/int8_gemm_entry.h"
+
+namespace ozaki {
+
+// One call of `P_run`, as received.
+struct GroupGemmProblem {
+  int m = 0;
+  int n = 0;
+  int k_pad = 0;
+  int group_size = 0;
+  const int8_t* a = nullptr;
+  int64_t lda = 0;
+  const int8_t* b = nullptr;
+  int64_t ldb = 0;
+  void* x = nullptr;  // PartialElement<G>
+  int64_t ldx = 0;
+  const uint32_t* moduli = nullptr;  // host
+};
+
+// What one kernel demands beyond the ABI's own rules.
+struct GroupGemmLimits {
+  int tile_k;                 // k_pad is a multiple of it (a modulus ends on a k-tile)
+  int64_t max_stride_ab;      // largest lda / ldb in elements the kernel indexes
+  int64_t max_stride_x;       // largest ldx in elements
+};
+
+// Everything about a call to a kernel folding G moduli that can be checked on the host;
+// on success fills `constants` from the moduli.
+template <int G>
+Status check_group_problem(const GroupGemmProblem& p, const GroupGemmLimits& limits,
+                           GroupConstants& constants, ErrorMessage& err) noexcept {
+  static_assert(1 <= G && G <= kMaxGroupSize, "a group holds 1 to 4 moduli");
+  using ElementX = PartialElement<G>;
+  constexpr int kAlignmentAB = 16;                           // int8 per 16-byte access
+  constexpr int kAlignmentX = 16 / sizeof(ElementX);         // partials per 16-byte store
+  constexpr int kMaxKPad = std::numeric_limits<int>::max() / G;  // G*k_pad fits int
+
+  if (p.group_size != G) {
+    return err.set(Status::kNotSupported, "group_size=%d, but this kernel folds exactly %d moduli",
+                   p.group_size, G);
+  }
+  const struct {
+    const char* name;
+    int value;
+  } sizes[] = {{"m", p.m}, {"n", p.n}, {"k_pad", p.k_pad}};
+  for (const auto& s : sizes) {
+    if (s.value < 1) {
+      return err.set(Status::kNotSupported, "%s=%d must be >= 1", s.name, s.value);
+    }
+  }
+  if (p.k_pad % limits.tile_k != 0) {
+    return err.set(Status::kNotSupported,
+                   "k_pad=%d must be a multiple of tile_k=%d (a modulus ends on a k-tile)",
+                   p.k_pad, limits.tile_k);
+  }
+  if (p.k_pad > kMaxKPad) {
+    return err.set(Status::kNotSupported, "k_pad=%d: group_size * k_pad exceeds INT_MAX", p.k_pad);
+  }
+  if (p.n % kAlignmentX != 0) {
+    return err.set(Status::kNotSupported, "n=%d must be a multiple of %d (%d-byte output rows)",
+                   p.n, kAlignmentX, static_cast<int>(sizeof(ElementX)));
+  }
+  const struct {
+    const char* name;
+    const void* ptr;
+  } pointers[] = {{"A", p.a}, {"B", p.b}, {"X", p.x}};
+  for (const auto& q : pointers) {
+    if (q.ptr == nullptr) {
+      return err.set(Status::kNotSupported, "%s is a null pointer", q.name);
+    }
+    if (!detail::is_aligned(q.ptr, kPointerAlignmentBytes)) {
+      return err.set(Status::kNotSupported, "%s=%p must be %d-byte aligned", q.name, q.ptr,
+                     kPointerAlignmentBytes);
+    }
+  }
+  const int64_t k_total = int64_t(G) * p.k_pad;
+  const struct {
+    const char* name;
+    int64_t value;
+    int64_t minimum;
+    int alignment;
+    int64_t maximum;
+  } strides[] = {{"lda", p.lda, k_total, kAlignmentAB, limits.max_stride_ab},
+                 {"ldb", p.ldb, k_total, kAlignmentAB, limits.max_stride_ab},
+                 {"ldx", p.ldx, p.n, kAlignmentX, limits.max_stride_x}};
+  for (const auto& s : strides) {
+    if (s.value < s.minimum) {
+      return err.set(Status::kNotSupported, "%s=%lld must be >= %lld", s.name,
+                     static_cast<long long>(s.value), static_cast<long long>(s.minimum));
+    }
+    if (s.value % s.alignment != 0) {
+      return err.set(Status::kNotSupported, "%s=%lld must be a multiple of %d", s.name,
+                     static_cast<long long>(s.value), s.alignment);
+    }
+    if (s.value > s.maximum) {
+      return err.set(Status::kNotSupported, "%s=%lld is too large for this kernel (at most %lld)",
+                     s.name, static_cast<long long>(s.value), static_cast<long long>(s.maximum));
+    }
+  }
+  if (p.moduli == nullptr) {
+    return err.set(Status::kNotSupported, "moduli is a null pointer");
+  }
+  int bad = -1;
+  const char* why = make_group_constants(p.moduli, G, constants, bad);
+  if (why != nullptr) {
+    if (bad >= 0) {
+      return err.set(Status::kNotSupported, "moduli[%d]=%u: %s", bad, p.moduli[bad], why);
+    }
+    return err.set(Status::kNotSupported, "moduli: %s", why);
+  }
+  return Status::kOk;
+}
+
+}  // namespace ozaki
