@@ -472,17 +472,10 @@ def tune_main(args) -> int:
 
 def _unbuilt(candidate, moduli) -> list[str]:
     """Names of the kernels a candidate needs that are not built (tuning builds nothing)."""
-    from dataclasses import replace
-
     from .kernels import locate
-    from .pipeline import group_sizes
 
-    needed = [candidate.variant]
-    if candidate.path == "fused":
-        needed = [replace(candidate.variant, group_size=g)
-                  for g in sorted(set(group_sizes(moduli, candidate.variant.group_size)))]
     missing = []
-    for v in needed:
+    for v in candidate.kernels(moduli):
         try:
             locate(v, build_missing=False)
         except FileNotFoundError:

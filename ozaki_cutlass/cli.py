@@ -161,14 +161,22 @@ def _select(arch, pattern: str | None, full: bool):
 
 def _build_targets(arch, pattern: str | None):
     """The GEMM variants selected (plain and fused), plus the arch's stage-kernel library
-    (which both pipelines need) unless a pattern leaves it out."""
+    (which both pipelines need) unless a pattern leaves it out. Without a pattern: the
+    arch's default sets and every kernel the tuning table in effect routes to (so that
+    calls the dispatcher sends there do not compile on first use)."""
     import fnmatch
 
-    from .generator import StagesVariant
-
-    from .generator import catalog
+    from .generator import StagesVariant, catalog
 
     targets = catalog(arch, pattern, full=pattern is not None, epilogue=None)
+    if pattern is None:
+        from .dispatch import candidates_from_table, load_table
+        from .reference import DEFAULT_MODULI
+
+        table, source = load_table()
+        for cand in candidates_from_table(table, source):
+            if cand.variant.arch is arch:
+                targets.extend(v for v in cand.kernels(DEFAULT_MODULI) if v not in targets)
     stages = StagesVariant(arch=arch)
     if pattern is None or fnmatch.fnmatchcase(stages.name, pattern):
         targets.append(stages)

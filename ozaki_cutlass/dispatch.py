@@ -21,6 +21,7 @@ cuBLAS DGEMM faster than every emulated candidate: the ``auto`` policy of
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -86,6 +87,16 @@ class Candidate:
 
     def describe(self) -> str:
         return f"{self.path}:{self.variant.name} ({self.source})"
+
+    def kernels(self, moduli: int) -> list[GemmVariant]:
+        """The kernels this candidate launches for ``moduli`` moduli: its variant, or for
+        the fused path the siblings of each group size the moduli split into."""
+        if self.path != "fused":
+            return [self.variant]
+        from .pipeline import group_sizes
+
+        return [dataclasses.replace(self.variant, group_size=g)
+                for g in sorted(set(group_sizes(moduli, self.variant.group_size)), reverse=True)]
 
 
 @dataclass(frozen=True, slots=True)

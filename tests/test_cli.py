@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import sys
 import types
@@ -81,8 +82,15 @@ def test_compute_capability_is_none_without_a_driver_or_gpu():
     assert capability is None or capability[0] >= 3
 
 
+def _table(tmp_path, entries) -> str:
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"gpu": "test", "entries": entries}))
+    return str(path)
+
+
 @needs_real_templates
-def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys):
+def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", _table(tmp_path, []))  # the defaults alone
     argv = ["build", "--arch", "sm_90a", "--out", str(tmp_path / "out")]
     assert cli.main(argv) == 0
     first = capsys.readouterr()
@@ -99,7 +107,26 @@ def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys):
 
 
 @needs_real_templates
-def test_build_defaults_to_the_visible_gpus_arch(fake_nvcc, gpu, tmp_path, capsys):
+def test_build_also_builds_what_the_tuning_table_routes_to(fake_nvcc, tmp_path, monkeypatch):
+    staged = "i8_sm90a_128x128x128_c2x2_pp_s0_int32_g1_sw8"
+    fused = "i8_sm90a_128x128x128_c2x1_coop_s0_pcrt_g4_sw8"
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", _table(tmp_path, [
+        {"path": "native", "m": [1, 9], "n": [1, 9], "k": [1, 9], "ms": 1.0},
+        {"path": "staged", "kernel": staged, "m": [1, 9], "n": [1, 9], "k": [1, 9]},
+        {"path": "fused", "kernel": fused, "m": [10, 99], "n": [10, 99], "k": [10, 99]},
+        {"path": "staged", "kernel": "i8_sm80_128x128x64_w64x64x64_ms_s4_int32_g1"},  # another arch
+    ]))
+    defaults = {v.name for v in catalog("sm_90a", epilogue=None)}
+    assert staged not in defaults and fused not in defaults
+    assert cli.main(["build", "--arch", "sm_90a", "--jobs", "1", "--out", str(tmp_path / "out")]) == 0
+    # 15 moduli (the default count) in groups of 4 run the G = 4 kernel and its G = 3 sibling
+    extra = {staged, fused, fused.replace("_g4_", "_g3_")}
+    assert set(fake_nvcc.compiled()) == defaults | extra | {"stages_sm90a"}
+
+
+@needs_real_templates
+def test_build_defaults_to_the_visible_gpus_arch(fake_nvcc, gpu, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", _table(tmp_path, []))
     gpu((8, 0))
     assert cli.main(["build", "--out", str(tmp_path)]) == 0
     # plain and fused defaults, and the stage kernels
