@@ -4,11 +4,8 @@
 // the top of group_gemm_sm90.h): one call as received, and every check of it that needs
 // no CUDA, parameterized by what the kernel's memory accesses demand.
 //
-// Used by the sm_80 kernels (group_gemm_sm80.h). group_gemm_sm90.h still carries its own
-// copy of GroupGemmProblem and of these checks (same rules, same messages; its stride limit
-// is the TMA one): the compiled sm_90a kernels were left as they were verified. The two
-// headers define the same struct and are never included together; moving sm_90a onto this
-// header is a change of its source (and so a rebuild of its kernels).
+// Used by the sm_90a (group_gemm_sm90.h) and the sm_80 (group_gemm_sm80.h) kernels, with
+// their own limits (GroupGemmLimits).
 
 #pragma once
 

@@ -215,13 +215,7 @@ struct GroupGemmSm80Entry {
 
   static int run(const GroupGemmProblem& problem, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream, ErrorMessage& err) noexcept {
-    err.clear();
-    try {
-      return static_cast<int>(run_checked(problem, workspace, workspace_bytes, stream, err));
-    } catch (...) {
-      return static_cast<int>(
-          err.set(Status::kCudaError, "unexpected C++ exception in the kernel entry point"));
-    }
+    return run_guarded(err, [&] { return run_checked(problem, workspace, workspace_bytes, stream, err); });
   }
 
   // No workspace: each partial is written once, by the CTA that owns its tile.

@@ -43,25 +43,12 @@
 #include "cutlass/kernel_hardware_info.h"
 
 #include "ozaki/group_arith.h"
+#include "ozaki/group_gemm_abi.h"
 #include "ozaki/int8_gemm_entry.h"
+#include "ozaki/int8_gemm_sm90.h"
 #include "ozaki/partial_crt.h"
 
 namespace ozaki {
-
-// One call of `P_run`, as received.
-struct GroupGemmProblem {
-  int m = 0;
-  int n = 0;
-  int k_pad = 0;
-  int group_size = 0;
-  const int8_t* a = nullptr;
-  int64_t lda = 0;
-  const int8_t* b = nullptr;
-  int64_t ldb = 0;
-  void* x = nullptr;  // PartialElement<G>
-  int64_t ldx = 0;
-  const uint32_t* moduli = nullptr;  // host
-};
 
 // Backend of one generated library: `Gemm` is a GemmUniversalAdapter over a kernel whose
 // mainloop is GroupMmaSm90<..., G> and whose epilogue runs PartialCrtEvt<G>.
@@ -85,20 +72,15 @@ struct GroupGemmSm90Entry {
   static_assert(std::is_same_v<StrideB, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "B: K contiguous");
   static_assert(std::is_same_v<StrideD, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "X: row-major");
   static_assert(TileK == cute::size<2>(typename GemmKernel::TileShape{}), "tile_k mismatch");
-
-  static constexpr int kAlignmentAB = 16;         // int8 elements per 16 bytes (TMA)
-  static constexpr int kAlignmentX = 16 / sizeof(ElementX);  // X elements per 16 bytes (TMA)
-  static constexpr int64_t kMaxStrideBytes = int64_t(1) << 40;  // TMA descriptor strides
+  // A split-K or stream-K scheduler would hand one tile's K range to several CTAs; the
+  // fold needs each CTA to see every k-tile of every modulus of its output tile.
+  static_assert(std::is_void_v<typename GemmKernel::TileSchedulerTag> ||
+                    std::is_same_v<typename GemmKernel::TileSchedulerTag, cutlass::gemm::PersistentScheduler>,
+                "the fused kernel needs a data-parallel tile scheduler (no split-K, no stream-K)");
 
   static int run(const GroupGemmProblem& problem, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream, ErrorMessage& err) noexcept {
-    err.clear();
-    try {
-      return static_cast<int>(run_checked(problem, workspace, workspace_bytes, stream, err));
-    } catch (...) {
-      return static_cast<int>(
-          err.set(Status::kCudaError, "unexpected C++ exception in the kernel entry point"));
-    }
+    return run_guarded(err, [&] { return run_checked(problem, workspace, workspace_bytes, stream, err); });
   }
 
   // 0 when the sizes are not a valid problem (run() then reports why).
@@ -122,84 +104,12 @@ struct GroupGemmSm90Entry {
 
  private:
   static constexpr int kMaxKPad = std::numeric_limits<int>::max() / G;  // K = G*k_pad fits int
-
-  static Status check_stride(const char* what, int64_t value, int64_t minimum, int alignment,
-                             int element_bytes, ErrorMessage& err) noexcept {
-    if (value < minimum) {
-      return err.set(Status::kNotSupported, "%s=%lld must be >= %lld", what,
-                     static_cast<long long>(value), static_cast<long long>(minimum));
-    }
-    if (value % alignment != 0) {
-      return err.set(Status::kNotSupported, "%s=%lld must be a multiple of %d", what,
-                     static_cast<long long>(value), alignment);
-    }
-    if (value >= kMaxStrideBytes / element_bytes) {
-      return err.set(Status::kNotSupported, "%s=%lld is too large for TMA (< %lld bytes)", what,
-                     static_cast<long long>(value), static_cast<long long>(kMaxStrideBytes));
-    }
-    return Status::kOk;
-  }
-
-  static Status check_problem(const GroupGemmProblem& p, GroupConstants& constants,
-                              ErrorMessage& err) noexcept {
-    if (p.group_size != G) {
-      return err.set(Status::kNotSupported, "group_size=%d, but this kernel folds exactly %d moduli",
-                     p.group_size, G);
-    }
-    const struct {
-      const char* name;
-      int value;
-    } sizes[] = {{"m", p.m}, {"n", p.n}, {"k_pad", p.k_pad}};
-    for (const auto& s : sizes) {
-      if (s.value < 1) {
-        return err.set(Status::kNotSupported, "%s=%d must be >= 1", s.name, s.value);
-      }
-    }
-    if (p.k_pad % TileK != 0) {
-      return err.set(Status::kNotSupported,
-                     "k_pad=%d must be a multiple of tile_k=%d (a modulus ends on a k-tile)",
-                     p.k_pad, TileK);
-    }
-    if (p.k_pad > kMaxKPad) {
-      return err.set(Status::kNotSupported, "k_pad=%d: group_size * k_pad exceeds INT_MAX", p.k_pad);
-    }
-    if (p.n % kAlignmentX != 0) {
-      return err.set(Status::kNotSupported, "n=%d must be a multiple of %d (%d-byte output rows)",
-                     p.n, kAlignmentX, static_cast<int>(sizeof(ElementX)));
-    }
-    const struct {
-      const char* name;
-      const void* ptr;
-    } pointers[] = {{"A", p.a}, {"B", p.b}, {"X", p.x}};
-    for (const auto& q : pointers) {
-      if (q.ptr == nullptr) {
-        return err.set(Status::kNotSupported, "%s is a null pointer", q.name);
-      }
-      if (!detail::is_aligned(q.ptr, kPointerAlignmentBytes)) {
-        return err.set(Status::kNotSupported, "%s=%p must be %d-byte aligned", q.name, q.ptr,
-                       kPointerAlignmentBytes);
-      }
-    }
-    const int64_t k_total = int64_t(G) * p.k_pad;
-    Status s = Status::kOk;
-    if ((s = check_stride("lda", p.lda, k_total, kAlignmentAB, 1, err)) != Status::kOk ||
-        (s = check_stride("ldb", p.ldb, k_total, kAlignmentAB, 1, err)) != Status::kOk ||
-        (s = check_stride("ldx", p.ldx, p.n, kAlignmentX, sizeof(ElementX), err)) != Status::kOk) {
-      return s;
-    }
-    if (p.moduli == nullptr) {
-      return err.set(Status::kNotSupported, "moduli is a null pointer");
-    }
-    int bad = -1;
-    const char* why = make_group_constants(p.moduli, G, constants, bad);
-    if (why != nullptr) {
-      if (bad >= 0) {
-        return err.set(Status::kNotSupported, "moduli[%d]=%u: %s", bad, p.moduli[bad], why);
-      }
-      return err.set(Status::kNotSupported, "moduli: %s", why);
-    }
-    return Status::kOk;
-  }
+  // TMA descriptors: strides below 2^40 bytes.
+  static constexpr GroupGemmLimits kLimits{
+      /*tile_k=*/TileK,
+      /*max_stride_ab=*/(int64_t(1) << 40) - 1,
+      /*max_stride_x=*/(int64_t(1) << 40) / int64_t(sizeof(ElementX)) - 1,
+  };
 
   static Arguments make_arguments(const GroupGemmProblem& p, const GroupConstants& constants) {
     // Batch strides (L = 1) are unused, but TMA encodes one: the leading dimension is valid.
@@ -226,66 +136,21 @@ struct GroupGemmSm90Entry {
     return args;
   }
 
-  // As Int8GemmSm90::bind_device: a current context and the current device's SM count
-  // before Gemm::initialize encodes the TMA descriptors.
-  static Status bind_device(Arguments& args, ErrorMessage& err) noexcept {
-    int device = 0;
-    cudaError_t cuda = cudaGetDevice(&device);
-    if (cuda != cudaSuccess) {
-      return cuda_failure("cudaGetDevice", cuda, err);
-    }
-    cudaFuncAttributes attributes{};
-    cuda = cudaFuncGetAttributes(&attributes, cutlass::device_kernel<GemmKernel>);
-    if (cuda != cudaSuccess) {
-      return cuda_failure("loading the sm_90a kernel (cudaFuncGetAttributes)", cuda, err);
-    }
-    int sm_count = 0;
-    cuda = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-    if (cuda != cudaSuccess) {
-      return cuda_failure("cudaDeviceGetAttribute(MultiProcessorCount)", cuda, err);
-    }
-    args.hw_info.device_id = device;
-    args.hw_info.sm_count = sm_count;
-    return Status::kOk;
-  }
-
   static Status run_checked(const GroupGemmProblem& problem, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream, ErrorMessage& err) {
     GroupConstants constants;
-    Status status = check_problem(problem, constants, err);
+    const Status status = check_group_problem<G>(problem, kLimits, constants, err);
     if (status != Status::kOk) {
       return status;
     }
     Arguments args = make_arguments(problem, constants);
-    cutlass::Status cs = Gemm::can_implement(args);
-    if (cs != cutlass::Status::kSuccess) {
-      return err.set(Status::kNotSupported,
-                     "CUTLASS can_implement rejected m=%d n=%d k_pad=%d group_size=%d: %s",
-                     problem.m, problem.n, problem.k_pad, problem.group_size,
-                     cutlass::cutlassGetStatusString(cs));
-    }
-    status = check_workspace(Gemm::get_workspace_size(args), workspace, workspace_bytes, err);
-    if (status != Status::kOk) {
-      return status;
-    }
-    status = bind_device(args, err);
-    if (status != Status::kOk) {
-      return status;
-    }
-    Gemm gemm;
-    cs = gemm.initialize(args, workspace, stream);
-    if (cs != cutlass::Status::kSuccess) {
-      return cutlass_failure("initialize", cs, err);
-    }
-    cs = gemm.run(stream);
-    if (cs != cutlass::Status::kSuccess) {
-      return cutlass_failure("launch", cs, err);
-    }
-    const cudaError_t cuda = cudaGetLastError();
-    if (cuda != cudaSuccess) {
-      return cuda_failure("kernel launch", cuda, err);
-    }
-    return Status::kOk;
+    char text[96];
+    std::snprintf(text, sizeof(text), "m=%d n=%d k_pad=%d group_size=%d", problem.m, problem.n,
+                  problem.k_pad, problem.group_size);
+    return run_cutlass_gemm<Gemm>(
+        args, Gemm::get_workspace_size(args), workspace, workspace_bytes, stream,
+        [](Arguments& a, ErrorMessage& e) { return bind_sm90_device<GemmKernel>(a.hw_info, e); },
+        text, err);
   }
 };
 

@@ -32,6 +32,8 @@
 
 #include "cutlass/cutlass.h"
 
+#include "ozaki/error_message.h"
+
 // Marks the five entry points of a generated library. The templates compile everything
 // else with hidden visibility, so a process that loads many variants sees only these.
 #define OZAKI_EXPORT extern "C" __attribute__((visibility("default")))
@@ -45,26 +47,6 @@ enum class Status : int {
   kOk = 0,
   kNotSupported = 1,  // the problem is outside what this kernel handles
   kCudaError = 2,     // CUDA or CUTLASS failed at initialize or launch
-};
-
-// The text behind `P_last_error`. One per thread and per library (the template owns
-// the `thread_local` instance); fixed size, so setting it never allocates or throws.
-class ErrorMessage {
- public:
-  void clear() noexcept { text_[0] = '\0'; }
-  const char* c_str() const noexcept { return text_; }
-
-  __attribute__((format(printf, 3, 4)))
-  Status set(Status status, const char* format, ...) noexcept {
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(text_, sizeof(text_), format, args);
-    va_end(args);
-    return status;
-  }
-
- private:
-  char text_[512] = {};
 };
 
 // One call of `P_run`, as received (strides and batch strides in elements).
@@ -259,6 +241,55 @@ inline Status cuda_failure(const char* stage, cudaError_t cuda, ErrorMessage& er
                  cudaGetErrorString(cuda));
 }
 
+// `run` of every generated entry point: clears the message, runs `body` (which returns a
+// Status) and turns an escaping C++ exception into status 2 with a message.
+template <class Body>
+int run_guarded(ErrorMessage& err, Body&& body) noexcept {
+  err.clear();
+  try {
+    return static_cast<int>(body());
+  } catch (...) {
+    return static_cast<int>(
+        err.set(Status::kCudaError, "unexpected C++ exception in the kernel entry point"));
+  }
+}
+
+// What every CUTLASS device-level GEMM entry runs after its own checks: CUTLASS's
+// can_implement (`problem` names the call in its message), the workspace check, the
+// backend's `bind_device(args, err)`, initialize, run, and the launch's CUDA error.
+template <class Gemm, class BindDevice>
+Status run_cutlass_gemm(typename Gemm::Arguments& args, size_t workspace_needed, void* workspace,
+                        size_t workspace_bytes, cudaStream_t stream, BindDevice&& bind_device,
+                        const char* problem, ErrorMessage& err) {
+  cutlass::Status cs = Gemm::can_implement(args);
+  if (cs != cutlass::Status::kSuccess) {
+    return err.set(Status::kNotSupported, "CUTLASS can_implement rejected %s: %s", problem,
+                   cutlass::cutlassGetStatusString(cs));
+  }
+  Status status = check_workspace(workspace_needed, workspace, workspace_bytes, err);
+  if (status != Status::kOk) {
+    return status;
+  }
+  status = bind_device(args, err);
+  if (status != Status::kOk) {
+    return status;
+  }
+  Gemm gemm;
+  cs = gemm.initialize(args, workspace, stream);
+  if (cs != cutlass::Status::kSuccess) {
+    return cutlass_failure("initialize", cs, err);
+  }
+  cs = gemm.run(stream);
+  if (cs != cutlass::Status::kSuccess) {
+    return cutlass_failure("launch", cs, err);
+  }
+  const cudaError_t cuda = cudaGetLastError();
+  if (cuda != cudaSuccess) {
+    return cuda_failure("kernel launch", cuda, err);
+  }
+  return Status::kOk;
+}
+
 // The five entry points of one generated library. `Backend` (see int8_gemm_sm90.h,
 // int8_gemm_sm80.h) provides:
 //   using Gemm;                                        // a CUTLASS device-level GEMM
@@ -273,13 +304,7 @@ struct Int8GemmEntry {
 
   static int run(const Int8GemmProblem& problem, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream, ErrorMessage& err) noexcept {
-    err.clear();
-    try {
-      return static_cast<int>(run_checked(problem, workspace, workspace_bytes, stream, err));
-    } catch (...) {
-      return static_cast<int>(
-          err.set(Status::kCudaError, "unexpected C++ exception in the kernel entry point"));
-    }
+    return run_guarded(err, [&] { return run_checked(problem, workspace, workspace_bytes, stream, err); });
   }
 
   // 0 when the sizes are not a valid problem (run() then reports why).
@@ -298,42 +323,16 @@ struct Int8GemmEntry {
  private:
   static Status run_checked(const Int8GemmProblem& problem, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream, ErrorMessage& err) {
-    Status status = check_problem(problem, Backend::kRequirements, err);
+    const Status status = check_problem(problem, Backend::kRequirements, err);
     if (status != Status::kOk) {
       return status;
     }
     Arguments args = Backend::make_arguments(problem);
-
-    // Our checks come first (they need no CUDA); these are CUTLASS's own.
-    cutlass::Status cs = Gemm::can_implement(args);
-    if (cs != cutlass::Status::kSuccess) {
-      return err.set(Status::kNotSupported, "CUTLASS can_implement rejected m=%d n=%d k=%d batch=%d: %s",
-                     problem.m, problem.n, problem.k, problem.batch,
-                     cutlass::cutlassGetStatusString(cs));
-    }
-    status = check_workspace(Backend::workspace_size(args), workspace, workspace_bytes, err);
-    if (status != Status::kOk) {
-      return status;
-    }
-    status = Backend::bind_device(args, err);
-    if (status != Status::kOk) {
-      return status;
-    }
-
-    Gemm gemm;
-    cs = gemm.initialize(args, workspace, stream);
-    if (cs != cutlass::Status::kSuccess) {
-      return cutlass_failure("initialize", cs, err);
-    }
-    cs = gemm.run(stream);
-    if (cs != cutlass::Status::kSuccess) {
-      return cutlass_failure("launch", cs, err);
-    }
-    const cudaError_t cuda = cudaGetLastError();
-    if (cuda != cudaSuccess) {
-      return cuda_failure("kernel launch", cuda, err);
-    }
-    return Status::kOk;
+    char text[96];
+    std::snprintf(text, sizeof(text), "m=%d n=%d k=%d batch=%d", problem.m, problem.n, problem.k,
+                  problem.batch);
+    return run_cutlass_gemm<Gemm>(args, Backend::workspace_size(args), workspace, workspace_bytes,
+                                  stream, Backend::bind_device, text, err);
   }
 };
 

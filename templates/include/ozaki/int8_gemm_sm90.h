@@ -19,6 +19,36 @@
 
 namespace ozaki {
 
+// Runs before Gemm::initialize, which encodes the TMA descriptors. CUTLASS only prints
+// (and, with NDEBUG, ignores) a failed encode, so everything it needs must hold here:
+//  - a current context: the kernel query below makes the runtime bind the current
+//    device's primary context if none is current (it does not replace a current one),
+//    and fails loudly if this sm_90a image cannot run on the device;
+//  - the SM count of the *current* device for the persistent scheduler's grid (left
+//    at 0, CUTLASS would query device 0 instead).
+// Shared by the plain (Int8GemmSm90) and the fused (group_gemm_sm90.h) kernels.
+template <class GemmKernel>
+Status bind_sm90_device(cutlass::KernelHardwareInfo& hw_info, ErrorMessage& err) noexcept {
+  int device = 0;
+  cudaError_t cuda = cudaGetDevice(&device);
+  if (cuda != cudaSuccess) {
+    return cuda_failure("cudaGetDevice", cuda, err);
+  }
+  cudaFuncAttributes attributes{};
+  cuda = cudaFuncGetAttributes(&attributes, cutlass::device_kernel<GemmKernel>);
+  if (cuda != cudaSuccess) {
+    return cuda_failure("loading the sm_90a kernel (cudaFuncGetAttributes)", cuda, err);
+  }
+  int sm_count = 0;
+  cuda = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  if (cuda != cudaSuccess) {
+    return cuda_failure("cudaDeviceGetAttribute(MultiProcessorCount)", cuda, err);
+  }
+  hw_info.device_id = device;
+  hw_info.sm_count = sm_count;
+  return Status::kOk;
+}
+
 // Every CUTLASS 3.x epilogue FusionCallbacks type this backend accepts receives its
 // runtime arguments from this trait; a store-only epilogue has none. A later epilogue
 // (e.g. a partial-CRT visitor) specializes it to pass its own arguments.
@@ -90,32 +120,8 @@ struct Int8GemmSm90 {
   // Host only: the persistent tile scheduler's and epilogue's needs depend on sizes alone.
   static size_t workspace_size(const Arguments& args) { return Gemm::get_workspace_size(args); }
 
-  // Runs before Gemm::initialize, which encodes the TMA descriptors. CUTLASS only prints
-  // (and, with NDEBUG, ignores) a failed encode, so everything it needs must hold here:
-  //  - a current context: the kernel query below makes the runtime bind the current
-  //    device's primary context if none is current (it does not replace a current one),
-  //    and fails loudly if this sm_90a image cannot run on the device;
-  //  - the SM count of the *current* device for the persistent scheduler's grid (left
-  //    at 0, CUTLASS would query device 0 instead).
   static Status bind_device(Arguments& args, ErrorMessage& err) noexcept {
-    int device = 0;
-    cudaError_t cuda = cudaGetDevice(&device);
-    if (cuda != cudaSuccess) {
-      return cuda_failure("cudaGetDevice", cuda, err);
-    }
-    cudaFuncAttributes attributes{};
-    cuda = cudaFuncGetAttributes(&attributes, cutlass::device_kernel<GemmKernel>);
-    if (cuda != cudaSuccess) {
-      return cuda_failure("loading the sm_90a kernel (cudaFuncGetAttributes)", cuda, err);
-    }
-    int sm_count = 0;
-    cuda = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-    if (cuda != cudaSuccess) {
-      return cuda_failure("cudaDeviceGetAttribute(MultiProcessorCount)", cuda, err);
-    }
-    args.hw_info.device_id = device;
-    args.hw_info.sm_count = sm_count;
-    return Status::kOk;
+    return bind_sm90_device<GemmKernel>(args.hw_info, err);
   }
 };
 

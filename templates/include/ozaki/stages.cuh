@@ -152,6 +152,7 @@
 
 #include <cuda_runtime.h>
 
+#include "ozaki/error_message.h"
 #include "ozaki/group_arith.h"  // partial_bytes: how the fused kernels store group partials
 
 // Marks the entry points of a generated library (the same spelling as the GEMM ABI's).
@@ -196,25 +197,8 @@ enum Status : int {
   kCudaError = 2,
 };
 
-// The text behind P_last_error. The template owns one thread_local instance; fixed size,
-// so setting it never allocates or throws.
-class Message {
- public:
-  void clear() noexcept { text_[0] = '\0'; }
-  const char* c_str() const noexcept { return text_; }
-
-  __attribute__((format(printf, 3, 4)))
-  int set(int status, const char* format, ...) noexcept {
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(text_, sizeof(text_), format, args);
-    va_end(args);
-    return status;
-  }
-
- private:
-  char text_[512] = {};
-};
+// The text behind P_last_error (ozaki/error_message.h).
+using Message = ErrorMessage;
 
 // =====================================================================================
 // Scalar helpers. __host__ __device__ so that host unit tests can check them against
