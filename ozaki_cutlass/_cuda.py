@@ -7,6 +7,7 @@ the call. The driver is imported on first use, never at import time.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,24 @@ def ensure_context(ordinal: int = 0):
     _CONTEXTS[ordinal] = ctx
     check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
+
+
+@contextlib.contextmanager
+def on_device(ordinal: int = 0):
+    """``with on_device(i):`` runs the block with GPU i's primary context current
+    (ensure_context) and then makes current again whatever context was current before
+    (none included), so a call on another GPU's arrays does not move the caller's CuPy or
+    PyTorch onto that GPU."""
+    try:
+        previous = check(_driver().cuCtxGetCurrent(), "cuCtxGetCurrent")
+    except Exception:  # noqa: BLE001 - no driver, or not initialized: ensure_context says why
+        previous = None
+    ctx = ensure_context(ordinal)
+    try:
+        yield ctx
+    finally:
+        if previous is not None and int(previous) != int(ctx):
+            check(_driver().cuCtxSetCurrent(previous), "cuCtxSetCurrent")
 
 
 class DeviceBuffer:

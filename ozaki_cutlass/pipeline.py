@@ -335,58 +335,58 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
         if isinstance(O, Matrix) and O.device is not None and O.device != device:
             raise ValueError(f"out is on GPU {O.device}, a and b on GPU {device}")
 
-    _cuda.ensure_context(device)
-    arch = visible_arch(device)
-    if arch is None:
-        raise _cuda.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
-    table = dispatch.load_table()
-    native, why = _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device, table)
-    kern = None if native else _resolve_kernels(variant, path, arch, m, n, k, count, table)
-    sh = _default_stream(kind, stream, device)
-    keep: list = []
-    if on_host:
-        A = A if "a" in prepared else _to_device(a, keep)
-        B = B if "b" in prepared else _to_device(b, keep)
-        C = _to_device(c, keep) if c is not None and beta != 0.0 else None  # beta == 0: c is not read
-    A = A.t() if trans_a else A
-    B = B.t() if trans_b else B
+    with _cuda.on_device(device):  # the caller's current GPU is current again after the call
+        arch = visible_arch(device)
+        if arch is None:
+            raise _cuda.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
+        table = dispatch.load_table()
+        native, why = _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device, table)
+        kern = None if native else _resolve_kernels(variant, path, arch, m, n, k, count, table)
+        sh = _default_stream(kind, stream, device)
+        keep: list = []
+        if on_host:
+            A = A if "a" in prepared else _to_device(a, keep)
+            B = B if "b" in prepared else _to_device(b, keep)
+            C = _to_device(c, keep) if c is not None and beta != 0.0 else None  # beta == 0: c is not read
+        A = A.t() if trans_a else A
+        B = B.t() if trans_b else B
 
-    if out is not None and not on_host:
-        result = out
-    else:
-        result, O = allocate_like("numpy" if on_host else kind, m, n, device)
-    plan = _native_plan(A, B, C, O, beta) if native else None
-    if native and plan is None:
-        if policy == "native":
-            raise ValueError("policy='native': cuBLAS cannot take these layouts (each of a, b, c and out needs "
-                             "a unit stride along one dimension, c and out the same one, and out must not "
-                             "overlap a or b)")
-        native, why = False, "cuBLAS cannot take these layouts"
-        kern = _resolve_kernels(variant, path, arch, m, n, k, count, table)
-    timer = _Timer(sh, timings is not None)
-    timer.mark("start")
-    if native:
-        _run_native(plan, alpha, beta, sh)
-        timer.mark("native")
-    else:
-        if m and n:
-            ws = _workspace(device, sh)
-            with ws.lock:
-                _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared)
-        timer.mark("crt")
-    if timings is not None:
-        if native:
-            timings.update(timer.result(), path="native", kernel="cublasDgemm_v2", policy=why)
+        if out is not None and not on_host:
+            result = out
         else:
-            timings.update(timer.result(), path=kern.path, kernel=kern.variant.name)
-    if on_host:
-        _cuda.synchronize(sh)
-        value = result.get()
-        if out is None:
-            return value
-        out[...] = value
-        return out
-    return result
+            result, O = allocate_like("numpy" if on_host else kind, m, n, device)
+        plan = _native_plan(A, B, C, O, beta) if native else None
+        if native and plan is None:
+            if policy == "native":
+                raise ValueError("policy='native': cuBLAS cannot take these layouts (each of a, b, c and out needs "
+                                 "a unit stride along one dimension, c and out the same one, and out must not "
+                                 "overlap a or b)")
+            native, why = False, "cuBLAS cannot take these layouts"
+            kern = _resolve_kernels(variant, path, arch, m, n, k, count, table)
+        timer = _Timer(sh, timings is not None)
+        timer.mark("start")
+        if native:
+            _run_native(plan, alpha, beta, sh)
+            timer.mark("native")
+        else:
+            if m and n:
+                ws = _workspace(device, sh)
+                with ws.lock:
+                    _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared)
+            timer.mark("crt")
+        if timings is not None:
+            if native:
+                timings.update(timer.result(), path="native", kernel="cublasDgemm_v2", policy=why)
+            else:
+                timings.update(timer.result(), path=kern.path, kernel=kern.variant.name)
+        if on_host:
+            _cuda.synchronize(sh)
+            value = result.get()
+            if out is None:
+                return value
+            out[...] = value
+            return out
+        return result
 
 
 # --------------------------------------------------------------------------- native fast lane
@@ -431,19 +431,25 @@ def _native_fast_lane(a, b, alpha, mode):
     key = (m, n, k, mode, device, os.environ.get("OZAKI_TUNING_TABLE"))
     if not _FAST_DECISIONS.get(key, False):
         return None
-    _cuda.ensure_context(device)  # one driver query when it is current already
-    A = Matrix(fa[0], m, k, fa[3], fa[4], kind, device, a)
-    B = Matrix(fb[0], k, n, fb[3], fb[4], kind, device, b)
+    # only on the framework's current GPU (the general path handles the others), checked
+    # before making its context current
     if kind == "cupy":
         import cupy
 
         if cupy.cuda.runtime.getDevice() != device:
             return None
-        result = cupy.empty((m, n), dtype=cupy.float64)
-        sh = cupy.cuda.get_current_stream().ptr
     else:
         import torch
 
+        if torch.cuda.current_device() != device:
+            return None
+    _cuda.ensure_context(device)  # one driver query when it is current already
+    A = Matrix(fa[0], m, k, fa[3], fa[4], kind, device, a)
+    B = Matrix(fb[0], k, n, fb[3], fb[4], kind, device, b)
+    if kind == "cupy":
+        result = cupy.empty((m, n), dtype=cupy.float64)
+        sh = cupy.cuda.get_current_stream().ptr
+    else:
         result = torch.empty((m, n), dtype=torch.float64, device=a.device)
         sh = torch.cuda.current_stream(a.device).cuda_stream
     O = Matrix(result.data.ptr if kind == "cupy" else result.data_ptr(), m, n, n or 1, 1, kind, device, result)

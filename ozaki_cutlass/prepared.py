@@ -104,48 +104,48 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
     check_sizes(rows=X.shape[0], cols=X.shape[1])
     kind = "numpy" if isinstance(X, np.ndarray) else X.kind
     device = 0 if isinstance(X, np.ndarray) or X.device is None else X.device
-    _cuda.ensure_context(device)
-    from ._device import visible_arch
+    with _cuda.on_device(device):  # the caller's current GPU is current again after the call
+        from ._device import visible_arch
 
-    arch = visible_arch(device)
-    if arch is None:
-        raise _cuda.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
-    keep: list = []
-    if isinstance(X, np.ndarray):
-        X = _to_device(x, keep)
-    X = X.t() if trans else X
-    if side == "left":  # rows of op(A): vs = rs, es = cs
-        nvec, k = X.rows, X.cols
-        vs, es, rows_pad = X.rs, X.cs, X.rows
-    else:               # columns of op(B): vs = cs, es = rs
-        k, nvec = X.rows, X.cols
-        vs, es, rows_pad = X.cs, X.rs, _round_up(X.cols, 4)
-    st = load_stages(arch)
-    sh = _default_stream(kind, stream, device)
+        arch = visible_arch(device)
+        if arch is None:
+            raise _cuda.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
+        keep: list = []
+        if isinstance(X, np.ndarray):
+            X = _to_device(x, keep)
+        X = X.t() if trans else X
+        if side == "left":  # rows of op(A): vs = rs, es = cs
+            nvec, k = X.rows, X.cols
+            vs, es, rows_pad = X.rs, X.cs, X.rows
+        else:               # columns of op(B): vs = cs, es = rs
+            k, nvec = X.rows, X.cols
+            vs, es, rows_pad = X.cs, X.rs, _round_up(X.cols, 4)
+        st = load_stages(arch)
+        sh = _default_stream(kind, stream, device)
 
-    def buf(nbytes: int) -> int:
-        b = _cuda.DeviceBuffer(max(nbytes, 16))
-        keep.append(b)
-        return b.ptr
+        def buf(nbytes: int) -> int:
+            b = _cuda.DeviceBuffer(max(nbytes, 16))
+            keep.append(b)
+            return b.ptr
 
-    accurate = mode == "accurate"
-    k16 = _round_up(k, 16)
-    d = dict(X=X, nvec=nvec, vs=vs, es=es, packed=buf(8 * nvec * k) if _needs_pack(nvec, k, es) else 0,
-             e=buf(4 * nvec), fast=buf(4 * nvec), nonfinite=buf(4 * nvec), rows_pad=rows_pad,
-             bar=buf(rows_pad * k16) if accurate else 0)
-    pb = crt_constants(count).bound_exponent
-    if k:
-        _operand_stages(st, d, k, pb, accurate, sh)
-    else:  # nothing to scan: no non-finite entries; the zero-size vector set
-        d["v"] = (X.ptr, nvec, 0, vs, es)
-        if nvec:
-            _cuda.check(_cuda._driver().cuMemsetD8Async(d["nonfinite"], 0, 4 * nvec, _cuda.as_cu_stream(sh)),
-                        "memset")
-    residues = 0
-    if not accurate:
-        from .pipeline import _workspace
+        accurate = mode == "accurate"
+        k16 = _round_up(k, 16)
+        d = dict(X=X, nvec=nvec, vs=vs, es=es, packed=buf(8 * nvec * k) if _needs_pack(nvec, k, es) else 0,
+                 e=buf(4 * nvec), fast=buf(4 * nvec), nonfinite=buf(4 * nvec), rows_pad=rows_pad,
+                 bar=buf(rows_pad * k16) if accurate else 0)
+        pb = crt_constants(count).bound_exponent
+        if k:
+            _operand_stages(st, d, k, pb, accurate, sh)
+        else:  # nothing to scan: no non-finite entries; the zero-size vector set
+            d["v"] = (X.ptr, nvec, 0, vs, es)
+            if nvec:
+                _cuda.check(_cuda._driver().cuMemsetD8Async(d["nonfinite"], 0, 4 * nvec, _cuda.as_cu_stream(sh)),
+                            "memset")
+        residues = 0
+        if not accurate:
+            from .pipeline import _workspace
 
-        residues = buf(count * rows_pad * k16)
-        st.residues(*d["v"], d["fast"], count, _workspace(device, sh).moduli(), residues, rows_pad, k16, sh)
-    return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=d["v"], exps=d["e"],
-                    fast=d["fast"], nonfinite=d["nonfinite"], coarse=d["bar"], residues=residues, _keep=keep)
+            residues = buf(count * rows_pad * k16)
+            st.residues(*d["v"], d["fast"], count, _workspace(device, sh).moduli(), residues, rows_pad, k16, sh)
+        return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=d["v"], exps=d["e"],
+                        fast=d["fast"], nonfinite=d["nonfinite"], coarse=d["bar"], residues=residues, _keep=keep)

@@ -1,0 +1,85 @@
+"""ozaki_cutlass._cuda helpers on the CPU: event_times (a recording stand-in for the CUDA
+event timer shows the order of the calls and what is timed) and on_device (a stand-in
+driver shows which context is current when)."""
+
+from ozaki_cutlass import _cuda
+
+
+class _Recorder:
+    log: list = []
+
+    def __init__(self, stream=0):
+        self.stream = stream
+
+    def start(self):
+        self.log.append(("start", self.stream))
+
+    def stop(self):
+        self.log.append(("stop", self.stream))
+        return float(len(self.log))
+
+
+def test_calls_alternate_after_warmup(monkeypatch):
+    _Recorder.log = []
+    monkeypatch.setattr(_cuda, "EventTimer", _Recorder)
+    calls = []
+
+    def make(name):
+        def fn():
+            calls.append(name)
+            _Recorder.log.append(("call", name))
+            return f"{name}{len(calls)}"
+        return fn
+
+    times, last = _cuda.event_times([make("a"), make("b")], warmup=2, reps=3, stream=7)
+    assert calls == ["a", "b"] * 5  # 2 untimed rounds, then 3 timed ones, in alternation
+    timed = _Recorder.log[4:]  # the warm-up rounds record nothing
+    assert [e for e in _Recorder.log[:4]] == [("call", "a"), ("call", "b")] * 2
+    assert timed == [("start", 7), ("call", "a"), ("stop", 7), ("start", 7), ("call", "b"), ("stop", 7)] * 3
+    assert [len(t) for t in times] == [3, 3]
+    assert times[0][0] < times[1][0] < times[0][1]  # each value is that call's own stop
+    assert last == ["a9", "b10"]
+
+
+class _FakeDriver:
+    """The two context calls of cuda.bindings.driver that on_device makes."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    def __init__(self, current):
+        self.current = current
+        self.set_calls = []
+
+    def cuCtxGetCurrent(self):
+        return (0, self.current)
+
+    def cuCtxSetCurrent(self, ctx):
+        self.set_calls.append(ctx)
+        self.current = ctx
+        return (0,)
+
+
+def test_on_device_makes_the_previous_context_current_again(monkeypatch):
+    fake = _FakeDriver(current=11)  # the caller's context (e.g. CuPy's GPU 0)
+    monkeypatch.setattr(_cuda, "_driver", lambda: fake)
+
+    def ensure(ordinal=0):
+        fake.current = 20 + ordinal  # what ensure_context does: the GPU's primary context
+        return fake.current
+
+    monkeypatch.setattr(_cuda, "ensure_context", ensure)
+    with _cuda.on_device(1) as ctx:
+        assert ctx == 21 and fake.current == 21
+    assert fake.current == 11 and fake.set_calls == [11]
+    try:  # also when the block raises
+        with _cuda.on_device(1):
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert fake.current == 11
+    fake.set_calls.clear()
+    fake.current = 20
+    with _cuda.on_device(0):  # already current: nothing to restore
+        pass
+    assert fake.set_calls == []
