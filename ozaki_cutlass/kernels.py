@@ -45,12 +45,12 @@ def raise_for_status(status: int, last_error, where: str) -> None:
     raise KernelError(f"{where}: {message}")
 
 
-def _open(library: Path, symbol: str, name: str) -> ctypes.CDLL:
+def _open(library: Path, symbol: str, name: str, abi_version: int = ABI_VERSION) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
     abi = getattr(lib, f"{symbol}_abi_version")
     abi.restype, abi.argtypes = _int, []
-    if abi() != ABI_VERSION:
-        raise KernelError(f"{library}: ABI version {abi()} (this runtime speaks {ABI_VERSION})")
+    if abi() != abi_version:
+        raise KernelError(f"{library}: ABI version {abi()} (this runtime speaks {abi_version})")
     got = getattr(lib, f"{symbol}_name")
     got.restype, got.argtypes = ctypes.c_char_p, []
     if got().decode() != name:

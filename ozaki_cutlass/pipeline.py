@@ -26,6 +26,7 @@ from .kernels import load_group_gemm, load_int8_gemm
 from .numerics import K_CHUNK, MODULI_TABLE, crt_constants
 from .prepared import Prepared
 from .reference import _as_scalar, resolve_moduli, validate_mode
+from .stages import nonfinite_source
 from .stages_build import load_stages
 
 log = logging.getLogger(__name__)
@@ -238,9 +239,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     PyTorch CUDA tensors, or objects with ``__cuda_array_interface__``; all float64, any
     positive strides. The result is of the kind given (a new array, or ``out``). Work runs
     on ``stream`` (default: the framework's current stream, else the legacy default
-    stream). An emulated call waits once for that stream, after its INT8 GEMMs are
-    enqueued (to read whether any row or column holds NaN/Inf), and returns device results
-    without waiting for the final kernel; native calls do not wait. The dispatcher picks the kernel by
+    stream). Device results come back without waiting for the GPU (the NaN/Inf pattern is
+    decided on the device); NumPy results, and ``timings``, wait. The dispatcher picks the kernel by
     shape and arch (ozaki_cutlass.dispatch); ``kernel`` (a variant name or GemmVariant)
     and ``path`` ("staged" or "fused") override it; ``path="prologue"`` runs the opt-in
     tile-local prologue prototype (ozaki_cutlass.prologue; never chosen otherwise). Every
@@ -530,7 +530,7 @@ def _zero_result(st, C, O, m, n, beta, sh, ws):
     _cuda.check(_cuda._driver().cuMemsetD8Async(zi, 0, 4 * max(m, n), _cuda.as_cu_stream(sh)), "memset")
     st.crt_unscale(z, 2, m, n, n, m * n, 1, 0, zc, zi, zi, 0.0, beta,
                    C.ptr if C is not None and beta != 0.0 else 0, C.rs if C else 0, C.cs if C else 0,
-                   O.ptr, O.rs, O.cs, 0, sh)
+                   O.ptr, O.rs, O.cs, None, sh)
 
 
 def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap, prepared=None):
@@ -657,19 +657,11 @@ def _coarse_gemm(kern):
     return kern.gemm
 
 
-def _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws) -> int:
-    """The NaN/Inf pattern buffer when some row of op(A) or column of op(B) has one, else 0."""
-    flags_a = np.empty(m, np.int32)
-    flags_b = np.empty(n, np.int32)
-    cu = _cuda._driver()
-    _cuda.synchronize(sh)
-    _cuda.check(cu.cuMemcpyDtoH(flags_a.ctypes.data, nfa, flags_a.nbytes), "cuMemcpyDtoH")
-    _cuda.check(cu.cuMemcpyDtoH(flags_b.ctypes.data, nfb, flags_b.nbytes), "cuMemcpyDtoH")
-    if not (flags_a.any() or flags_b.any()):
-        return 0
-    pattern = ws.get("pattern", 8 * m * n)
-    st.nonfinite_pattern(A.ptr, m, k, A.rs, A.cs, B.ptr, n, B.rs, B.cs, nfa, nfb, pattern, sh)
-    return pattern
+def _nonfinite(A, B, k, nfa, nfb):
+    """Where the CRT finds the NaN/Inf pattern: op(A), op(B) and the non-finite counts of
+    their rows and columns (the scan's). The CRT kernel classifies the terms of an entry
+    whose row or column is flagged; nothing is decided on the host, so nothing waits."""
+    return nonfinite_source(A.ptr, A.rs, A.cs, B.ptr, B.rs, B.cs, k, nfa, nfb)
 
 
 def _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared):
@@ -718,10 +710,9 @@ def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, tim
         kern.gemm(m, n_pad, kl, count, ra + k0, kp, m * kp, rb + k0, kp, n_pad * kp,
                   c32 + 4 * ch * count * plane, n_pad, plane, gws, ws_bytes, sh)
     timer.mark("int8_gemm")
-    pattern = _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws)
     cin, cin_rs, cin_cs = _cin(C, beta)
     st.crt_unscale(c32, count, m, n, n_pad, plane, nchunks, count * plane, consts, mu, nu,
-                   alpha, beta, cin, cin_rs, cin_cs, O.ptr, O.rs, O.cs, pattern, sh)
+                   alpha, beta, cin, cin_rs, cin_cs, O.ptr, O.rs, O.cs, _nonfinite(A, B, k, nfa, nfb), sh)
 
 
 def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
@@ -755,7 +746,6 @@ def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, time
         first += size
         offset += partial_bytes(size) * plane
     timer.mark("int8_gemm")
-    pattern = _pattern(st, A, B, m, n, k, nfa, nfb, sh, ws)
     cin, cin_rs, cin_cs = _cin(C, beta)
     st.combine_unscale(x, sizes, m, n, n_pad, plane, consts, mu, nu, alpha, beta, cin, cin_rs, cin_cs,
-                       O.ptr, O.rs, O.cs, pattern, sh)
+                       O.ptr, O.rs, O.cs, _nonfinite(A, B, k, nfa, nfb), sh)

@@ -109,7 +109,6 @@ def run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer) -> N
         kern.prologue(m, n, n_pad, k, k0, kl, consts.moduli, a_ptr, a_vs, a_es, mu, b_ptr, b_vs, b_es, nu,
                       c32 + 4 * ch * count * plane, n_pad, plane, sh)
     timer.mark("prologue_gemm")
-    pattern = pipeline._pattern(st, A, B, m, n, k, nfa, nfb, sh, ws)
     cin, cin_rs, cin_cs = pipeline._cin(C, beta)
     st.crt_unscale(c32, count, m, n, n_pad, plane, nchunks, count * plane, consts, mu, nu,
-                   alpha, beta, cin, cin_rs, cin_cs, O.ptr, O.rs, O.cs, pattern, sh)
+                   alpha, beta, cin, cin_rs, cin_cs, O.ptr, O.rs, O.cs, pipeline._nonfinite(A, B, k, nfa, nfb), sh)

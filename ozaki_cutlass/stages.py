@@ -17,6 +17,8 @@ from .numerics import MAX_MODULI, CRTConstants
 
 _i64, _int, _ptr, _dbl = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_double
 MAX_LIMBS = 4
+# stages.cuh's kAbiVersion: 2 since the CRT functions take a NonfiniteSource
+STAGES_ABI_VERSION = 2
 
 
 class CCrtConstants(ctypes.Structure):
@@ -47,6 +49,22 @@ class CCrtConstants(ctypes.Structure):
         return s
 
 
+class CNonfiniteSource(ctypes.Structure):
+    """Mirror of ``ozaki::NonfiniteSource``: op(A), op(B) and their non-finite counts."""
+
+    _fields_ = [("a", _ptr), ("a_rs", _i64), ("a_cs", _i64), ("b", _ptr), ("b_rs", _i64),
+                ("b_cs", _i64), ("k", _i64), ("row_flags", _ptr), ("col_flags", _ptr)]
+
+
+def nonfinite_source(a, a_rs, a_cs, b, b_rs, b_cs, k, row_flags, col_flags) -> CNonfiniteSource:
+    """Where the CRT kernels find the NaN/Inf pattern: op(A)(i, l) = a[i*a_rs + l*a_cs],
+    op(B)(l, j) = b[l*b_rs + j*b_cs], and the non-finite counts of op(A)'s rows and
+    op(B)'s columns (``scan``'s)."""
+    return CNonfiniteSource(a, a_rs, a_cs, b, b_rs, b_cs, k, row_flags, col_flags)
+
+
+_NF = ctypes.POINTER(CNonfiniteSource)
+
 _SIGNATURES = {
     "scan": [_ptr, _i64, _i64, _i64, _i64, _int, _ptr, _ptr, _ptr, _ptr],
     "coarse": [_ptr, _i64, _i64, _i64, _i64, _ptr, _ptr, _i64, _i64, _ptr],
@@ -58,10 +76,9 @@ _SIGNATURES = {
     "residues_strided": [_ptr, _i64, _i64, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _i64, _i64, _i64,
                          _ptr],
     "crt_unscale": [_ptr, _int, _i64, _i64, _i64, _i64, _int, _i64, ctypes.POINTER(CCrtConstants),
-                    _ptr, _ptr, _dbl, _dbl, _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _ptr],
+                    _ptr, _ptr, _dbl, _dbl, _ptr, _i64, _i64, _ptr, _i64, _i64, _NF, _ptr],
     "combine_unscale": [_ptr, _int, _ptr, _i64, _i64, _i64, _i64, ctypes.POINTER(CCrtConstants),
-                        _ptr, _ptr, _dbl, _dbl, _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _ptr],
-    "nonfinite_pattern": [_ptr, _i64, _i64, _i64, _i64, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr],
+                        _ptr, _ptr, _dbl, _dbl, _ptr, _i64, _i64, _ptr, _i64, _i64, _NF, _ptr],
 }
 
 
@@ -69,7 +86,7 @@ class Stages:
     """The loaded stage kernels of one arch. Pointers and streams are int handles."""
 
     def __init__(self, library: Path, symbol: str, name: str):
-        self._lib = _open(library, symbol, name)
+        self._lib = _open(library, symbol, name, STAGES_ABI_VERSION)
         self.name = name
         size = getattr(self._lib, f"{symbol}_crt_constants_size")
         size.restype, size.argtypes = ctypes.c_size_t, []
@@ -128,13 +145,15 @@ class Stages:
                    row_stride, plane_stride, stream or None)
 
     def crt_unscale(self, c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride, consts: CRTConstants,
-                    mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, pattern, stream):
+                    mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
+        """``nonfinite``: a CNonfiniteSource (``nonfinite_source``), or None when both
+        operands are finite."""
         self._call("crt_unscale", c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride,
                    ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
-                   cin or None, cin_rs, cin_cs, out, out_rs, out_cs, pattern or None, stream or None)
+                   cin or None, cin_rs, cin_cs, out, out_rs, out_cs, _nf(nonfinite), stream or None)
 
     def combine_unscale(self, x, group_sizes, m, n, ldx, group_stride, consts: CRTConstants, mu, nu,
-                        alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, pattern, stream):
+                        alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
         """Finish the CRT from group partials X mod M_gr (group gr: the next
         group_sizes[gr] moduli of ``consts``, in order), then the same
         pattern/unscale/alpha/beta as ``crt_unscale``. Group gr's plane starts at byte
@@ -143,12 +162,12 @@ class Stages:
         sizes = (ctypes.c_int32 * len(group_sizes))(*[int(v) for v in group_sizes])
         self._call("combine_unscale", x, len(group_sizes), sizes, m, n, ldx, group_stride,
                    ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
-                   cin or None, cin_rs, cin_cs, out, out_rs, out_cs, pattern or None, stream or None)
+                   cin or None, cin_rs, cin_cs, out, out_rs, out_cs, _nf(nonfinite), stream or None)
 
-    def nonfinite_pattern(self, a, m, k, a_rs, a_cs, b, n, b_rs, b_cs, row_flags, col_flags,
-                          pattern, stream):
-        self._call("nonfinite_pattern", a, m, k, a_rs, a_cs, b, n, b_rs, b_cs, row_flags, col_flags,
-                   pattern, stream or None)
+
+def _nf(source):
+    """A CNonfiniteSource by reference; None or 0: none (both operands finite)."""
+    return ctypes.byref(source) if source else None
 
 
 @lru_cache(maxsize=None)

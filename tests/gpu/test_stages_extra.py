@@ -12,6 +12,7 @@ from ozaki_cutlass.accuracy import random_matrix
 from ozaki_cutlass.kernels import UnsupportedProblem
 from ozaki_cutlass.numerics import crt_constants
 from ozaki_cutlass.pipeline import partial_bytes
+from ozaki_cutlass.stages import nonfinite_source
 
 pytestmark = pytest.mark.gpu
 
@@ -152,17 +153,26 @@ def test_combine_unscale(st, rng, count, dev):
     mu = rng.integers(-1100, 1100, m).astype(np.int32)
     nu = rng.integers(-100, 100, n).astype(np.int32)
     cin = random_matrix(m, n, 1.0, rng)
-    pattern = np.zeros((m, n))
-    pattern[2, 3], pattern[4, 5], pattern[6, 7] = np.nan, np.inf, -np.inf
+    # operands whose product has NaN, +Inf and -Inf entries: the kernels find the pattern
+    # from them and their non-finite counts (a column-major B, to use both strides)
+    k = 5
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    a[2, 0], a[4, 1], a[6, 3], b[1, 5], b[4, 7] = np.nan, 0.0, -np.inf, np.inf, -np.inf
+    pattern = R.split_nonfinite(a, b)[2]
+    assert np.isnan(pattern).any() and (pattern == np.inf).any() and (pattern == -np.inf).any()
+    assert (pattern == 0).any()
     xr = R.crt_reconstruct(r, consts)
-    for beta, pat in ((0.25, None), (0.0, pattern)):
+    d = dev
+    source = nonfinite_source(d.put(a), k, 1, d.put(np.asfortranarray(b).T.copy()), 1, k, k,
+                              d.put((~np.isfinite(a)).sum(1).astype(np.int32)),
+                              d.put((~np.isfinite(b)).sum(0).astype(np.int32)))
+    for beta, pat in ((0.25, None), (0.0, source)):
         want = R.unscale(np.where(pattern == 0, xr, pattern) if pat is not None else xr,
                          mu.astype(np.int64), nu.astype(np.int64), -1.5, beta, cin if beta else None)
-        d = dev
         out = d.empty(8 * m * n)
         st.combine_unscale(d.put(stored_partials(parts, sizes)), sizes, m, n, ldx, m * ldx, consts, d.put(mu),
                            d.put(nu), -1.5, beta,
-                           d.put(cin) if beta else 0, n, 1, out.ptr, n, 1, d.put(pat) if pat is not None else 0, 0)
+                           d.put(cin) if beta else 0, n, 1, out.ptr, n, 1, pat, 0)
         got = d.get(out, np.float64, (m, n))
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
         # the same entries through crt_unscale (one chunk, residues as the raw int32 input)
@@ -171,7 +181,7 @@ def test_combine_unscale(st, rng, count, dev):
         mods = np.array(consts.moduli, np.int64)[:, None, None]
         c[:, :, :n] = r + mods * rng.integers(-2**22, 2**22, r.shape)  # raw values, same class
         st.crt_unscale(d.put(c), count, m, n, ldx, m * ldx, 1, 0, consts, d.put(mu), d.put(nu), -1.5, beta,
-                       d.put(cin) if beta else 0, n, 1, out2.ptr, n, 1, d.put(pat) if pat is not None else 0, 0)
+                       d.put(cin) if beta else 0, n, 1, out2.ptr, n, 1, pat, 0)
         assert np.array_equal(d.get(out2, np.float64, (m, n)).view(np.int64), want.view(np.int64))
 
 
@@ -225,3 +235,12 @@ def test_crt_unscale_rejects(st, c, ldc, batch_stride, nchunks, chunk_stride, wh
     with pytest.raises(UnsupportedProblem, match=why):
         st.crt_unscale(c, 2, 4, 4, ldc, batch_stride, nchunks, chunk_stride, crt_constants(2), 16, 16,
                        1.0, 0.0, 0, 0, 0, 16, 4, 1, 0, 0)
+
+
+def test_crt_rejects_a_nonfinite_source_without_flags(st):
+    bad = nonfinite_source(16, 4, 1, 16, 4, 1, 4, 0, 16)  # no row flags
+    with pytest.raises(UnsupportedProblem, match="row_flags and col_flags"):
+        st.crt_unscale(16, 2, 4, 4, 4, 16, 1, 0, crt_constants(2), 16, 16, 1.0, 0.0, 0, 0, 0, 16, 4, 1, bad, 0)
+    bad = nonfinite_source(0, 4, 1, 16, 4, 1, 4, 16, 16)  # k > 0 without a
+    with pytest.raises(UnsupportedProblem, match="k >= 0 and, for k > 0, a and b"):
+        st.combine_unscale(16, [2], 4, 4, 4, 16, crt_constants(2), 16, 16, 1.0, 0.0, 0, 0, 0, 16, 4, 1, bad, 0)

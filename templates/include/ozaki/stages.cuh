@@ -13,10 +13,10 @@
 //   P_residues_strided  the same residues in any non-overlapping (plane, row) strides, e.g.
 //                       a row's moduli concatenated along k for the fused GEMM
 //   P_crt_unscale       reference.modular_products' final "mod m_g" + crt_reconstruct
-//                       + the pattern substitution of gemm + unscale
+//                       + the NaN/Inf pattern of reference.split_nonfinite, substituted as
+//                       in gemm + unscale
 //   P_combine_unscale   the same reconstruction + pattern + unscale from uint32 group
 //                       partials X mod M_group (fused pipeline)
-//   P_nonfinite_pattern reference.split_nonfinite (the NaN/Inf pattern)
 //
 // Cost model (H200: 132 SMs at ~1.98 GHz; per SM and clock: 128 FP32 FMA, 64 INT32 or
 // FP64 ops, 32 shared-memory words, ~18 bytes of HBM; n = 16384, N = 15 moduli):
@@ -94,12 +94,15 @@
 //                     const ozaki::CrtConstants* consts, const int32_t* mu, const int32_t* nu,
 //                     double alpha, double beta, const double* cin, int64_t cin_rs,
 //                     int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs,
-//                     const double* pattern, cudaStream_t stream);
+//                     const ozaki::NonfiniteSource* nf, cudaStream_t stream);
 //       c: the raw int32 INT8-GEMM outputs, element (ch, g, i, j) at
 //       c[ch*chunk_stride + g*batch_stride_c + i*ldc + j] (c 4-byte aligned, ldc >= n,
 //       strides >= 1 where used). consts: a HOST pointer, copied
 //       into the launch (nmod must equal consts->count). cin is read only when beta != 0.
-//       pattern (may be null): m x n row-major; a non-zero entry (NaN included) replaces X.
+//       nf (a HOST pointer, copied into the launch; null when both operands are finite):
+//       op(A), op(B) and their non-finite counts; an entry of a flagged row or column
+//       gets the NaN/Inf pattern of its k terms (reference.split_nonfinite), which,
+//       when non-zero, replaces X. So no host decision, no pattern buffer, no wait.
 //       alpha == 0 and k == 0 are the caller's business (reference.gemm returns early
 //       there; this kernel would compute alpha * X, e.g. 0 * Inf = NaN).
 //   int P_combine_unscale(const void* x, int ngroups, const int32_t* group_sizes,
@@ -107,7 +110,8 @@
 //                         const ozaki::CrtConstants* consts, const int32_t* mu,
 //                         const int32_t* nu, double alpha, double beta, const double* cin,
 //                         int64_t cin_rs, int64_t cin_cs, double* out, int64_t out_rs,
-//                         int64_t out_cs, const double* pattern, cudaStream_t stream);
+//                         int64_t out_cs, const ozaki::NonfiniteSource* nf,
+//                         cudaStream_t stream);
 //       Group gr's plane starts at byte sum_{h < gr} partial_bytes(size_h) * group_stride
 //       of x and holds X_ij mod M_gr at element i*ldx + j, as a uint32 (any value of that
 //       class works) or, for a group of one modulus, a byte (group_arith.h's
@@ -115,15 +119,8 @@
 //       group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
 //       summing to consts->count, each product < 2^32). r_g = x mod m_g, then exactly
 //       P_crt_unscale's reconstruction, pattern, unscale and alpha/beta (crt_output).
-//   int P_nonfinite_pattern(const double* a, int64_t m, int64_t k, int64_t a_rs,
-//                           int64_t a_cs, const double* b, int64_t n, int64_t b_rs,
-//                           int64_t b_cs, const int32_t* row_flags,
-//                           const int32_t* col_flags, double* pattern, cudaStream_t stream);
-//       a(i, l) = a[i*a_rs + l*a_cs], b(l, j) = b[l*b_rs + j*b_cs]; row_flags / col_flags:
-//       non-finite counts per row of op(A) / column of op(B) (P_scan's nonfinite_count).
-//       pattern (m x n, row-major) is written fully: 0, NaN, +Inf or -Inf.
 //   const char* P_last_error(void);
-//   int         P_abi_version(void);           returns 1
+//   int         P_abi_version(void);           returns 2
 //   size_t      P_crt_constants_size(void);    sizeof(ozaki::CrtConstants) = 824, for
 //                                              checking the ctypes mirror
 //
@@ -173,6 +170,24 @@ struct CrtConstants {
   double quotient_factors[4];
 };
 
+// Where P_crt_unscale and P_combine_unscale find the NaN/Inf pattern (a HOST struct, copied
+// into the launch; a null pointer for none): op(A) is m x k with a(i, l) = a[i*a_rs +
+// l*a_cs], op(B) is k x n with b(l, j) = b[l*b_rs + j*b_cs], row_flags / col_flags the
+// non-finite counts of op(A)'s rows and op(B)'s columns (P_scan's nonfinite_count). An
+// entry whose row and column are both unflagged has no non-finite term; any other is
+// classified over its k terms (reference.split_nonfinite).
+struct NonfiniteSource {
+  const double* a;
+  int64_t a_rs;
+  int64_t a_cs;
+  const double* b;
+  int64_t b_rs;
+  int64_t b_cs;
+  int64_t k;
+  const int32_t* row_flags;
+  const int32_t* col_flags;
+};
+
 static_assert(std::is_standard_layout<CrtConstants>::value, "CrtConstants must be standard layout");
 static_assert(std::is_trivially_copyable<CrtConstants>::value, "CrtConstants must be trivially copyable");
 static_assert(offsetof(CrtConstants, moduli) == 8, "CrtConstants layout");
@@ -184,7 +199,7 @@ static_assert(sizeof(CrtConstants) == 824, "CrtConstants layout");
 
 namespace stages {
 
-inline constexpr int kAbiVersion = 1;
+inline constexpr int kAbiVersion = 2;  // 2: the CRT functions take a NonfiniteSource
 inline constexpr int kMaxModuli = 20;
 inline constexpr int kMaxLimbs = 4;
 inline constexpr int kCoarseBits = 6;               // numerics.COARSE_BITS
@@ -942,6 +957,19 @@ pack_kernel(VectorSet xs, double* out, bool read_along_v) {
   }
 }
 
+// --- non-finite pattern --------------------------------------------------------------
+// The pattern entry (i, j) of reference.split_nonfinite: 0 unless row i or column j is
+// flagged, else from the classes of its k terms. Read by the CRT kernels per entry, so no
+// pattern buffer and no host decision are needed.
+__device__ inline double nonfinite_entry(const NonfiniteSource& s, int64_t i, int64_t j) {
+  if (s.row_flags == nullptr || (s.row_flags[i] == 0 && s.col_flags[j] == 0)) return 0.0;
+  unsigned flags = 0;
+  for (int64_t l = 0; l < s.k; ++l) {
+    flags |= classify_term(s.a[i * s.a_rs + l * s.a_cs], s.b[l * s.b_rs + j * s.b_cs]);
+  }
+  return pattern_value(flags);
+}
+
 // --- CRT reconstruction and unscaling ------------------------------------------------
 // P_crt_unscale (residues from raw int32 GEMM outputs, summed over k chunks) and
 // P_combine_unscale (residues from uint32 group partials) differ only in where r_g comes
@@ -976,7 +1004,7 @@ struct CrtArgs {
   int64_t out_rs;
   int64_t out_cs;
   bool vector_stores;    // out_cs == 1 and 16-byte aligned pairs
-  const double* pattern;  // may be null
+  NonfiniteSource nf;     // nf.row_flags null: no non-finite input
 };
 
 // Planes whose loads one thread issues together before reducing any of them: the
@@ -1110,7 +1138,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
     for (int t = 0; t < 4; ++t) {
       const int64_t j = j0 + t;
       if (j < a.n) {
-        const double p = a.pattern != nullptr ? a.pattern[i * a.n + j] : 0.0;
+        const double p = nonfinite_entry(a.nf, i, j);
         const double c_value = a.beta != 0.0 ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
         y[t] = crt_output(consts, limb_sums[t], p, mu + a.nu[j], a.alpha, a.beta, c_value);
       }
@@ -1125,39 +1153,6 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
         if (j0 + t < a.n) dst[t * a.out_cs] = y[t];
       }
     }
-  }
-}
-
-// --- non-finite pattern --------------------------------------------------------------
-struct PatternArgs {
-  const double* a;
-  int64_t m;
-  int64_t k;
-  int64_t a_rs;
-  int64_t a_cs;
-  const double* b;
-  int64_t n;
-  int64_t b_rs;
-  int64_t b_cs;
-  const int32_t* row_flags;
-  const int32_t* col_flags;
-  double* pattern;
-};
-
-__global__ void __launch_bounds__(kThreads)
-nonfinite_pattern_kernel(PatternArgs p) {
-  const int64_t total = p.m * p.n;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = idx / p.n;
-    const int64_t j = idx % p.n;
-    unsigned flags = 0;
-    if (p.row_flags[i] != 0 || p.col_flags[j] != 0) {
-      for (int64_t l = 0; l < p.k; ++l) {
-        flags |= classify_term(p.a[i * p.a_rs + l * p.a_cs], p.b[l * p.b_rs + j * p.b_cs]);
-      }
-    }
-    p.pattern[idx] = pattern_value(flags);
   }
 }
 
@@ -1447,6 +1442,19 @@ inline int check_output(const char* what, int64_t m, int64_t n, const int32_t* m
   return kOk;
 }
 
+// A NonfiniteSource the CRT kernels can read (null: none).
+inline int check_nonfinite(const char* what, const NonfiniteSource* nf, Message& err) {
+  if (nf == nullptr) return kOk;
+  if (nf->row_flags == nullptr || nf->col_flags == nullptr) {
+    return err.set(kBadArgument, "%s: the non-finite source needs row_flags and col_flags", what);
+  }
+  if (nf->k < 0 || (nf->k > 0 && (nf->a == nullptr || nf->b == nullptr))) {
+    return err.set(kBadArgument, "%s: the non-finite source needs k >= 0 and, for k > 0, a and b "
+                   "(k=%lld)", what, static_cast<long long>(nf->k));
+  }
+  return kOk;
+}
+
 inline CrtReduce crt_reduce(const CrtConstants& consts) {
   CrtReduce red{};
   for (int g = 0; g < consts.count; ++g) {
@@ -1487,7 +1495,7 @@ inline int crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t
                        const CrtConstants* consts, const int32_t* mu, const int32_t* nu,
                        double alpha, double beta, const double* cin, int64_t cin_rs,
                        int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs,
-                       const double* pattern, cudaStream_t stream, Message& err) {
+                       const NonfiniteSource* nf, cudaStream_t stream, Message& err) {
   const char* what = "crt_unscale";
   if (m < 0 || n < 0 || !product_fits(m, n)) {
     return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld", what, static_cast<long long>(m),
@@ -1522,8 +1530,10 @@ inline int crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t
   const bool vector_loads = aligned16(c) && ldc % 4 == 0 && batch_stride_c % 4 == 0 &&
                             (nchunks == 1 || chunk_stride % 4 == 0);
   const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
+  if (int s = check_nonfinite(what, nf, err)) return s;
   const CrtArgs args{c, nullptr, m, n, ldc, nchunks, chunk_stride, vector_loads, mu, nu, alpha,
-                     beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, vector_stores, pattern};
+                     beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, vector_stores,
+                     nf != nullptr ? *nf : NonfiniteSource{}};
   return launch_crt(false, args, *consts, red, stream, err, what);
 }
 
@@ -1532,7 +1542,7 @@ inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* grou
                            const CrtConstants* consts, const int32_t* mu, const int32_t* nu,
                            double alpha, double beta, const double* cin, int64_t cin_rs,
                            int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs,
-                           const double* pattern, cudaStream_t stream, Message& err) {
+                           const NonfiniteSource* nf, cudaStream_t stream, Message& err) {
   const char* what = "combine_unscale";
   if (m < 0 || n < 0 || !product_fits(m, n)) {
     return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld", what, static_cast<long long>(m),
@@ -1588,30 +1598,13 @@ inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* grou
   // 16-byte loads of 4 uint32 partials, 4-byte loads of 4 one-byte partials
   const bool vector_loads = aligned16(x) && ldx % 4 == 0 && (ngroups == 1 || group_stride % 16 == 0);
   const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
+  if (int s = check_nonfinite(what, nf, err)) return s;
   const CrtArgs args{nullptr, x, m, n, ldx, 1, 0, vector_loads, mu, nu, alpha, beta, cin, cin_rs,
-                     cin_cs, out, out_rs, out_cs, vector_stores, pattern};
+                     cin_cs, out, out_rs, out_cs, vector_stores,
+                     nf != nullptr ? *nf : NonfiniteSource{}};
   return launch_crt(true, args, *consts, red, stream, err, what);
 }
 
-inline int nonfinite_pattern(const double* a, int64_t m, int64_t k, int64_t a_rs, int64_t a_cs,
-                             const double* b, int64_t n, int64_t b_rs, int64_t b_cs,
-                             const int32_t* row_flags, const int32_t* col_flags,
-                             double* pattern, cudaStream_t stream, Message& err) {
-  const char* what = "nonfinite_pattern";
-  if (m < 0 || n < 0 || k < 0 || !product_fits(m, n)) {
-    return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld k=%lld", what,
-                   static_cast<long long>(m), static_cast<long long>(n),
-                   static_cast<long long>(k));
-  }
-  if (m == 0 || n == 0) return kOk;
-  if (pattern == nullptr || row_flags == nullptr || col_flags == nullptr ||
-      (k > 0 && (a == nullptr || b == nullptr))) {
-    return err.set(kBadArgument, "%s: null pointer", what);
-  }
-  const PatternArgs args{a, m, k, a_rs, a_cs, b, n, b_rs, b_cs, row_flags, col_flags, pattern};
-  nonfinite_pattern_kernel<<<blocks_for(m * n, kThreads), kThreads, 0, stream>>>(args);
-  return check_launch(err, what);
-}
 
 }  // namespace stages
 }  // namespace ozaki
