@@ -18,6 +18,16 @@ from fractions import Fraction
 import numpy as np
 
 
+def same_bits(x, y) -> bool:
+    """Whether two float64 arrays (NumPy, or anything ``np.asarray`` takes) hold the same
+    bits: the same shape and, entry by entry, the same 64-bit pattern (so -0.0 differs
+    from 0.0 and NaNs compare by payload). How the GPU results are checked against
+    ozaki_cutlass.reference.gemm."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    return x.shape == y.shape and bool(np.array_equal(x.view(np.int64), y.view(np.int64)))
+
+
 def random_matrix(m: int, n: int, phi: float, rng: np.random.Generator) -> np.ndarray:
     """(U - 0.5) * exp(phi * N(0, 1)), float64, shape (m, n)."""
     return (rng.random((m, n)) - 0.5) * np.exp(phi * rng.standard_normal((m, n)))

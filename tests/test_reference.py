@@ -285,3 +285,16 @@ def test_default_moduli_documented():
     assert np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=R.DEFAULT_MODULI)))
     for other in (R.DEFAULT_MODULI - 1, R.DEFAULT_MODULI + 1):  # the default is one count, not any
         assert not np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=other)))
+
+
+def test_same_bits_compares_bit_patterns():
+    from ozaki_cutlass.accuracy import same_bits
+
+    x = np.array([[1.0, -0.0], [np.nan, np.inf]])
+    assert same_bits(x, x.copy())
+    assert same_bits(x, np.asfortranarray(x))  # layout does not matter, bits do
+    assert not same_bits(x, np.array([[1.0, 0.0], [np.nan, np.inf]]))  # -0.0 is not 0.0
+    assert not same_bits(x, x[:1])
+    y = x.copy()
+    y[0, 0] = np.nextafter(1.0, 2.0)
+    assert not same_bits(x, y)

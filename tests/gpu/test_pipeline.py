@@ -9,7 +9,7 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import dispatch, reference
-from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.accuracy import random_matrix, same_bits
 from ozaki_cutlass.generator import Arch, Epilogue, catalog
 from ozaki_cutlass.numerics import K_CHUNK
 
@@ -20,12 +20,6 @@ ALL_VARIANTS = [v for e in (Epilogue.INT32_STORE, Epilogue.PARTIAL_CRT)
 # the kernels the shipped tuning table routes to (swizzled tile orders among them)
 _TABLE, _TABLE_SOURCE = dispatch.load_table()
 TABLE_CANDIDATES = dispatch.candidates_from_table(_TABLE, _TABLE_SOURCE)
-
-
-def same_bits(x, y):
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    return x.shape == y.shape and np.array_equal(x.view(np.int64), y.view(np.int64))
 
 
 def _problem(rng, m, n, k, phi, trans_a=False, trans_b=False):

@@ -6,15 +6,9 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import reference
-from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.accuracy import random_matrix, same_bits
 
 pytestmark = pytest.mark.gpu
-
-
-def same_bits(x, y):
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    return x.shape == y.shape and np.array_equal(x.view(np.int64), y.view(np.int64))
 
 
 @pytest.mark.parametrize("mode", ["fast", "accurate"])

@@ -12,7 +12,7 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import _cuda, reference
-from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.accuracy import random_matrix, same_bits
 from ozaki_cutlass.generator.prologue import default_prologue_variant
 from ozaki_cutlass.kernels import UnsupportedProblem
 from ozaki_cutlass.numerics import K_CHUNK, MODULI_TABLE
@@ -21,12 +21,6 @@ pytestmark = pytest.mark.gpu
 
 VARIANT = default_prologue_variant()
 TILE_M, TILE_N, TILE_K = VARIANT.tile_m, VARIANT.tile_n, VARIANT.tile_k
-
-
-def same_bits(x, y):
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    return x.shape == y.shape and np.array_equal(x.view(np.int64), y.view(np.int64))
 
 
 @pytest.fixture(scope="module")
