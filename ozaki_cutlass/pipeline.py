@@ -334,6 +334,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             raise ValueError("out must be of the same kind as a and b (NumPy for NumPy inputs)")
         if isinstance(O, Matrix) and O.device is not None and O.device != device:
             raise ValueError(f"out is on GPU {O.device}, a and b on GPU {device}")
+        if isinstance(O, Matrix):
+            _check_out_overlap(O, A, B, C, beta)
 
     with _cuda.on_device(device):  # the caller's current GPU is current again after the call
         arch = visible_arch(device)
@@ -499,6 +501,20 @@ def _native_plan(A, B, C, O, beta):
         if copy is None:
             return None
     return plan, copy
+
+
+def _check_out_overlap(O, A, B, C, beta) -> None:
+    """ValueError when ``out`` shares memory the call still reads while it writes ``out``:
+    a or b (the CRT kernels read them for rows and columns with NaN/Inf, cuBLAS throughout),
+    or c in another layout (an entry of c is read by the thread that writes the same entry
+    of out, which is safe only when out is c itself)."""
+    for name, X in (("a", A), ("b", B)):
+        if isinstance(X, Matrix) and _overlaps(O, X):
+            raise ValueError(f"out overlaps {name}: the result would be written while {name} is still "
+                             "read; pass an out that shares no memory with a and b")
+    if isinstance(C, Matrix) and beta != 0.0 and _overlaps(O, C) and (O.ptr, O.rs, O.cs) != (C.ptr, C.rs, C.cs):
+        raise ValueError("out overlaps c in another layout: pass out=c itself (same strides) or an out "
+                         "that shares no memory with c")
 
 
 def _overlaps(x: Matrix, y: Matrix) -> bool:

@@ -206,3 +206,33 @@ def test_native_plan_refuses_out_overlapping_an_operand():
         assert _overlaps(out, a) is overlaps
         assert (_native_plan(a, b, None, out, 0.0) is None) is overlaps
     assert not _overlaps(Matrix(1 << 20, 0, 4, 4, 1, "cai", 0, None), a)  # empty
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(out=Dev((3, 5), data=(1 << 20) + 8)), "out overlaps a"),
+    (dict(out=Dev((3, 5), data=(2 << 20) + 32)), "out overlaps b"),
+    (dict(c=Dev((3, 5), data=3 << 20), beta=1.0, out=Dev((3, 5), data=3 << 20, strides=(8, 24))),
+     "out overlaps c in another layout"),
+])
+def test_out_sharing_memory_the_call_reads(kwargs, match):
+    """The CRT kernels read a and b (NaN/Inf rows and columns) and c while they write out."""
+    args = dict(a=Dev((3, 4), data=1 << 20), b=Dev((4, 5), data=2 << 20), moduli=15) | kwargs
+    with pytest.raises(ValueError, match=match):
+        ozaki_cutlass.gemm(**args)
+
+
+def test_out_may_be_c_itself(monkeypatch):
+    """out = c with the same layout (and out over c when beta = 0, c unread) pass the
+    overlap check: the call goes on to the GPU (here a stand-in that says so)."""
+    class ReachedTheGpu(Exception):
+        pass
+
+    def on_device(device):
+        raise ReachedTheGpu
+
+    monkeypatch.setattr(ozaki_cutlass._cuda, "on_device", on_device)
+    c = Dev((3, 5), data=3 << 20)
+    for kwargs in (dict(c=c, beta=1.0, out=c),
+                   dict(c=c, beta=0.0, out=Dev((3, 5), data=3 << 20, strides=(8, 24)))):
+        with pytest.raises(ReachedTheGpu):
+            ozaki_cutlass.gemm(Dev((3, 4), data=1 << 20), Dev((4, 5), data=2 << 20), moduli=15, **kwargs)
