@@ -273,6 +273,11 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             return result
     if path is not None and path not in dispatch.PATHS + ("prologue",):
         raise ValueError(f"path must be one of {dispatch.PATHS + ('prologue',)} or None, got {path!r}")
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    for name, flag in (("trans_a", trans_a), ("trans_b", trans_b)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {type(flag).__name__}")
     prepared = {name: x for name, x in (("a", a), ("b", b)) if isinstance(x, Prepared)}
     if path == "prologue":
         from .prologue import refusal
@@ -294,8 +299,6 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
             raise ValueError("prepared operands run on the staged path, path='fused' was asked")
         policy, path = "emulate", "staged"
     variant = _requested_variant(kernel, path)
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
     if policy == "native" and (kernel is not None or path is not None):
         raise ValueError("policy='native' runs cuBLAS DGEMM: kernel= and path= choose emulation kernels")
     if timings is not None and not isinstance(timings, dict):

@@ -96,6 +96,8 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
     from .pipeline import _default_stream, _needs_pack, _operand_stages, _round_up, _to_device, check_sizes
     from .stages_build import load_stages
 
+    if not isinstance(trans, (bool, np.bool_)):
+        raise TypeError(f"trans must be True or False, got {type(trans).__name__}")
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     count = resolve_moduli(moduli)

@@ -236,3 +236,14 @@ def test_out_may_be_c_itself(monkeypatch):
                    dict(c=c, beta=0.0, out=Dev((3, 5), data=3 << 20, strides=(8, 24)))):
         with pytest.raises(ReachedTheGpu):
             ozaki_cutlass.gemm(Dev((3, 4), data=1 << 20), Dev((4, 5), data=2 << 20), moduli=15, **kwargs)
+
+
+def test_policy_and_transpose_flags_checked_first():
+    pa = ozaki_cutlass.Prepared.__new__(ozaki_cutlass.Prepared)  # never reached: policy is checked first
+    with pytest.raises(ValueError, match="policy must be one of"):
+        ozaki_cutlass.gemm(pa, Dev(), policy="nativ")
+    for kwargs in (dict(trans_a="no"), dict(trans_b=1)):
+        with pytest.raises(TypeError, match="must be True or False"):
+            ozaki_cutlass.gemm(Dev(), Dev(), **kwargs)
+    with pytest.raises(TypeError, match="trans must be True or False"):
+        ozaki_cutlass.prepare(Dev(), "left", trans="yes")
