@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from .generator import Arch, Epilogue, GemmVariant, catalog, default_variant, variants_named
-from .numerics import K_CHUNK
+from .numerics import K_CHUNK, group_sizes
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,11 @@ class Problem:
     k: int
     moduli: int
     arch: Arch
+
+
+def path_of(variant: GemmVariant) -> str:
+    """The pipeline a variant runs: "fused" for a partial-CRT epilogue, else "staged"."""
+    return "fused" if variant.epilogue is Epilogue.PARTIAL_CRT else "staged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +98,6 @@ class Candidate:
         the fused path the siblings of each group size the moduli split into."""
         if self.path != "fused":
             return [self.variant]
-        from .pipeline import group_sizes
-
         return [dataclasses.replace(self.variant, group_size=g)
                 for g in sorted(set(group_sizes(moduli, self.variant.group_size)), reverse=True)]
 
@@ -224,7 +227,7 @@ class CostModel:
     fp64_rate: float = 55e12       # cuBLAS DGEMM flop/s
     operand_s: float = 2.6e-11     # seconds per operand entry
     output_s: float = 5.0e-11      # seconds per output entry
-    fixed_s: float = 3.0e-4        # launches and the one stream synchronization
+    fixed_s: float = 3.0e-4        # host work and launches per call
     margin: float = 1.1            # emulate only where predicted this much faster
 
     def emulated_ms(self, m: int, n: int, k: int, moduli: int, mode: str) -> float:

@@ -154,3 +154,18 @@ def symmetric_residue(value: int, modulus: int) -> int:
     """value mods m in the int8 range: [-(m-1)/2, (m-1)/2] for odd m, [-128, 127] for 256."""
     r = value % modulus
     return r - modulus if r >= (modulus + 1) // 2 else r
+
+
+# --- modulus groups of the fused kernels -----------------------------------------------
+def partial_bytes(group_size: int) -> int:
+    """Bytes of one stored group partial: 1 for a group of one modulus, else 4 (mirrors
+    partial_bytes in templates/include/ozaki/group_arith.h; tests/test_host_arithmetic.py
+    checks that they agree)."""
+    return 1 if group_size == 1 else 4
+
+
+def group_sizes(count: int, group: int) -> list[int]:
+    """``count`` moduli in ceil(count / group) groups whose sizes differ by at most one."""
+    ngroups = -(-count // group)
+    base, extra = divmod(count, ngroups)
+    return [base + 1] * extra + [base] * (ngroups - extra)

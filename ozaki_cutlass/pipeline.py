@@ -21,9 +21,9 @@ import numpy as np
 from . import _cublas, _cuda, dispatch
 from ._device import visible_arch
 from .arrays import Matrix, allocate_like, describe_input
-from .generator import Epilogue, GemmVariant, default_variant, environment
+from .generator import GemmVariant, default_variant, environment
 from .kernels import load_group_gemm, load_int8_gemm
-from .numerics import K_CHUNK, MODULI_TABLE, crt_constants
+from .numerics import K_CHUNK, MODULI_TABLE, crt_constants, group_sizes, partial_bytes
 from .prepared import Prepared
 from .reference import _as_scalar, resolve_moduli, validate_mode
 from .stages import nonfinite_source
@@ -112,10 +112,6 @@ def check_sizes(**dims: int) -> None:
             raise ValueError(f"{dim}={value} is out of range: the kernels take sizes up to {MAX_DIM}")
 
 
-def _path_of(variant: GemmVariant) -> str:
-    return "fused" if variant.epilogue is Epilogue.PARTIAL_CRT else "staged"
-
-
 def _requested_variant(kernel, path) -> GemmVariant | None:
     """gemm's ``kernel=`` as a GemmVariant (None: the dispatcher chooses), checked against
     ``path`` before anything touches the GPU."""
@@ -127,8 +123,8 @@ def _requested_variant(kernel, path) -> GemmVariant | None:
         variant = kernel
     else:
         raise TypeError(f"kernel must be None, a variant name or a GemmVariant, got {type(kernel).__name__}")
-    if path is not None and path != _path_of(variant):
-        raise ValueError(f"kernel {variant.name} runs the {_path_of(variant)} path, path={path!r} was asked")
+    if path is not None and path != dispatch.path_of(variant):
+        raise ValueError(f"kernel {variant.name} runs the {dispatch.path_of(variant)} path, path={path!r} was asked")
     return variant
 
 
@@ -145,7 +141,7 @@ def _resolve_kernels(variant, path, arch, m, n, k, count, table) -> _Kernels:
                                  table_source=table[1], path=path)
         variant, chosen_path = choice.variant, choice.path
     else:
-        chosen_path = _path_of(variant)
+        chosen_path = dispatch.path_of(variant)
         why = dispatch.Candidate(path=chosen_path, variant=variant).rejection(
             dispatch.Problem(m, n, k, count, arch))
         if why is not None:
@@ -161,20 +157,6 @@ def _group_kernel(variant: GemmVariant, size: int):
     """The fused kernel of ``variant``'s tiles for a group of ``size`` moduli (loaded once
     per process)."""
     return load_group_gemm(dataclasses.replace(variant, group_size=size))
-
-
-def partial_bytes(group_size: int) -> int:
-    """Bytes of one stored group partial: 1 for a group of one modulus, else 4 (mirrors
-    partial_bytes in templates/include/ozaki/group_arith.h; tests/test_host_arithmetic.py
-    checks that they agree)."""
-    return 1 if group_size == 1 else 4
-
-
-def group_sizes(count: int, group: int) -> list[int]:
-    """``count`` moduli in ceil(count / group) groups whose sizes differ by at most one."""
-    ngroups = -(-count // group)
-    base, extra = divmod(count, ngroups)
-    return [base + 1] * extra + [base] * (ngroups - extra)
 
 
 def _default_stream(kind: str, stream, device: int = 0) -> int:
@@ -547,9 +529,7 @@ def _zero_result(st, C, O, m, n, beta, sh, ws):
     _cuda.check(_cuda._driver().cuMemsetD8Async(z, 0, 4 * 2 * m * n, _cuda.as_cu_stream(sh)), "memset")
     zi = ws.get("zero_shift", 4 * max(m, n))
     _cuda.check(_cuda._driver().cuMemsetD8Async(zi, 0, 4 * max(m, n), _cuda.as_cu_stream(sh)), "memset")
-    st.crt_unscale(z, 2, m, n, n, m * n, 1, 0, zc, zi, zi, 0.0, beta,
-                   C.ptr if C is not None and beta != 0.0 else 0, C.rs if C else 0, C.cs if C else 0,
-                   O.ptr, O.rs, O.cs, None, sh)
+    st.crt_unscale(z, 2, m, n, n, m * n, 1, 0, zc, zi, zi, 0.0, beta, *_cin(C, beta), O.ptr, O.rs, O.cs, None, sh)
 
 
 def _scale(kern, A, B, m, n, k, n_pad, consts, mode, sh, ws, overlap, prepared=None):

@@ -20,9 +20,7 @@ from .generator.build import Artifact
 from .generator.prologue import PrologueVariant, default_prologue_variant
 from .kernels import _open, locate, raise_for_status
 
-__all__ = ["PATH", "PrologueGemm", "load_prologue_gemm", "refusal", "run"]
-
-PATH = "prologue"
+__all__ = ["PrologueGemm", "load_prologue_gemm", "refusal", "run"]
 
 _i64, _int, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
 

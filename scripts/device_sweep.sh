@@ -8,6 +8,7 @@
 #   bash scripts/device_sweep.sh   -> $OUT/run.log, tuning.json, bench.{json,csv,png}
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
+set -f  # the variant globs below are patterns for ozaki-cutlass, not file names
 GLOBS="i8_sm90a_256x128x128_*_s0_int32_g1* i8_sm90a_128x256x128_*_s0_int32_g1* i8_sm90a_128x128x128_*_s0_int32_g1*"
 RECT="16384x16384x1024 4096x4096x65536 65536x1024x4096"
 {

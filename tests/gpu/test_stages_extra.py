@@ -127,7 +127,7 @@ def _groups(count, rng):
 
 def stored_partials(parts, sizes):
     """The group planes as the fused kernels store them, one after the other: uint32, or
-    one byte for a group of one modulus (ozaki_cutlass.pipeline.partial_bytes)."""
+    one byte for a group of one modulus (ozaki_cutlass.numerics.partial_bytes)."""
     return np.frombuffer(b"".join(p.astype(np.uint8 if partial_bytes(size) == 1 else np.uint32).tobytes()
                                   for p, size in zip(parts, sizes)), np.uint8)
 

@@ -612,7 +612,7 @@ bool check_gcrt(Fields& f, const std::string& tag) {
 }
 
 // gbytes <G> <bytes>: a stored group partial of G moduli takes `bytes` bytes
-// (ozaki_cutlass.pipeline.partial_bytes), in partial_bytes() and in PartialElement<G>.
+// (ozaki_cutlass.numerics.partial_bytes), in partial_bytes() and in PartialElement<G>.
 bool check_gbytes(Fields& f, const std::string& tag) {
   const int g = static_cast<int>(f.i());
   const long long want = f.i();

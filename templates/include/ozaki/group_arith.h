@@ -33,7 +33,7 @@ inline constexpr uint32_t kMaxModulus = 256;
 
 // How a group partial X mod M is stored: one byte for a group of one modulus (M <= 256),
 // else 4 bytes (M < 2^32). The fused kernels store it so; the combine kernel reads it so;
-// ozaki_cutlass.pipeline.partial_bytes mirrors it (checked by tests/test_host_arithmetic.py).
+// ozaki_cutlass.numerics.partial_bytes mirrors it (checked by tests/test_host_arithmetic.py).
 template <int G>
 using PartialElement = std::conditional_t<G == 1, uint8_t, uint32_t>;
 

@@ -248,11 +248,7 @@ struct GroupGemmSm80Entry {
   static Status run_checked(const GroupGemmProblem& problem, void* workspace, size_t workspace_bytes,
                             cudaStream_t stream, ErrorMessage& err) {
     GroupConstants constants;
-    Status status = check_group_problem<G>(problem, kLimits, constants, err);
-    if (status != Status::kOk) {
-      return status;
-    }
-    status = check_workspace(0, workspace, workspace_bytes, err);
+    const Status status = check_group_problem<G>(problem, kLimits, constants, err);
     if (status != Status::kOk) {
       return status;
     }

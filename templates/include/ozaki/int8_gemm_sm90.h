@@ -49,14 +49,6 @@ Status bind_sm90_device(cutlass::KernelHardwareInfo& hw_info, ErrorMessage& err)
   return Status::kOk;
 }
 
-// Every CUTLASS 3.x epilogue FusionCallbacks type this backend accepts receives its
-// runtime arguments from this trait; a store-only epilogue has none. A later epilogue
-// (e.g. a partial-CRT visitor) specializes it to pass its own arguments.
-template <class FusionCallbacks, class Enable = void>
-struct Sm90EpilogueArguments {
-  static typename FusionCallbacks::Arguments make(const Int8GemmProblem&) { return {}; }
-};
-
 // MaxSwizzle: the persistent tile scheduler's swizzle (1 = none; 2/4/8 visit tiles in
 // groups along the minor raster dimension so operand tiles are reused from L2).
 template <class Gemm_, int MaxSwizzle = 1>
@@ -69,7 +61,6 @@ struct Int8GemmSm90 {
   using StrideA = typename GemmKernel::StrideA;
   using StrideB = typename GemmKernel::StrideB;
   using StrideD = typename GemmKernel::StrideD;
-  using FusionCallbacks = typename GemmKernel::CollectiveEpilogue::FusionCallbacks;
 
   static_assert(std::is_same_v<typename GemmKernel::ElementA, int8_t>, "A must be int8");
   static_assert(std::is_same_v<typename GemmKernel::ElementB, int8_t>, "B must be int8");
@@ -108,7 +99,7 @@ struct Int8GemmSm90 {
     args.mainloop.dA = stride_a;
     args.mainloop.ptr_B = p.b;
     args.mainloop.dB = stride_b;
-    args.epilogue.thread = Sm90EpilogueArguments<FusionCallbacks>::make(p);
+    args.epilogue.thread = {};  // the store-only epilogue takes no arguments
     args.epilogue.ptr_C = nullptr;
     args.epilogue.dC = stride_d;
     args.epilogue.ptr_D = p.c;

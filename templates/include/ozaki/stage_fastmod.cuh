@@ -1,7 +1,8 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // Exact modular arithmetic for the stage kernels without 64-bit division, as pure
-// __host__ __device__ helpers (checked on the host against Python: .dev/stages2/).
+// __host__ __device__ helpers (checked on the host against Python:
+// tests/host/check_arithmetic.cu, run by tests/test_host_arithmetic.py).
 // Included by ozaki/stages.cuh after its scalar helpers (double_bits, bit_length,
 // pow2_mod); not a standalone header.
 //

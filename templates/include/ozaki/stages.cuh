@@ -29,17 +29,16 @@
 //                   (every |V| < 2^53 in the warp) or 11 FP32 ops + 1 shared load (the
 //                   2^e table), + 3/4 PRMT. 15 moduli: ~1.3 (e = 0) to ~2.4 clk per entry
 //                   per SM -> 2.7-4.9 ms for both operands vs a ~3 ms HBM floor (12 GB).
-//                   (Before: two 64-bit `%` per residue, ~53 ms.)
 //   crt_unscale     N int32 reads (16-byte loads, evict-first) per entry, per modulus
 //                   ~8 INT32 ops (Barrett, no division) + 2L FP64 ops of the limb sums, then
 //                   ~40 FP64 ops (crt_finish, ldexp, alpha/beta), 8 B written. ~2.3 clk per
-//                   entry per SM issue-bound vs 60 B/entry of HBM (~3.3 ms at 16384^2):
-//                   memory-bound, ~4-5 ms (before: a 64-bit `%` per modulus, ~27 ms).
+//                   entry per SM issue-bound vs 60 B/entry of HBM (~3.3 ms at 16384^2);
+//                   measured ~9.6 ms on an H200 (docs/benchmarks.md): arithmetic-bound.
 //   combine_unscale N/G uint32 reads per entry (G moduli per group), ~4 INT32 ops per
 //                   modulus: ~1 ms of HBM for N = 15, G = 4; issue ~1.7 clk/entry/SM, ~2 ms.
 //   accumulate_i64, accurate_shifts: unchanged (element-wise / row and column passes).
 //
-// ABI (version 1), with P = "ozaki_" + variant name. Sizes and strides are int64_t,
+// ABI (version 2), with P = "ozaki_" + variant name. Sizes and strides are int64_t,
 // strides in elements. Every function returns 0 (ok), 1 (bad arguments, detected before
 // any CUDA call) or 2 (a CUDA error reported by cudaGetLastError after a launch), and
 // then P_last_error() holds the message (one per thread). Nothing allocates or
@@ -102,7 +101,7 @@
 //       nf (a HOST pointer, copied into the launch; null when both operands are finite):
 //       op(A), op(B) and their non-finite counts; an entry of a flagged row or column
 //       gets the NaN/Inf pattern of its k terms (reference.split_nonfinite), which,
-//       when non-zero, replaces X. So no host decision, no pattern buffer, no wait.
+//       when non-zero, replaces X.
 //       alpha == 0 and k == 0 are the caller's business (reference.gemm returns early
 //       there; this kernel would compute alpha * X, e.g. 0 * Inf = NaN).
 //   int P_combine_unscale(const void* x, int ngroups, const int32_t* group_sizes,
@@ -119,6 +118,7 @@
 //       group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
 //       summing to consts->count, each product < 2^32). r_g = x mod m_g, then exactly
 //       P_crt_unscale's reconstruction, pattern, unscale and alpha/beta (crt_output).
+//   const char* P_name(void);                  the variant name
 //   const char* P_last_error(void);
 //   int         P_abi_version(void);           returns 2
 //   size_t      P_crt_constants_size(void);    sizeof(ozaki::CrtConstants) = 824, for
@@ -216,8 +216,8 @@ enum Status : int {
 using Message = ErrorMessage;
 
 // =====================================================================================
-// Scalar helpers. __host__ __device__ so that host unit tests can check them against
-// Python (.dev/stages/); the kernels below are built only from these.
+// Scalar helpers. __host__ __device__ so that the host checks (tests/host/check_arithmetic.cu,
+// run by tests/test_host_arithmetic.py) test them against Python.
 // =====================================================================================
 
 // Rounded-to-nearest double operations that the compiler may not contract into FMAs.
@@ -959,8 +959,7 @@ pack_kernel(VectorSet xs, double* out, bool read_along_v) {
 
 // --- non-finite pattern --------------------------------------------------------------
 // The pattern entry (i, j) of reference.split_nonfinite: 0 unless row i or column j is
-// flagged, else from the classes of its k terms. Read by the CRT kernels per entry, so no
-// pattern buffer and no host decision are needed.
+// flagged, else from the classes of its k terms. Read by the CRT kernels per entry.
 __device__ inline double nonfinite_entry(const NonfiniteSource& s, int64_t i, int64_t j) {
   if (s.row_flags == nullptr || (s.row_flags[i] == 0 && s.col_flags[j] == 0)) return 0.0;
   unsigned flags = 0;
