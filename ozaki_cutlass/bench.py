@@ -144,8 +144,8 @@ def _call_gemm(a, b, timings, **kwargs):
 def _time_gemm(call, warmup: int, reps: int, phase_reps: int = 0):
     """Median ms of ``call(None)`` between CUDA events recorded on the legacy default
     stream (the one ozaki_cutlass.gemm uses for CuPy arrays) around the whole Python
-    call, so the host work of each call (argument checks, dispatch, launches, the one
-    stream synchronization) counts, as it does for a user. Then ``phase_reps`` more calls
+    call, so the host work of each call (argument checks, dispatch, launches) counts, as
+    it does for a user. Then ``phase_reps`` more calls
     ``call(dict)`` collect the per-phase times (those synchronize, so they are not the
     timed ones). Returns (median ms, the phase dicts, the last result)."""
     (times,), (out,) = _cuda.event_times([lambda: call(None)], warmup, reps)
@@ -398,11 +398,17 @@ def tune_main(args) -> int:
     import subprocess
     import sys
 
+    from .generator import catalog
+
+    unmatched = [g for g in args.variants or () if not catalog(None, g, full=True, epilogue=None)]
+    if unmatched:  # before any GPU work
+        log.error("--variants %s matches no variant (see `ozaki-cutlass list --full`)", " ".join(unmatched))
+        return 2
+
     import cupy as cp
 
     from ._device import visible_arch
-    from .dispatch import Candidate, builtin_candidates
-    from .generator import Epilogue, catalog
+    from .dispatch import Candidate, builtin_candidates, path_of
     from .reference import resolve_moduli
 
     _cuda.ensure_context()
@@ -412,9 +418,8 @@ def tune_main(args) -> int:
     cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if all(c.variant != v for c in cands)]
     for pattern in args.variants or ():
         for v in catalog(arch, pattern, full=True, epilogue=None):
-            path = "fused" if v.epilogue is Epilogue.PARTIAL_CRT else "staged"
             if all(c.variant != v for c in cands):
-                cands.append(Candidate(path=path, variant=v))
+                cands.append(Candidate(path=path_of(v), variant=v))
     unbuilt = {c: _unbuilt(c, moduli) for c in cands}  # looked up once, not per size
     entries, report = [], []
     for m, n, k, bucket in tune_points(args.sizes, args.shapes or ()):
@@ -437,6 +442,9 @@ def tune_main(args) -> int:
                 report.append((label, c.describe(), ms))
             except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is skipped, said
                 report.append((label, c.describe(), f"skipped: {exc}"))
+        if not timings:
+            report.append((label, "no candidate", "skipped: none is built and runs here"))
+            continue
         _, best = min(timings, key=lambda t: t[0])
         # the winner against native DGEMM, timed in alternation (no drift between them)
         best_ms, native_ms = _time_alternately(

@@ -156,7 +156,8 @@ def _target_arch(requested: str | None):
 def _select(arch, pattern: str | None, full: bool):
     from .generator import catalog
 
-    return catalog(arch, pattern, full=full or pattern is not None)
+    # plain and fused families alike (what build compiles)
+    return catalog(arch, pattern, full=full or pattern is not None, epilogue=None)
 
 
 def _build_targets(arch, pattern: str | None):
@@ -211,6 +212,7 @@ def _build(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     from .generator import Arch, ToolchainError, default_out_dir, list_artifacts, resolve_toolchain
+    from .generator.variants import EPILOGUE_TAGS
 
     variants = _select(args.arch, args.variants, full=args.full)
     if not variants:
@@ -226,7 +228,7 @@ def _list(args: argparse.Namespace) -> int:
         log.warning("cannot tell whether the artifacts are current: %s", exc)
         toolchain = None
 
-    rows = [("name", "arch", "tile", "cluster", "schedule", "stages", "built")]
+    rows = [("name", "arch", "tile", "cluster", "schedule", "stages", "epilogue", "built")]
     for v in variants:
         rows.append((
             v.name,
@@ -235,6 +237,7 @@ def _list(args: argparse.Namespace) -> int:
             f"{v.cluster_m}x{v.cluster_n}" if v.arch is Arch.SM90A else "-",
             v.schedule.value,
             "auto" if v.stages == 0 else str(v.stages),
+            f"{EPILOGUE_TAGS[v.epilogue]}_g{v.group_size}",
             _built_status(v, built.get(v.name, set()), toolchain),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -13,7 +13,7 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import _device, cli
-from ozaki_cutlass.generator import Arch, catalog, default_variant
+from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
 from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir
 
 
@@ -169,12 +169,15 @@ def test_list_prints_the_catalog_with_what_is_built(fake_nvcc, tmp_path, capsys)
     out = str(tmp_path / "out")
     assert cli.main(["list", "--out", out]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["name", "arch", "tile", "cluster", "schedule", "stages", "built"]
+    assert lines[0].split() == ["name", "arch", "tile", "cluster", "schedule", "stages", "epilogue", "built"]
     rows = {line.split()[0]: line.split() for line in lines[1:-1]}
-    assert set(rows) == {v.name for v in catalog()}
+    listed = {v.name for v in catalog(epilogue=None)}  # the plain and the fused families
+    assert set(rows) == listed and any("_pcrt_" in name for name in listed)
     default = default_variant("sm_90a").name
-    assert rows[default][1:] == ["sm_90a", "256x128x128", "1x2", "cooperative", "auto", "no"]
-    assert lines[-1].startswith("6 variants, 0 built")
+    assert rows[default][1:] == ["sm_90a", "256x128x128", "1x2", "cooperative", "auto", "int32_g1", "no"]
+    fused = catalog("sm_90a", epilogue=Epilogue.PARTIAL_CRT)[0]
+    assert rows[fused.name][-2] == f"pcrt_g{fused.group_size}"
+    assert lines[-1].startswith(f"{len(listed)} variants, 0 built")
 
     assert cli.main(["build", "--arch", "sm_90a", "--variants", default, "--out", out]) == 0
     capsys.readouterr()
@@ -192,7 +195,7 @@ def test_list_prints_the_catalog_with_what_is_built(fake_nvcc, tmp_path, capsys)
 def test_list_full_and_pattern(fake_nvcc, tmp_path, capsys):
     assert cli.main(["list", "--arch", "sm_80", "--full", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(catalog("sm_80", full=True)) + 2
+    assert len(lines) == len(catalog("sm_80", full=True, epilogue=None)) + 2  # plain and fused
     assert all(line.split()[3] == "-" for line in lines[1:-1])  # no clusters on sm_80
     assert cli.main(["list", "--variants", "*_pp_*", "--out", str(tmp_path)]) == 0
     rows = capsys.readouterr().out.splitlines()[1:-1]
@@ -258,3 +261,8 @@ def test_bad_arguments_are_usage_errors(capsys, argv, message):
 def test_accuracy_min_above_max(capsys):
     assert cli.main(["accuracy", "--min-moduli", "10", "--max-moduli", "5"]) == 2
     assert "above --max-moduli" in capsys.readouterr().err
+
+
+def test_tune_refuses_a_variant_glob_that_matches_nothing(caplog):
+    assert cli.main(["tune", "--variants", "i8_sm90a_128x128x128_*", "nomatch*"]) == 2
+    assert "--variants nomatch* matches no variant" in caplog.text  # the other glob matches
