@@ -174,6 +174,7 @@ def _prepared(side, shape, moduli=15, mode="fast", device=0, kind="cai"):
     (dict(a=_prepared("left", (3, 4)), trans_a=True), ValueError, r"prepare\(trans=True\)"),
     (dict(a=_prepared("left", (3, 4)), path="fused"), ValueError, "staged path"),
     (dict(a=_prepared("left", (3, 4)), policy="native"), ValueError, "not on prepared operands"),
+    (dict(a=_prepared("left", (3, 4)), path="prologue"), ValueError, "prepared operands"),
     (dict(a=_prepared("left", (3, 4), device=1), b=FakeCupy((4, 5), gpu=0)), ValueError,
      "a was prepared on GPU 1, the other arrays are on GPU 0"),
     (dict(a=_prepared("left", (3, 4), kind="numpy")), ValueError, "all be NumPy arrays or all be GPU"),
@@ -239,11 +240,19 @@ def test_out_may_be_c_itself(monkeypatch):
 
 
 def test_policy_and_transpose_flags_checked_first():
-    pa = ozaki_cutlass.Prepared.__new__(ozaki_cutlass.Prepared)  # never reached: policy is checked first
-    with pytest.raises(ValueError, match="policy must be one of"):
-        ozaki_cutlass.gemm(pa, Dev(), policy="nativ")
+    with pytest.raises(ValueError, match="policy must be one of"):  # before the prepared operand sets it
+        ozaki_cutlass.gemm(_prepared("left", (3, 4)), Dev((4, 5)), policy="nativ")
     for kwargs in (dict(trans_a="no"), dict(trans_b=1)):
         with pytest.raises(TypeError, match="must be True or False"):
             ozaki_cutlass.gemm(Dev(), Dev(), **kwargs)
     with pytest.raises(TypeError, match="trans must be True or False"):
         ozaki_cutlass.prepare(Dev(), "left", trans="yes")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(kernel="i8_sm80_128x128x64_w64x64x64_ms_s4_int32_g1"), "kernel= chooses staged or fused"),
+    (dict(policy="native"), "policy='native' runs cuBLAS DGEMM"),
+])
+def test_prologue_path_refusals(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ozaki_cutlass.gemm(Dev((3, 4)), Dev((4, 5)), path="prologue", **kwargs)
