@@ -74,8 +74,9 @@ class GeneratedLibrary:
         self._lib = _open(Path(artifact.library_path), sym, self.variant.name)
         self._run = getattr(self._lib, f"{sym}_run")
         self._run.restype, self._run.argtypes = _int, self.RUN_ARGTYPES
-        self._ws = getattr(self._lib, f"{sym}_workspace_size")
-        self._ws.restype, self._ws.argtypes = ctypes.c_size_t, self.WORKSPACE_ARGTYPES
+        if self.WORKSPACE_ARGTYPES is not None:  # None: a library without a workspace query
+            self._ws = getattr(self._lib, f"{sym}_workspace_size")
+            self._ws.restype, self._ws.argtypes = ctypes.c_size_t, self.WORKSPACE_ARGTYPES
         self._err = getattr(self._lib, f"{sym}_last_error")
 
     @property

@@ -14,46 +14,30 @@ from __future__ import annotations
 
 import ctypes
 from functools import lru_cache
-from pathlib import Path
 
 from .generator.build import Artifact
 from .generator.prologue import PrologueVariant, default_prologue_variant
-from .kernels import _open, locate, raise_for_status
+from .kernels import GeneratedLibrary, locate
 
 __all__ = ["PrologueGemm", "load_prologue_gemm", "refusal", "run"]
 
 _i64, _int, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
 
 
-class PrologueGemm:
+class PrologueGemm(GeneratedLibrary):
     """One built prologue kernel (ABI: templates/include/ozaki/prologue_gemm.h)."""
 
     RUN_ARGTYPES = [_i64, _i64, _i64, _i64, _i64, _i64, _int, ctypes.POINTER(ctypes.c_int32),
                     _ptr, _i64, _i64, _ptr, _ptr, _i64, _i64, _ptr, _ptr, _i64, _i64, _ptr]
-
-    def __init__(self, artifact: Artifact):
-        self.artifact = artifact
-        self.variant = artifact.variant
-        self._lib = _open(Path(artifact.library_path), artifact.symbol, self.variant.name)
-        self._run = getattr(self._lib, f"{artifact.symbol}_run")
-        self._run.restype, self._run.argtypes = _int, self.RUN_ARGTYPES
-        self._err = getattr(self._lib, f"{artifact.symbol}_last_error")
-
-    @property
-    def name(self) -> str:
-        return self.variant.name
+    WORKSPACE_ARGTYPES = None  # it needs none
 
     def __call__(self, m, n, n_out, k, k_begin, k_len, moduli, a, a_vs, a_es, mu, b, b_vs, b_es, nu,
                  c, ldc, plane_stride, stream=0) -> None:
         """int32 planes c[g] (g < len(moduli)) of the residue products over k in
         [k_begin, k_begin + k_len); pointers and the stream are integer handles."""
         mods = (ctypes.c_int32 * len(moduli))(*moduli)
-        status = self._run(m, n, n_out, k, k_begin, k_len, len(moduli), mods, a, a_vs, a_es, mu,
-                           b, b_vs, b_es, nu, c, ldc, plane_stride, stream or None)
-        raise_for_status(status, self._err, self.name)
-
-    def __repr__(self) -> str:
-        return f"PrologueGemm({self.name})"
+        self._check(self._run(m, n, n_out, k, k_begin, k_len, len(moduli), mods, a, a_vs, a_es, mu,
+                              b, b_vs, b_es, nu, c, ldc, plane_stride, stream or None))
 
 
 @lru_cache(maxsize=None)
