@@ -12,7 +12,9 @@ default in ``ozaki_cutlass/data/tuning.json`` that says where and how it was mea
                   "m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}, ...]}
 
 Bounds are inclusive; entries are tried in order. Without a table (or when no entry
-fits) the built-in defaults for the arch are tried.
+fits) the built-in defaults for the arch are tried. A table that is not of this shape
+(see :func:`table_problem`) raises ValueError when it is loaded, naming the file and
+how to fix it.
 
 Entries with ``"path": "native"`` (no kernel) are where ``ozaki-cutlass tune`` measured
 cuBLAS DGEMM faster than every emulated candidate: the ``auto`` policy of
@@ -120,13 +122,79 @@ def variant_by_name(name: str, who: str) -> GemmVariant:
     return matches[0]
 
 
+def table_problem(table: object) -> str | None:
+    """What makes ``table`` (parsed JSON) other than a tuning table of the shape in this
+    module's docstring, or None when nothing does. Keys the dispatcher does not read
+    ("measured", "tflops", the measurement's metadata) are not checked."""
+    if not isinstance(table, dict):
+        return f"the top level is a JSON {_json_type(table)}, not an object"
+    entries = table.get("entries")
+    if not isinstance(entries, list):
+        return ('no "entries" list' if entries is None
+                else f'"entries" is a JSON {_json_type(entries)}, not a list')
+    for i, e in enumerate(entries):
+        why = _entry_problem(e)
+        if why is not None:
+            return f"entry {i} {why}"
+    return None
+
+
+def _entry_problem(e: object) -> str | None:
+    if not isinstance(e, dict):
+        return f"is a JSON {_json_type(e)}, not an object"
+    paths = PATHS + ("native",)
+    if "path" not in e:
+        return f'has no "path" (one of {paths})'
+    if e["path"] not in paths:
+        return f"has path {e['path']!r}, expected one of {paths}"
+    arches = tuple(a.value for a in Arch)
+    if "arch" in e and e["arch"] not in arches:
+        return f"has arch {e['arch']!r}, expected one of {arches}"
+    for dim in "mnk":
+        if dim in e and not _is_bucket(e[dim]):
+            return f'has "{dim}": {e[dim]!r}, expected [lo, hi] with integers 0 <= lo <= hi'
+    for key in ("ms", "native_ms"):
+        if key in e and not (isinstance(e[key], (int, float)) and not isinstance(e[key], bool)):
+            return f'has "{key}": {e[key]!r}, expected milliseconds (a number)'
+    if e["path"] == "native":
+        return None
+    if "kernel" not in e:
+        return f'has no "kernel" (a {e["path"]} entry names the variant it runs)'
+    if not isinstance(e["kernel"], str):
+        return f'has "kernel": {e["kernel"]!r}, expected a variant name (a string)'
+    try:
+        variant = variant_by_name(e["kernel"], "names")
+    except ValueError as exc:
+        return str(exc)
+    if path_of(variant) != e["path"]:
+        return f"says path {e['path']!r}, but {variant.name} runs the {path_of(variant)} path"
+    if "arch" in e and variant.arch.value != e["arch"]:
+        return f"says arch {e['arch']!r}, but {variant.name} is built for {variant.arch.value}"
+    return None
+
+
+def _is_bucket(value: object) -> bool:
+    return (isinstance(value, list) and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            and 0 <= value[0] <= value[1])
+
+
+def _json_type(value: object) -> str:
+    for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"),
+                       ((int, float), "number")):
+        if isinstance(value, kind):
+            return name
+    return "null"
+
+
 _KEPT_CANDIDATES: dict[tuple[int, str], tuple[Candidate, ...]] = {}
 
 
 def candidates_from_table(table: dict, source: str) -> list[Candidate]:
     """The table's entries as candidates, in order. choose() runs on every GEMM call, so
     the tables load_table() keeps (read once, alive and unchanged for the process: their
-    ids are never reused) are looked up by identity; any other table by its content."""
+    ids are never reused) are looked up by identity; any other table by its content.
+    A table not of the documented shape raises ValueError naming ``source``."""
     key = (id(table), source)
     cands = _KEPT_CANDIDATES.get(key)
     if cands is None:
@@ -139,17 +207,13 @@ def candidates_from_table(table: dict, source: str) -> list[Candidate]:
 @lru_cache(maxsize=64)
 def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
     table = json.loads(text)
-    out = []
-    for i, e in enumerate(table.get("entries", [])):
-        if e.get("path") == "native":
-            continue  # read by prefer_native
-        if e.get("path") not in PATHS:
-            raise ValueError(f"{source}: entry {i} has path {e.get('path')!r}, expected one of "
-                             f"{PATHS + ('native',)}")
-        out.append(Candidate(path=e["path"], variant=variant_by_name(e["kernel"], f"{source} names"),
-                             m=tuple(e.get("m", _ANY)), n=tuple(e.get("n", _ANY)),
-                             k=tuple(e.get("k", _ANY)), source=source))
-    return tuple(out)
+    why = table_problem(table)
+    if why is not None:
+        raise ValueError(f"{source}: {why}; regenerate the table with `ozaki-cutlass tune` on the GPU")
+    return tuple(Candidate(path=e["path"], variant=variants_named(e["kernel"])[0],
+                           m=tuple(e.get("m", _ANY)), n=tuple(e.get("n", _ANY)),
+                           k=tuple(e.get("k", _ANY)), source=source)
+                 for e in table["entries"] if e["path"] != "native")  # native: read by prefer_native
 
 
 @lru_cache(maxsize=None)
@@ -164,27 +228,51 @@ def builtin_candidates(arch: Arch) -> tuple[Candidate, ...]:
 
 def load_table(path: str | None = None) -> tuple[dict, str]:
     """The tuning table: ``path`` if given, else ``OZAKI_TUNING_TABLE``, else the packaged
-    default (which may be absent: then only the built-in candidates are tried)."""
+    default (which may be absent: then only the built-in candidates are tried). A file
+    that cannot be read, is not JSON or not of the documented shape raises ValueError
+    saying which file, what is wrong and how to fix it."""
     from .generator import environment
 
-    if path is None and environment.tuning_table() is not None:
-        path = str(environment.tuning_table())
-    return _read_table(path)
+    if path is not None:
+        return _read_table(str(path), f"tuning table {path}",
+                           f"regenerate it with `ozaki-cutlass tune --out {path}` on the GPU")
+    env = environment.tuning_table()
+    if env is not None:
+        return _read_table(str(env), f"OZAKI_TUNING_TABLE={env}",
+                           "unset OZAKI_TUNING_TABLE to use the packaged table, or regenerate the "
+                           f"file with `ozaki-cutlass tune --out {env}` on the GPU")
+    return _read_table(None, f"the packaged table {_PACKAGED}",
+                       "reinstall ozaki-cutlass, or set OZAKI_TUNING_TABLE to a table written by "
+                       "`ozaki-cutlass tune`")
 
 
+_PACKAGED = "ozaki_cutlass/data/tuning.json"
 _KEPT_TABLES: list[tuple[dict, str]] = []
 
 
 @lru_cache(maxsize=None)
-def _read_table(path: str | None) -> tuple[dict, str]:
-    if path is not None:
-        kept = json.loads(Path(path).read_text()), str(path)
-    else:
-        try:
-            text = resources.files("ozaki_cutlass").joinpath("data/tuning.json").read_text()
-            kept = json.loads(text), "ozaki_cutlass/data/tuning.json"
-        except FileNotFoundError:
-            kept = {"entries": []}, "no table"
+def _read_table(path: str | None, where: str, fix: str) -> tuple[dict, str]:
+    """``path``'s table (None: the packaged one), checked; ``where`` and ``fix`` word the
+    error. Only a table read without error is kept."""
+    try:
+        if path is None:
+            text, source = resources.files("ozaki_cutlass").joinpath("data/tuning.json").read_text(), _PACKAGED
+        else:
+            text, source = Path(path).read_text(), path
+    except FileNotFoundError:
+        if path is not None:
+            raise ValueError(f"{where} cannot be read: no such file; {fix}") from None
+        text, source = '{"entries": []}', "no table"
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where} cannot be read ({exc}); {fix}") from None
+    try:
+        table = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is not JSON ({exc}); {fix}") from None
+    why = table_problem(table)
+    if why is not None:
+        raise ValueError(f"{where}: {why}; {fix}")
+    kept = table, source
     _KEPT_TABLES.append(kept)
     return kept
 

@@ -1,5 +1,7 @@
 """The shape dispatcher: a pure function of (problem, arch, table)."""
 
+import json
+
 import pytest
 
 from ozaki_cutlass import dispatch
@@ -73,6 +75,83 @@ def test_packaged_table_loads():
     table, source = dispatch.load_table()
     assert isinstance(table.get("entries", []), list)
     dispatch.candidates_from_table(table, source)  # every entry names a catalogued kernel
+
+
+_STAGED = {"arch": "sm_90a", "path": "staged", "kernel": "i8_sm90a_128x128x128_c1x1_pp_s0_int32_g1"}
+_FUSED = "i8_sm90a_128x128x128_c2x1_coop_s0_pcrt_g4_sw8"
+
+# (what the file holds, what the error must say is wrong)
+_MALFORMED_TABLES = {
+    "not JSON": ("{'entries': []}", "is not JSON"),
+    "not an object": ("[]", "top level is a JSON array, not an object"),
+    "no entries": ('{"gpu": "H200"}', 'no "entries" list'),
+    "entries not a list": ('{"entries": {"path": "native"}}', '"entries" is a JSON object, not a list'),
+    "entry not an object": ('{"entries": ["native"]}', "entry 0 is a JSON string, not an object"),
+    "no path": ({"entries": [{"kernel": _STAGED["kernel"]}]}, "entry 0 has no \"path\""),
+    "unknown path": ({"entries": [_STAGED | {"path": "fast"}]}, "entry 0 has path 'fast'"),
+    "no kernel": ({"entries": [{"path": "staged"}]}, "entry 0 has no \"kernel\""),
+    "kernel not a string": ({"entries": [_STAGED | {"kernel": 7}]}, "entry 0 has \"kernel\": 7"),
+    "unknown kernel": ({"entries": [_STAGED | {"kernel": "i8_nothing"}]}, "matches 0 catalogued variants"),
+    "kernel of the other path": ({"entries": [_STAGED | {"kernel": _FUSED}]}, "runs the fused path"),
+    "unknown arch": ({"entries": [_STAGED | {"arch": "sm_75"}]}, "entry 0 has arch 'sm_75'"),
+    "kernel of another arch": ({"entries": [_STAGED | {"arch": "sm_80"}]}, "built for sm_90a"),
+    "bucket not a pair": ({"entries": [_STAGED | {"m": 64}]}, "entry 0 has \"m\": 64"),
+    "bucket of strings": ({"entries": [_STAGED | {"n": ["1", "64"]}]}, "entry 0 has \"n\": ['1', '64']"),
+    "bucket upside down": ({"entries": [_STAGED | {"k": [64, 1]}]}, "entry 0 has \"k\": [64, 1]"),
+    "time not a number": ({"entries": [_STAGED | {"ms": "fast", "native_ms": 2.0}]}, "entry 0 has \"ms\": 'fast'"),
+    "second entry": ({"entries": [_STAGED, {"path": "native", "m": [1]}]}, "entry 1 has \"m\": [1]"),
+}
+
+
+def _use_table(tmp_path, monkeypatch, content) -> str:
+    path = tmp_path / "tuning.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", str(path))
+    return str(path)
+
+
+def _dispatch_with_the_table():
+    """What a GEMM call does with the table in effect: load it, choose, ask the auto policy."""
+    table, source = dispatch.load_table()
+    problem = Problem(64, 64, 64, 15, Arch.SM90A)
+    choose(problem, table=table, table_source=source)
+    dispatch.prefer_native(problem, "accurate", table=table, table_source=source)
+
+
+@pytest.mark.parametrize("content, wrong", _MALFORMED_TABLES.values(), ids=_MALFORMED_TABLES.keys())
+def test_malformed_table_from_the_environment_says_what_and_how_to_fix(tmp_path, monkeypatch, content, wrong):
+    path = _use_table(tmp_path, monkeypatch, content)
+    with pytest.raises(ValueError) as err:
+        _dispatch_with_the_table()
+    text = str(err.value)
+    assert f"OZAKI_TUNING_TABLE={path}" in text and wrong in text
+    assert "unset OZAKI_TUNING_TABLE" in text and "ozaki-cutlass tune" in text
+
+
+def test_missing_table_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", str(tmp_path / "nowhere.json"))
+    with pytest.raises(ValueError) as err:
+        _dispatch_with_the_table()
+    text = str(err.value)
+    assert f"OZAKI_TUNING_TABLE={tmp_path / 'nowhere.json'}" in text and "cannot be read" in text
+    assert "unset OZAKI_TUNING_TABLE" in text and "ozaki-cutlass tune" in text
+
+
+def test_malformed_table_given_by_path(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text('{"entries": [{"path": "staged"}]}')
+    with pytest.raises(ValueError, match="no \"kernel\"") as err:
+        dispatch.load_table(str(path))
+    assert f"tuning table {path}" in str(err.value) and "OZAKI_TUNING_TABLE" not in str(err.value)
+    with pytest.raises(ValueError, match="cannot be read"):
+        dispatch.load_table(str(tmp_path / "nowhere.json"))
+
+
+@pytest.mark.parametrize("table", [{"entries": [{"path": "staged"}]}, {"entries": [_STAGED | {"m": [1]}]},
+                                   {"entries": "none"}, {"entries": [None]}])
+def test_malformed_table_given_as_a_dict(table):
+    with pytest.raises(ValueError, match="^t.json: .*ozaki-cutlass tune"):
+        dispatch.candidates_from_table(table, "t.json")
 
 
 # --------------------------------------------------------------------------- auto policy
