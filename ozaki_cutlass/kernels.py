@@ -21,6 +21,7 @@ from .generator.variants import GemmVariant
 log = logging.getLogger(__name__)
 
 ABI_VERSION = 1
+GROUP_ABI_VERSION = 2  # the fused kernels (ozaki::kGroupAbiVersion, group_gemm_abi.h)
 _i64 = ctypes.c_int64
 _int = ctypes.c_int
 _ptr = ctypes.c_void_p
@@ -66,12 +67,13 @@ class GeneratedLibrary:
 
     RUN_ARGTYPES: list = []
     WORKSPACE_ARGTYPES = [_int, _int, _int, _int]
+    ABI = ABI_VERSION
 
     def __init__(self, artifact: Artifact):
         self.artifact = artifact
         self.variant = artifact.variant
         sym = artifact.symbol
-        self._lib = _open(Path(artifact.library_path), sym, self.variant.name)
+        self._lib = _open(Path(artifact.library_path), sym, self.variant.name, self.ABI)
         self._run = getattr(self._lib, f"{sym}_run")
         self._run.restype, self._run.argtypes = _int, self.RUN_ARGTYPES
         if self.WORKSPACE_ARGTYPES is not None:  # None: a library without a workspace query
@@ -157,24 +159,33 @@ def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = 
 
 class GroupGemm(GeneratedLibrary):
     """One generated fused modulus-group GEMM (partial-CRT epilogue; sm_90a or sm_80, one C
-    ABI): for the group's G moduli, concatenated along k, X = CRT of (A_g B_g^T mod m_g) mod
-    prod m_g."""
+    ABI, group_gemm_sm90.h): for consecutive groups of G moduli, every modulus's residues
+    concatenated along k, group q's X = CRT of (A_h B_h^T mod m_h over its moduli h) mod
+    their product, q * stride_x elements into x. One launch for all groups where the
+    kernel batches them (sm_90a, G = 1), else one per group."""
 
-    RUN_ARGTYPES = [_int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64,
+    RUN_ARGTYPES = [_int, _int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64, _i64,
                     ctypes.POINTER(ctypes.c_uint32), _ptr, ctypes.c_size_t, _ptr]
+    WORKSPACE_ARGTYPES = [_int, _int, _int, _int, _int]
+    ABI = GROUP_ABI_VERSION
 
     @property
     def group_size(self) -> int:
         return self.variant.group_size
 
-    def workspace_size(self, m: int, n: int, k_pad: int) -> int:
-        return int(self._ws(m, n, k_pad, self.group_size))
+    def workspace_size(self, m: int, n: int, k_pad: int, groups: int = 1) -> int:
+        return int(self._ws(m, n, k_pad, self.group_size, groups))
 
-    def __call__(self, m, n, k_pad, moduli, a, lda, b, ldb, x, ldx, workspace=0, workspace_bytes=0,
-                 stream=0) -> None:
+    def __call__(self, m, n, k_pad, moduli, a, lda, b, ldb, x, ldx, stride_x=0, workspace=0,
+                 workspace_bytes=0, stream=0) -> None:
+        """``moduli``: groups * G values, group q's G moduli at [q*G, (q+1)*G)."""
+        groups, rest = divmod(len(moduli), self.group_size)
+        if rest or not groups:
+            raise UnsupportedProblem(f"{self.name}: {len(moduli)} moduli do not make whole groups of "
+                                     f"{self.group_size}")
         mods = (ctypes.c_uint32 * len(moduli))(*moduli)
-        self._check(self._run(m, n, k_pad, len(moduli), a, lda, b, ldb, x, ldx, mods,
-                              workspace or None, workspace_bytes, stream or None))
+        self._check(self._run(m, n, k_pad, self.group_size, groups, a, lda, b, ldb, x, ldx, stride_x,
+                              mods, workspace or None, workspace_bytes, stream or None))
 
 
 @lru_cache(maxsize=None)

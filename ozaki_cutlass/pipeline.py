@@ -650,6 +650,17 @@ def _residues(st, va, vb, mu, nu, count, moduli, ra, rb, m, n_pad, kp, layout, s
                 st.residues_strided(*v, shifts, count, moduli, out, rows_pad, kp, *layout, s)
 
 
+def _runs(sizes):
+    """[(group size, how many in a row)] of a list of group sizes: [4, 4, 4, 3] -> [(4, 3), (3, 1)]."""
+    out: list[list[int]] = []
+    for size in sizes:
+        if out and out[-1][0] == size:
+            out[-1][1] += 1
+        else:
+            out.append([size, 1])
+    return [tuple(r) for r in out]
+
+
 def _coarse_gemm(kern):
     """The plain INT8 GEMM used for the coarse bound on the fused path."""
     kern.gemm = load_int8_gemm(default_variant(kern.variant.arch))
@@ -716,10 +727,10 @@ def _run_staged(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, tim
 
 def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer):
     """Residues of all moduli concatenated along k (row i: modulus 0's k_pad values, then
-    modulus 1's, ...); one fused launch per group of moduli writes the group partial
-    (X mod prod of the group's moduli: uint32, one byte for a one-modulus group, rows of
-    n_pad, a multiple of 16 for the byte rows' TMA stores); the combine kernel finishes
-    the CRT."""
+    modulus 1's, ...); the fused kernel writes each group's partial (X mod prod of the
+    group's moduli: uint32, one byte for a one-modulus group, rows of n_pad, a multiple of
+    16 for the byte rows' TMA stores), one call per run of equal-size groups (one batched
+    launch for one-modulus groups on sm_90a); the combine kernel finishes the CRT."""
     st = kern.stages
     consts = crt_constants(count)
     tile_k = kern.variant.tile_k
@@ -736,14 +747,14 @@ def _run_fused(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, time
     plane = m * n_pad
     x = ws.get("x", sum(partial_bytes(size) for size in sizes) * plane)
     first, offset = 0, 0
-    for size in sizes:
+    for size, groups in _runs(sizes):
         gk = _group_kernel(kern.variant, size)
-        ws_bytes = gk.workspace_size(m, n_pad, kp)
+        ws_bytes = gk.workspace_size(m, n_pad, kp, groups)
         gws = ws.get(f"group_ws{size}", ws_bytes) if ws_bytes else 0
-        gk(m, n_pad, kp, consts.moduli[first:first + size], ra + first * kp, row, rb + first * kp, row,
-           x + offset, n_pad, gws, ws_bytes, sh)
-        first += size
-        offset += partial_bytes(size) * plane
+        gk(m, n_pad, kp, consts.moduli[first:first + size * groups], ra + first * kp, row, rb + first * kp, row,
+           x + offset, n_pad, plane, gws, ws_bytes, sh)
+        first += size * groups
+        offset += partial_bytes(size) * plane * groups
     timer.mark("int8_gemm")
     cin, cin_rs, cin_cs = _cin(C, beta)
     st.combine_unscale(x, sizes, m, n, n_pad, plane, consts, mu, nu, alpha, beta, cin, cin_rs, cin_cs,

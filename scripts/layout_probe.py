@@ -4,7 +4,9 @@ The same 15 INT8 products (random int8 residues, m = n = k = N), timed in altern
   plain/staged  the plain kernel, one batched launch, residues as (modulus, row, k) planes
   plain/concat  the plain kernel, one batched launch, residues concatenated along k
                 (row i: modulus 0's k values, then modulus 1's, ...; the fused layout)
-  fused-g1      the fused G = 1 kernel (same tile), one launch per modulus, concatenated
+  fused-g1      the fused G = 1 kernel (same tile, concatenated), all 15 one-modulus groups
+                in one call (one batched launch)
+  fused-g1-each the same kernel called once per modulus
 and, for whole gemm calls, the per-phase split (timings=) of the staged path and the
 fused path with G = 1 and with the default G.
     python scripts/layout_probe.py [--sizes 8192 16384] [--json out.json]"""
@@ -41,7 +43,7 @@ def gemm_only(n: int) -> dict:
     cb = cp.ascontiguousarray(rb.transpose(1, 0, 2))
     c32 = cp.empty((COUNT, n, n), dtype=cp.int32)
     x8 = cp.empty((COUNT, n, n), dtype=cp.uint8)
-    wsb = max(plain.workspace_size(n, n, kp, COUNT), fused.workspace_size(n, n, kp), 16)
+    wsb = max(plain.workspace_size(n, n, kp, COUNT), fused.workspace_size(n, n, kp, COUNT), 16)
     ws = cp.empty(wsb, dtype=cp.uint8)
     plane = n * n
 
@@ -54,11 +56,16 @@ def gemm_only(n: int) -> dict:
               plane, ws.data.ptr, wsb)
 
     def fused1():
+        fused(n, n, kp, moduli, ca.data.ptr, COUNT * kp, cb.data.ptr, COUNT * kp, x8.data.ptr, n, plane,
+              ws.data.ptr, wsb)
+
+    def fused1_each():
         for g in range(COUNT):
             fused(n, n, kp, moduli[g:g + 1], ca.data.ptr + g * kp, COUNT * kp, cb.data.ptr + g * kp, COUNT * kp,
-                  x8.data.ptr + g * plane, n, ws.data.ptr, wsb)
+                  x8.data.ptr + g * plane, n, plane, ws.data.ptr, wsb)
 
-    times, _ = _cuda.event_times([staged, concat, fused1], warmup=2, reps=5)
+    names = ("plain_staged", "plain_concat", "fused_g1", "fused_g1_each")
+    times, _ = _cuda.event_times([staged, concat, fused1, fused1_each], warmup=2, reps=5)
     # the three give the same products: plain/concat equals plain/staged, fused-g1 its residues
     # (checked plane by plane, to keep the memory down at n = 16384)
     concat()
@@ -71,7 +78,7 @@ def gemm_only(n: int) -> dict:
                    for g in range(COUNT))
     ops = 2.0 * n * n * kp * COUNT
     return {"n": n, **{name: {"ms": med(t), "top_s": ops / med(t) / 1e9}
-                       for name, t in zip(("plain_staged", "plain_concat", "fused_g1"), times)},
+                       for name, t in zip(names, times)},
             "concat_equals_staged": same, "fused_g1_equals_residues": fused_ok}
 
 
@@ -101,7 +108,8 @@ def main() -> None:
         p = phases(n)
         res.append({"gemm_only": g, "phases": p})
         print(f"n = {n}: INT8 products of 15 moduli, ms (TOP/s): "
-              + ", ".join(f"{k} {g[k]['ms']:.2f} ({g[k]['top_s']:.0f})" for k in ("plain_staged", "plain_concat", "fused_g1"))
+              + ", ".join(f"{k} {g[k]['ms']:.2f} ({g[k]['top_s']:.0f})"
+                             for k in ("plain_staged", "plain_concat", "fused_g1", "fused_g1_each"))
               + f"; concat == staged: {g['concat_equals_staged']}, fused-g1 == residues: {g['fused_g1_equals_residues']}")
         for label in ("staged", "fused_g1", "fused_g4"):
             q = p[label]

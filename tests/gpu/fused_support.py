@@ -1,45 +1,10 @@
-"""ctypes access to a built fused modulus-group GEMM, and its NumPy twin (scratch helpers
-for test_fused_host.py / test_fused_gpu.py; the runtime's own wrapper lives in
-ozaki_cutlass.kernels)."""
+"""The NumPy twin of the fused modulus-group GEMM's ABI (group_gemm_sm90.h), for
+test_fused_gemm.py; the kernels are called through the runtime's own binding
+(ozaki_cutlass.kernels.GroupGemm)."""
 
 from __future__ import annotations
 
-import ctypes
-from pathlib import Path
-
 import numpy as np
-
-_int, _i64, _ptr = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
-OUT = Path(__file__).resolve().parent / "out"
-
-
-class FusedLib:
-    def __init__(self, artifact):
-        self.variant = artifact.variant
-        sym = artifact.symbol
-        self.lib = ctypes.CDLL(str(artifact.library_path), mode=ctypes.RTLD_LOCAL)
-        self._run = getattr(self.lib, f"{sym}_run")
-        self._run.restype = _int
-        self._run.argtypes = [_int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64,
-                              ctypes.POINTER(ctypes.c_uint32), _ptr, ctypes.c_size_t, _ptr]
-        self._ws = getattr(self.lib, f"{sym}_workspace_size")
-        self._ws.restype, self._ws.argtypes = ctypes.c_size_t, [_int, _int, _int, _int]
-        for what, restype in (("name", ctypes.c_char_p), ("abi_version", _int),
-                              ("last_error", ctypes.c_char_p)):
-            f = getattr(self.lib, f"{sym}_{what}")
-            f.restype, f.argtypes = restype, []
-            setattr(self, what, f)
-
-    def workspace_size(self, m, n, k_pad, group_size):
-        return int(self._ws(m, n, k_pad, group_size))
-
-    def run(self, m, n, k_pad, group_size, a, lda, b, ldb, x, ldx, moduli,
-            workspace=0, workspace_bytes=0, stream=0):
-        """Returns (status, last_error). Pointers are integers; moduli a Python sequence."""
-        mod = (ctypes.c_uint32 * max(1, len(moduli)))(*moduli) if moduli is not None else None
-        status = self._run(m, n, k_pad, group_size, a or None, lda, b or None, ldb, x or None, ldx,
-                           mod, workspace or None, workspace_bytes, stream or None)
-        return status, self.last_error().decode()
 
 
 def crt_weights(moduli):

@@ -2,8 +2,8 @@
 //
 // The fused modulus-group INT8 GEMM for sm_80 (and, through its compute_80 PTX, any later
 // GPU): the kernel and the host logic behind templates/int8_group_gemm_sm80.cu.j2. It
-// exports the same C ABI (version 1) as the sm_90a kernels, documented at the top of
-// group_gemm_sm90.h, and stores bit-identical partials:
+// exports the same C ABI (version 2) as the sm_90a kernels, documented at the top of
+// group_gemm_sm90.h (one launch per group), and stores bit-identical partials:
 //   X[i*ldx + j] = (sum_g c_g (acc_g mod m_g)) mod M, M = prod_g m_g,
 //   acc_g = sum_{l < k_pad} A[i*lda + g*k_pad + l] * B[j*ldb + g*k_pad + l] (int32, wrapping).
 // It needs no workspace (P_workspace_size returns 0).
@@ -219,10 +219,12 @@ struct GroupGemmSm80Entry {
   }
 
   // No workspace: each partial is written once, by the CTA that owns its tile.
-  static size_t workspace_size(int, int, int, int) noexcept { return 0; }
+  static size_t workspace_size(int, int, int, int, int) noexcept { return 0; }
 
  private:
-  static Params make_params(const GroupGemmProblem& p, const GroupConstants& constants) {
+  // The launch of group q: its moduli's residues start q*G*k_pad columns into A's and
+  // B's rows, its partials q*stride_x elements into X.
+  static Params make_params(const GroupGemmProblem& p, int q, const GroupConstants& constants) {
     Params params;
     params.problem_size = cutlass::gemm::GemmCoord(p.m, p.n, p.k_pad);
     params.grid_tiled_shape = Swizzle::get_tiled_shape(
@@ -233,13 +235,14 @@ struct GroupGemmSm80Entry {
     params.k_tiles_per_modulus = p.k_pad / ThreadblockShape::kK;
     params.params_a = typename Kernel::IteratorA::Params(cutlass::layout::RowMajor(static_cast<int>(p.lda)));
     params.params_b = typename Kernel::IteratorB::Params(cutlass::layout::ColumnMajor(static_cast<int>(p.ldb)));
-    params.a = const_cast<int8_t*>(p.a);
-    params.b = const_cast<int8_t*>(p.b);
+    const int64_t first = int64_t(q) * G * p.k_pad;
+    params.a = const_cast<int8_t*>(p.a) + first;
+    params.b = const_cast<int8_t*>(p.b) + first;
     for (int g = 0; g < G; ++g) {
       params.fold[g] = constants.fold[g];
     }
     const auto arguments = partial_crt_sm80_arguments<G, OutputTileThreadMap>(
-        constants.crt, static_cast<ElementX*>(p.x), p.ldx, p.m);
+        constants.crt, static_cast<ElementX*>(p.x) + q * p.stride_x, p.ldx, p.m);
     params.output = FusionCallbacks::to_underlying_arguments(cute::make_shape(p.m, p.n, 1), arguments,
                                                              /*workspace=*/nullptr);
     return params;
@@ -247,13 +250,12 @@ struct GroupGemmSm80Entry {
 
   static Status run_checked(const GroupGemmProblem& problem, void* workspace, size_t workspace_bytes,
                             cudaStream_t stream, ErrorMessage& err) {
-    GroupConstants constants;
+    GroupConstants constants[kMaxGroups];
     const Status status = check_group_problem<G>(problem, kLimits, constants, err);
     if (status != Status::kOk) {
       return status;
     }
-    const Params params = make_params(problem, constants);
-    const dim3 grid = Swizzle::get_grid_shape(params.grid_tiled_shape);
+    const dim3 grid = Swizzle::get_grid_shape(make_params(problem, 0, constants[0]).grid_tiled_shape);
     if (grid.y > static_cast<unsigned>(kMaxGridY)) {
       return err.set(Status::kNotSupported, "n=%d needs %u rows of CTAs in the grid (at most %d)",
                      problem.n, grid.y, kMaxGridY);
@@ -267,10 +269,13 @@ struct GroupGemmSm80Entry {
         return cuda_failure("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", cuda, err);
       }
     }
-    cutlass::device_kernel<Kernel><<<grid, Kernel::kThreadCount, smem, stream>>>(params);
-    cuda = cudaGetLastError();
-    if (cuda != cudaSuccess) {
-      return cuda_failure("kernel launch", cuda, err);
+    for (int q = 0; q < problem.groups; ++q) {
+      const Params params = make_params(problem, q, constants[q]);
+      cutlass::device_kernel<Kernel><<<grid, Kernel::kThreadCount, smem, stream>>>(params);
+      cuda = cudaGetLastError();
+      if (cuda != cudaSuccess) {
+        return cuda_failure("kernel launch", cuda, err);
+      }
     }
     return Status::kOk;
   }

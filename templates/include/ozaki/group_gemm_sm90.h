@@ -4,28 +4,33 @@
 // the host logic behind it: argument checks, the group constants, the CUTLASS arguments
 // of the group mainloop (group_mma_sm90.h) and the partial-CRT epilogue (partial_crt.h).
 //
-// ABI (version 1), with `P` = "ozaki_" + variant name:
-//   int         P_run(int m, int n, int k_pad, int group_size,
+// ABI (version 2, kGroupAbiVersion), with `P` = "ozaki_" + variant name:
+//   int         P_run(int m, int n, int k_pad, int group_size, int groups,
 //                     const int8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
-//                     void* X, int64_t ldx, const uint32_t* moduli,
+//                     void* X, int64_t ldx, int64_t stride_x, const uint32_t* moduli,
 //                     void* workspace, size_t workspace_bytes, cudaStream_t stream);
-//   size_t      P_workspace_size(int m, int n, int k_pad, int group_size);
+//   size_t      P_workspace_size(int m, int n, int k_pad, int group_size, int groups);
 //   const char* P_name(void);
 //   int         P_abi_version(void);
 //   const char* P_last_error(void);
-// The group's int8 residues are concatenated along k: for i < m, j < n and g < G,
-//   acc_g = sum_{l < k_pad} A[i*lda + g*k_pad + l] * B[j*ldb + g*k_pad + l]
+// One call takes `groups` consecutive groups of G = group_size moduli, every modulus's
+// int8 residues concatenated along k: modulus h = q*G + g (group q, g < G) at columns
+// [h*k_pad, (h+1)*k_pad) of A's and B's rows. For i < m, j < n:
+//   acc_h = sum_{l < k_pad} A[i*lda + h*k_pad + l] * B[j*ldb + h*k_pad + l]
 // (int32, two's-complement wrap-around), and
-//   X[i*ldx + j] = (sum_g c_g (acc_g mod m_g)) mod M in [0, M), M = prod_g m_g,
-// the unique value in [0, M) congruent to acc_g modulo every m_g, stored as
-// PartialElement<G> (group_arith.h): uint32, or uint8 for G = 1. `moduli` is a HOST
-// array of group_size values in [2, 256], pairwise coprime (copied into the launch).
-// Requirements: group_size = the variant's G; k_pad a positive multiple of tile_k;
-// lda, ldb >= G*k_pad and multiples of 16; n and ldx multiples of 16 / sizeof(X element)
-// (4 for uint32, 16 for uint8), ldx >= n;
-// A, B, X 16-byte aligned. Status codes and P_last_error as in int8_gemm_entry.h:
-// 0 ok, 1 not supported (checked before any CUDA call), 2 CUDA/CUTLASS error.
-// `run` neither allocates nor synchronizes.
+//   X[q*stride_x + i*ldx + j] = (sum_g c_g (acc_{qG+g} mod m_{qG+g})) mod M_q in [0, M_q),
+// M_q = the product of group q's moduli: the unique value in [0, M_q) congruent to each
+// acc_h modulo m_h, stored as PartialElement<G> (group_arith.h): uint32, or uint8 for
+// G = 1 (then X is acc_h mod m_h). `moduli` is a HOST array of groups*G values in
+// [2, 256], each group's pairwise coprime (copied into the launch).
+// Kernels of one-modulus groups run every group in one batched launch; the others launch
+// once per group (in this call, in order, on `stream`).
+// Requirements: group_size = the variant's G; 1 <= groups, groups*G <= 20; k_pad a
+// positive multiple of tile_k; lda, ldb >= groups*G*k_pad and multiples of 16; n, ldx
+// and (for groups > 1) stride_x multiples of 16 / sizeof(X element) (4 for uint32, 16
+// for uint8), ldx >= n, stride_x >= (m-1)*ldx + n; A, B, X 16-byte aligned. Status
+// codes and P_last_error as in int8_gemm_entry.h: 0 ok, 1 not supported (checked before
+// any CUDA call), 2 CUDA/CUTLASS error. `run` neither allocates nor synchronizes.
 
 #pragma once
 
@@ -51,9 +56,12 @@
 namespace ozaki {
 
 // Backend of one generated library: `Gemm` is a GemmUniversalAdapter over a kernel whose
-// mainloop is GroupMmaSm90<..., G> and whose epilogue runs PartialCrtEvt<G>.
+// mainloop is GroupMmaSm90<..., G> and whose epilogue runs PartialCrtEvt<G>, or, for
+// G = 1, over CUTLASS's own mainloop batched over the groups, with BatchedResidue as its
+// epilogue (partial_crt.h).
 template <class Gemm_, int G, int TileK, int MaxSwizzle = 1>
 struct GroupGemmSm90Entry {
+  static constexpr bool kBatched = G == 1;  // every group in one launch (L = groups)
   static_assert(MaxSwizzle == 1 || MaxSwizzle == 2 || MaxSwizzle == 4 || MaxSwizzle == 8,
                 "swizzle must be 1, 2, 4 or 8");
   using Gemm = Gemm_;
@@ -83,20 +91,17 @@ struct GroupGemmSm90Entry {
     return run_guarded(err, [&] { return run_checked(problem, workspace, workspace_bytes, stream, err); });
   }
 
-  // 0 when the sizes are not a valid problem (run() then reports why).
-  static size_t workspace_size(int m, int n, int k_pad, int group_size) noexcept {
+  // 0 when the sizes are not a valid problem (run() then reports why). A kernel launched
+  // once per group needs the workspace of one launch (the launches run in stream order).
+  static size_t workspace_size(int m, int n, int k_pad, int group_size, int groups) noexcept {
     try {
-      if (m < 1 || n < 1 || k_pad < 1 || group_size != G || k_pad > kMaxKPad) {
+      if (m < 1 || n < 1 || k_pad < 1 || group_size != G || k_pad > kMaxKPad || groups < 1 ||
+          groups * G > kMaxGroups) {
         return 0;
       }
-      GroupGemmProblem p;
-      p.m = m;
-      p.n = n;
-      p.k_pad = k_pad;
-      p.group_size = group_size;
-      p.lda = p.ldb = int64_t(G) * k_pad;
-      p.ldx = n;
-      return Gemm::get_workspace_size(make_arguments(p, GroupConstants{}));
+      static const GroupConstants kNone[kMaxGroups] = {};
+      return Gemm::get_workspace_size(
+          make_arguments(GroupGemmProblem::packed(m, n, k_pad, group_size, groups), 0, kNone));
     } catch (...) {
       return 0;
     }
@@ -111,46 +116,69 @@ struct GroupGemmSm90Entry {
       /*max_stride_x=*/(int64_t(1) << 40) / int64_t(sizeof(ElementX)) - 1,
   };
 
-  static Arguments make_arguments(const GroupGemmProblem& p, const GroupConstants& constants) {
-    // Batch strides (L = 1) are unused, but TMA encodes one: the leading dimension is valid.
-    const StrideA stride_a = cute::make_stride(p.lda, cute::Int<1>{}, p.lda);
-    const StrideB stride_b = cute::make_stride(p.ldb, cute::Int<1>{}, p.ldb);
-    const StrideD stride_x = cute::make_stride(p.ldx, cute::Int<1>{}, p.ldx);
+  // The CUTLASS arguments of the launch for group q (kBatched: of the one launch, q = 0).
+  static Arguments make_arguments(const GroupGemmProblem& p, int q,
+                                  const GroupConstants (&constants)[kMaxGroups]) {
     Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape = cute::make_shape(p.m, p.n, G * p.k_pad, 1);  // K: the whole group
-    args.mainloop.ptr_A = p.a;
-    args.mainloop.dA = stride_a;
-    args.mainloop.ptr_B = p.b;
-    args.mainloop.dB = stride_b;
-    for (int g = 0; g < G; ++g) {
-      args.mainloop.group.fold[g] = constants.fold[g];
+    if constexpr (kBatched) {
+      // batch l = group l: its residues k_pad columns after the previous group's
+      args.mode = cutlass::gemm::GemmUniversalMode::kBatched;
+      args.problem_shape = cute::make_shape(p.m, p.n, p.k_pad, p.groups);
+      args.mainloop.ptr_A = p.a;
+      args.mainloop.dA = cute::make_stride(p.lda, cute::Int<1>{}, int64_t(p.k_pad));
+      args.mainloop.ptr_B = p.b;
+      args.mainloop.dB = cute::make_stride(p.ldb, cute::Int<1>{}, int64_t(p.k_pad));
+      for (int l = 0; l < p.groups; ++l) {
+        args.epilogue.thread.fold[l] = constants[l].fold[0];
+      }
+      args.epilogue.thread.batches = p.groups;
+      args.epilogue.ptr_D = static_cast<ElementX*>(p.x);
+      args.epilogue.dD = cute::make_stride(p.ldx, cute::Int<1>{}, p.effective_stride_x());
+    } else {
+      // Batch strides (L = 1) are unused, but TMA encodes one: the leading dimension is valid.
+      const int64_t first = int64_t(q) * G * p.k_pad;
+      args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+      args.problem_shape = cute::make_shape(p.m, p.n, G * p.k_pad, 1);  // K: the whole group
+      args.mainloop.ptr_A = p.a + first;
+      args.mainloop.dA = cute::make_stride(p.lda, cute::Int<1>{}, p.lda);
+      args.mainloop.ptr_B = p.b + first;
+      args.mainloop.dB = cute::make_stride(p.ldb, cute::Int<1>{}, p.ldb);
+      for (int g = 0; g < G; ++g) {
+        args.mainloop.group.fold[g] = constants[q].fold[g];
+      }
+      args.mainloop.group.k_tiles_per_modulus = p.k_pad / TileK;
+      args.epilogue.thread = partial_crt_arguments<G>(constants[q].crt);
+      args.epilogue.ptr_D = static_cast<ElementX*>(p.x) + q * p.stride_x;
+      args.epilogue.dD = cute::make_stride(p.ldx, cute::Int<1>{}, p.ldx);
     }
-    args.mainloop.group.k_tiles_per_modulus = p.k_pad / TileK;
-    args.epilogue.thread = partial_crt_arguments<G>(constants.crt);
     args.epilogue.ptr_C = nullptr;
-    args.epilogue.dC = stride_x;
-    args.epilogue.ptr_D = static_cast<ElementX*>(p.x);
-    args.epilogue.dD = stride_x;
+    args.epilogue.dC = args.epilogue.dD;
     args.scheduler.max_swizzle_size = MaxSwizzle;
     return args;
   }
 
   static Status run_checked(const GroupGemmProblem& problem, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream, ErrorMessage& err) {
-    GroupConstants constants;
+    GroupConstants constants[kMaxGroups];
     const Status status = check_group_problem<G>(problem, kLimits, constants, err);
     if (status != Status::kOk) {
       return status;
     }
-    Arguments args = make_arguments(problem, constants);
-    char text[96];
-    std::snprintf(text, sizeof(text), "m=%d n=%d k_pad=%d group_size=%d", problem.m, problem.n,
-                  problem.k_pad, problem.group_size);
-    return run_cutlass_gemm<Gemm>(
-        args, Gemm::get_workspace_size(args), workspace, workspace_bytes, stream,
-        [](Arguments& a, ErrorMessage& e) { return bind_sm90_device<GemmKernel>(a.hw_info, e); },
-        text, err);
+    const int launches = kBatched ? 1 : problem.groups;
+    for (int q = 0; q < launches; ++q) {
+      Arguments args = make_arguments(problem, q, constants);
+      char text[128];
+      std::snprintf(text, sizeof(text), "m=%d n=%d k_pad=%d group_size=%d groups=%d (launch %d)",
+                    problem.m, problem.n, problem.k_pad, problem.group_size, problem.groups, q);
+      const Status s = run_cutlass_gemm<Gemm>(
+          args, Gemm::get_workspace_size(args), workspace, workspace_bytes, stream,
+          [](Arguments& a, ErrorMessage& e) { return bind_sm90_device<GemmKernel>(a.hw_info, e); },
+          text, err);
+      if (s != Status::kOk) {
+        return s;
+      }
+    }
+    return Status::kOk;
   }
 };
 

@@ -1,7 +1,16 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
-// The partial-CRT epilogue of the fused modulus-group GEMM (sm_90a): a CUTLASS Epilogue
-// Visitor Tree whose only compute node is ours.
+// The partial-CRT epilogues of the fused modulus-group GEMM (sm_90a).
+//
+// Groups of one modulus (BatchedResidue): the partial of a one-modulus group is the
+// residue itself, X = acc mod m in [0, m), one byte. The kernel is CUTLASS's plain
+// mainloop, batched over the groups (L = groups, modulus l in batch l), and this node, a
+// leaf of our own, reduces each int32 accumulator modulo the modulus of its tile's batch
+// (residue(), group_arith.h, the fold of the larger groups) and hands the bytes to the
+// collective's TMA store.
+//
+// Groups of 2 to 4 moduli (PartialCrtEvt<G>): a CUTLASS Epilogue Visitor Tree whose only
+// compute node is ours.
 //
 //   PartialCrtEvt<G> = Sm90EVT<Sm90Compute<PartialCrt<G>::Fn, uint32_t, int32_t>, Sm90AccFetch>
 //
@@ -24,8 +33,83 @@
 #include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
 
 #include "ozaki/group_arith.h"
+#include "ozaki/group_gemm_abi.h"
 
 namespace ozaki {
+
+// The epilogue callbacks of a batched one-modulus-group kernel (see above): a complete
+// fusion-callbacks type for CUTLASS's sm_90 collective epilogue (no source, no producer
+// loads, no shared memory). Its runtime arguments are the fold constants of every batch.
+struct BatchedResidue {
+  struct SharedStorage {};
+
+  struct Arguments {
+    ModulusFold fold[kMaxGroups] = {};  // batch l: acc mod fold[l].modulus
+    int batches = 0;
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
+    const auto l = cute::get<3>(problem_shape);
+    return 1 <= args.batches && args.batches <= kMaxGroups && int(l) == args.batches;
+  }
+
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE BatchedResidue() {}
+  CUTLASS_HOST_DEVICE BatchedResidue(Params const& params, SharedStorage const&) : params_ptr(&params) {}
+
+  Params const* params_ptr = nullptr;
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(
+      cutlass::epilogue::fusion::ProducerLoadArgs<Args...> const&) {
+    return cutlass::epilogue::fusion::EmptyProducerLoadCallbacks{};
+  }
+
+  struct ConsumerStoreCallbacks : cutlass::epilogue::fusion::EmptyConsumerStoreCallbacks {
+    CUTLASS_DEVICE explicit ConsumerStoreCallbacks(ModulusFold const& fold) : fold(fold) {}
+
+    ModulusFold fold;  // of this tile's batch
+
+    template <typename ElementAccumulator, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<uint8_t, FragmentSize> visit(
+        cutlass::Array<ElementAccumulator, FragmentSize> const& frg_acc, int, int, int) {
+      static_assert(cute::is_same_v<ElementAccumulator, int32_t>, "int32 accumulators");
+      cutlass::Array<uint8_t, FragmentSize> x;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < FragmentSize; ++i) {
+        x[i] = static_cast<uint8_t>(residue(frg_acc[i], fold));  // < m <= 256
+      }
+      return x;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(
+      cutlass::epilogue::fusion::ConsumerStoreArgs<Args...> const& args) {
+    const int l = static_cast<int>(cute::get<3>(args.tile_coord_mnkl));
+    return ConsumerStoreCallbacks(params_ptr->fold[l]);
+  }
+};
 
 template <int G>
 struct PartialCrt {

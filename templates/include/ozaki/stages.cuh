@@ -1010,14 +1010,22 @@ struct CrtArgs {
 // loads' latencies overlap (one plane at a time left the kernel latency-bound at ~1.5 TB/s).
 inline constexpr int kCrtBatch = 8;
 
+// Where the CRT kernel's residues come from: crt_unscale's raw int32 GEMM outputs (each
+// reduced modulo its modulus), combine_unscale's group partials (each reduced modulo every
+// modulus of its group), or combine_unscale's one-byte partials of one-modulus groups
+// (already the residues: nothing to reduce).
+inline constexpr int kFromInt32 = 0;
+inline constexpr int kFromPartials = 1;
+inline constexpr int kFromResidueBytes = 2;
+
 // The 4 entries (row i, columns j0 .. j0 + 3; 0 past n) that modulus g reads, as raw
 // 32-bit words: crt_unscale's int32 GEMM outputs of one k chunk (at c + offset), or
 // combine's group partials (uint32, or one byte each) at x + plane bytes. One streaming
 // load when aligned and complete.
-template <bool kGroups>
+template <int kSource>
 __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int g, int64_t offset,
                                     bool full, int64_t j0, uint32_t (&v)[4]) {
-  if constexpr (!kGroups) {
+  if constexpr (kSource == kFromInt32) {
     const int32_t* src = a.c + offset;
     if (a.vector_loads && full) {
       const int4 w = __ldcs(reinterpret_cast<const int4*>(src));
@@ -1026,7 +1034,7 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
 #pragma unroll
       for (int t = 0; t < 4; ++t) v[t] = j0 + t < a.n ? static_cast<uint32_t>(src[t]) : 0u;
     }
-  } else if (red.width[g] == 4) {
+  } else if (kSource == kFromPartials && red.width[g] == 4) {
     const uint32_t* src = reinterpret_cast<const uint32_t*>(a.x + red.plane[g]) + offset;
     if (a.vector_loads && full) {
       const uint4 w = __ldcs(reinterpret_cast<const uint4*>(src));
@@ -1052,7 +1060,7 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
 // (the launch picks the instance), so the limb loops carry no branches; the moduli go in
 // batches of kCrtBatch whose loads are issued together. The residues reach
 // crt_add_residue in modulus order whatever the load order.
-template <bool kGroups, int kLimbs>
+template <int kSource, int kLimbs>
 __global__ void __launch_bounds__(kThreads)
 crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
            const __grid_constant__ CrtReduce red) {
@@ -1066,6 +1074,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
     const bool full = j0 + 4 <= a.n;
     const int64_t row = i * a.ld + j0;
 
+    constexpr bool kGroups = kSource != kFromInt32;
     double limb_sums[4][kMaxLimbs] = {};
     if (kGroups || a.nchunks == 1) {
       uint32_t x[4] = {0, 0, 0, 0};  // combine: the partials of the current group
@@ -1077,7 +1086,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
         for (int b = 0; b < kCrtBatch; ++b) {
           const int g = g0 + b;
           if (b < nb && (!kGroups || red.load[g])) {
-            load_entries<kGroups>(a, red, g, kGroups ? row : red.plane[g] + row, full, j0, raw[b]);
+            load_entries<kSource>(a, red, g, kGroups ? row : red.plane[g] + row, full, j0, raw[b]);
           }
         }
 #pragma unroll
@@ -1087,7 +1096,10 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
             const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
             const uint32_t magic = red.magic[g];
             uint32_t r[4];
-            if constexpr (kGroups) {
+            if constexpr (kSource == kFromResidueBytes) {  // r_g itself, < m_g
+#pragma unroll
+              for (int t = 0; t < 4; ++t) r[t] = raw[b][t];
+            } else if constexpr (kGroups) {
               if (red.load[g]) {
 #pragma unroll
                 for (int t = 0; t < 4; ++t) x[t] = raw[b][t];
@@ -1117,7 +1129,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
         uint32_t r[4] = {0, 0, 0, 0};
         for (int ch = 0; ch < a.nchunks; ++ch) {
           uint32_t v[4];
-          load_entries<false>(a, red, g, ch * a.chunk_stride + red.plane[g] + row, full, j0, v);
+          load_entries<kFromInt32>(a, red, g, ch * a.chunk_stride + red.plane[g] + row, full, j0, v);
 #pragma unroll
           for (int t = 0; t < 4; ++t) {
             const uint32_t s = r[t] + mod_i32(static_cast<int32_t>(v[t]), mod, magic, offset);  // < 2m
@@ -1464,27 +1476,32 @@ inline CrtReduce crt_reduce(const CrtConstants& consts) {
   return red;
 }
 
-template <int kLimbs>
-inline void launch_crt_limbs(bool groups, const CrtArgs& args, const CrtConstants& consts,
-                             const CrtReduce& red, cudaStream_t stream) {
+template <int kSource, int kLimbs>
+inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, const CrtReduce& red,
+                              cudaStream_t stream) {
   const int64_t work = args.m * ((args.n + 3) / 4);
-  if (groups) {
-    const int64_t blocks = resident_blocks(crt_kernel<true, kLimbs>, kThreads, work, kThreads);
-    crt_kernel<true, kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
-  } else {
-    const int64_t blocks = resident_blocks(crt_kernel<false, kLimbs>, kThreads, work, kThreads);
-    crt_kernel<false, kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+  const int64_t blocks = resident_blocks(crt_kernel<kSource, kLimbs>, kThreads, work, kThreads);
+  crt_kernel<kSource, kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+}
+
+template <int kLimbs>
+inline void launch_crt_limbs(int source, const CrtArgs& args, const CrtConstants& consts,
+                             const CrtReduce& red, cudaStream_t stream) {
+  switch (source) {
+    case kFromPartials: launch_crt_kernel<kFromPartials, kLimbs>(args, consts, red, stream); break;
+    case kFromResidueBytes: launch_crt_kernel<kFromResidueBytes, kLimbs>(args, consts, red, stream); break;
+    default: launch_crt_kernel<kFromInt32, kLimbs>(args, consts, red, stream); break;
   }
 }
 
-inline int launch_crt(bool groups, const CrtArgs& args, const CrtConstants& consts,
+inline int launch_crt(int source, const CrtArgs& args, const CrtConstants& consts,
                       const CrtReduce& red, cudaStream_t stream, Message& err, const char* what) {
   static_assert(kMaxLimbs == 4, "one instance per limb count below");
   switch (consts.limbs) {  // check_constants proved 1 <= limbs <= kMaxLimbs
-    case 1: launch_crt_limbs<1>(groups, args, consts, red, stream); break;
-    case 2: launch_crt_limbs<2>(groups, args, consts, red, stream); break;
-    case 3: launch_crt_limbs<3>(groups, args, consts, red, stream); break;
-    default: launch_crt_limbs<4>(groups, args, consts, red, stream); break;
+    case 1: launch_crt_limbs<1>(source, args, consts, red, stream); break;
+    case 2: launch_crt_limbs<2>(source, args, consts, red, stream); break;
+    case 3: launch_crt_limbs<3>(source, args, consts, red, stream); break;
+    default: launch_crt_limbs<4>(source, args, consts, red, stream); break;
   }
   return check_launch(err, what);
 }
@@ -1533,7 +1550,7 @@ inline int crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t
   const CrtArgs args{c, nullptr, m, n, ldc, nchunks, chunk_stride, vector_loads, mu, nu, alpha,
                      beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, vector_stores,
                      nf != nullptr ? *nf : NonfiniteSource{}};
-  return launch_crt(false, args, *consts, red, stream, err, what);
+  return launch_crt(kFromInt32, args, *consts, red, stream, err, what);
 }
 
 inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* group_sizes,
@@ -1601,7 +1618,10 @@ inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* grou
   const CrtArgs args{nullptr, x, m, n, ldx, 1, 0, vector_loads, mu, nu, alpha, beta, cin, cin_rs,
                      cin_cs, out, out_rs, out_cs, vector_stores,
                      nf != nullptr ? *nf : NonfiniteSource{}};
-  return launch_crt(true, args, *consts, red, stream, err, what);
+  // every group of one modulus: the partials are the residues themselves
+  const bool residue_bytes = ngroups == consts->count;
+  return launch_crt(residue_bytes ? kFromResidueBytes : kFromPartials, args, *consts, red, stream,
+                    err, what);
 }
 
 
