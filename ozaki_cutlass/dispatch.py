@@ -277,6 +277,16 @@ def _read_table(path: str | None, where: str, fix: str) -> tuple[dict, str]:
     return kept
 
 
+def forget_tables() -> None:
+    """Forget every table load_table() has read and the candidates made from them: the
+    next call reads the file again. For tests, and for a process that rewrote its table;
+    not safe while another thread dispatches."""
+    _read_table.cache_clear()
+    _table_candidates.cache_clear()
+    _KEPT_CANDIDATES.clear()  # keyed by the ids of the kept tables: dropped with them
+    _KEPT_TABLES.clear()
+
+
 def choose(problem: Problem, *, table: dict | None = None, table_source: str = "table",
            path: str | None = None) -> Choice:
     """The first candidate (table entries, then built-in defaults) that supports

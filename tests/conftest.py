@@ -3,6 +3,28 @@ import zlib
 import numpy as np
 import pytest
 
+from ozaki_cutlass import dispatch, pipeline
+
+# What the package reads from the environment (generator/environment.py lists them all):
+# settings that change what it chooses or computes, never taken from the developer's
+# environment, and where nvcc and the built kernels are, which CPU tests pass themselves
+# and GPU tests take as given (they build and load real kernels).
+SETTINGS = ("OZAKI_TUNING_TABLE", "OZAKI_OVERLAP")
+TOOLCHAIN = ("OZAKI_NVCC", "OZAKI_CACHE_DIR", "OZAKI_BUILD_JOBS")
+
+# Test modules read settings at collection too (tests/gpu/test_pipeline.py loads the
+# tuning table): cleared for the whole session, before collection, restored after it.
+_SESSION_ENV = pytest.MonkeyPatch()
+
+
+def pytest_configure(config):
+    for name in SETTINGS:
+        _SESSION_ENV.delenv(name, raising=False)
+
+
+def pytest_unconfigure(config):
+    _SESSION_ENV.undo()
+
 
 def _gpu_capability():
     from ozaki_cutlass._device import compute_capability
@@ -27,3 +49,15 @@ def pytest_collection_modifyitems(config, items):
 def rng(request):
     """A generator seeded from the test id: different data in every test, reproducible."""
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture(autouse=True)
+def _package_defaults(request, monkeypatch):
+    """Every test starts from the package's defaults, whatever the developer has set (a
+    test that sets a variable itself still does, through monkeypatch), with no tuning
+    table or auto-policy decision remembered from another test."""
+    gpu = "gpu" in request.keywords
+    for name in SETTINGS + (() if gpu else TOOLCHAIN):
+        monkeypatch.delenv(name, raising=False)
+    dispatch.forget_tables()
+    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {})

@@ -234,3 +234,23 @@ def test_empty_problems_have_a_kernel(shape):
     c = choose(Problem(*shape, 15, Arch.SM90A))
     assert (c.path, c.source) == ("staged", "built-in")
     assert choose(Problem(*shape, 15, Arch.SM80)).path == "staged"
+
+
+def test_tests_run_without_the_developers_tuning_settings():
+    """tests/conftest.py removes them (run the suite with OZAKI_TUNING_TABLE and
+    OZAKI_OVERLAP set to see it matter): every test sees the package's defaults."""
+    from ozaki_cutlass.generator import environment
+
+    assert environment.tuning_table() is None and environment.overlap() is True
+    assert dispatch.load_table()[1] in ("ozaki_cutlass/data/tuning.json", "no table")
+
+
+def test_forget_tables_rereads_the_file(tmp_path, monkeypatch):
+    path = _use_table(tmp_path, monkeypatch, {"entries": []})
+    table, source = dispatch.load_table()
+    assert source == path and dispatch.candidates_from_table(table, source) == []
+    (tmp_path / "tuning.json").write_text(json.dumps({"entries": [_STAGED]}))
+    assert dispatch.load_table()[0] is table  # read once per process
+    dispatch.forget_tables()
+    table, source = dispatch.load_table()
+    assert [c.variant.name for c in dispatch.candidates_from_table(table, source)] == [_STAGED["kernel"]]
