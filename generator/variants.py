@@ -462,15 +462,16 @@ _DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
 # `catalog(arch, epilogue=Epilogue.PARTIAL_CRT)`. The first entry is the default.
 _FUSED_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
     Arch.SM90A: (
+        # one-modulus groups, every group in one batched launch: CUTLASS's mainloop at the
+        # plain kernel's 256x128 tile (nothing kept next to the accumulators), the epilogue
+        # stores X mod m as one byte, a quarter of the staged path's int32 plane for the
+        # CRT to read (97-101 % of the plain kernel's rate, layout_probe, 2026-11-29)
+        _sm90_fused((256, 128, 128), (1, 2), Schedule.COOPERATIVE, 1),
         _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 4),
         # its sibling for the last group of 4k-1 moduli (15 = 4 + 4 + 4 + 3)
         _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 3),
         _sm90_fused((128, 128, 128), (2, 1), Schedule.COOPERATIVE, 3),
         _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 2),
-        # one modulus per launch: nothing kept next to the accumulators, so the plain
-        # kernel's 256x128 tiles fit; the partial is one byte (X mod m), a quarter of the
-        # staged path's int32 plane for the CRT to read
-        _sm90_fused((256, 128, 128), (1, 2), Schedule.COOPERATIVE, 1),
     ),
     # mma.sync kernels (correct everywhere, not tuned): one tile for every group size, so
     # any split of the moduli (15 = 4 + 4 + 4 + 3; 2 moduli: one group of 2) finds its

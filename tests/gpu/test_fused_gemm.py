@@ -171,9 +171,9 @@ def test_bad_moduli_are_refused(ctx, variant):
     g, k = variant.group_size, variant.tile_k
     text = _refusal(load(variant), 4, 4, k, [256] * g, g * k, g * k, 4)
     assert "coprime" in text
-    # the second group's moduli are checked too, and named by their position
-    text = _refusal(load(variant), 4, 4, k, group_moduli(g, 1) + [256] * g, 2 * g * k, 2 * g * k, 4, 4 * 4)
-    assert "coprime" in text and f"moduli[{2 * g - 1}]" in text
+    if g > 1:  # the second group's moduli are checked too, and named by their position in the call
+        text = _refusal(load(variant), 4, 4, k, group_moduli(g, 1) + [256] * g, 2 * g * k, 2 * g * k, 4, 4 * 4)
+        assert "coprime" in text and f"moduli[{g + 1}]=256" in text
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v.group_size in (1, 4)], ids=lambda v: v.name)

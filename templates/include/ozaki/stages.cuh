@@ -1056,7 +1056,36 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
   }
 }
 
-// One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row. kLimbs = consts.limbs
+// The entries (i, j0 .. j0 + 3) (those below n) from their limb sums: the NaN/Inf
+// pattern, crt_output (reconstruction, alpha, beta c) and the store.
+__device__ inline void store_entries(const CrtArgs& a, const CrtConstants& consts, int64_t i,
+                                     int64_t j0, const double (&limb_sums)[4][kMaxLimbs]) {
+  const bool full = j0 + 4 <= a.n;
+  const int32_t mu = a.mu[i];
+  double y[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int64_t j = j0 + t;
+    if (j < a.n) {
+      const double p = nonfinite_entry(a.nf, i, j);
+      const double c_value = a.beta != 0.0 ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
+      y[t] = crt_output(consts, limb_sums[t], p, mu + a.nu[j], a.alpha, a.beta, c_value);
+    }
+  }
+  double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
+  if (a.vector_stores && full) {
+    reinterpret_cast<double2*>(dst)[0] = make_double2(y[0], y[1]);
+    reinterpret_cast<double2*>(dst)[1] = make_double2(y[2], y[3]);
+  } else {
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      if (j0 + t < a.n) dst[t * a.out_cs] = y[t];
+    }
+  }
+}
+
+// One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row (kSource: kFromInt32 or
+// kFromPartials; residue bytes go to crt_residue_bytes_kernel). kLimbs = consts.limbs
 // (the launch picks the instance), so the limb loops carry no branches; the moduli go in
 // batches of kCrtBatch whose loads are issued together. The residues reach
 // crt_add_residue in modulus order whatever the load order.
@@ -1096,10 +1125,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
             const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
             const uint32_t magic = red.magic[g];
             uint32_t r[4];
-            if constexpr (kSource == kFromResidueBytes) {  // r_g itself, < m_g
-#pragma unroll
-              for (int t = 0; t < 4; ++t) r[t] = raw[b][t];
-            } else if constexpr (kGroups) {
+            if constexpr (kGroups) {
               if (red.load[g]) {
 #pragma unroll
                 for (int t = 0; t < 4; ++t) x[t] = raw[b][t];
@@ -1143,25 +1169,59 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
       }
     }
 
-    const int32_t mu = a.mu[i];
-    double y[4];
+    store_entries(a, consts, i, j0, limb_sums);
+  }
+}
+
+// combine_unscale of one-modulus groups: the partials are the residues themselves, one byte
+// each, so nothing is reduced. One thread per 16 consecutive entries (i, j0 .. j0 + 15) of a
+// row: the 16-byte loads of every modulus's plane are issued before any arithmetic (count
+// loads in flight per thread, against 16 bytes per modulus for 4 entries in crt_kernel),
+// then four passes of 4 entries add the residues to the limb sums in modulus order and
+// store, as crt_kernel does; the same bits.
+template <int kLimbs>
+__global__ void __launch_bounds__(kThreads)
+crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
+                         const __grid_constant__ CrtReduce red) {
+  const int64_t n16 = (a.n + 15) / 16;
+  const int64_t total = a.m * n16;
+  const int count = consts.count;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / n16;
+    const int64_t j0 = (idx - i * n16) * 16;
+    const bool full = j0 + 16 <= a.n;
+    const int64_t row = i * a.ld + j0;
+    uint4 raw[kMaxModuli];
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int64_t j = j0 + t;
-      if (j < a.n) {
-        const double p = nonfinite_entry(a.nf, i, j);
-        const double c_value = a.beta != 0.0 ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
-        y[t] = crt_output(consts, limb_sums[t], p, mu + a.nu[j], a.alpha, a.beta, c_value);
+    for (int g = 0; g < kMaxModuli; ++g) {
+      if (g < count) {
+        const unsigned char* src = a.x + red.plane[g] + row;
+        if (a.vector_loads && full) {
+          raw[g] = __ldcs(reinterpret_cast<const uint4*>(src));
+        } else {
+          uint32_t w[4] = {0, 0, 0, 0};
+          for (int t = 0; t < 16 && j0 + t < a.n; ++t) w[t / 4] |= uint32_t(src[t]) << (8 * (t % 4));
+          raw[g] = make_uint4(w[0], w[1], w[2], w[3]);
+        }
       }
     }
-    double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
-    if (a.vector_stores && full) {
-      reinterpret_cast<double2*>(dst)[0] = make_double2(y[0], y[1]);
-      reinterpret_cast<double2*>(dst)[1] = make_double2(y[2], y[3]);
-    } else {
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        if (j0 + t < a.n) dst[t * a.out_cs] = y[t];
+    for (int q = 0; q < 4; ++q) {
+      if (j0 + 4 * q < a.n) {
+        double limb_sums[4][kMaxLimbs] = {};
+#pragma unroll
+        for (int g = 0; g < kMaxModuli; ++g) {
+          if (g < count) {
+            const uint32_t w = q == 0 ? raw[g].x : q == 1 ? raw[g].y : q == 2 ? raw[g].z : raw[g].w;
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+              crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> (8 * t)) & 0xffu),
+                                            limb_sums[t]);
+            }
+          }
+        }
+        store_entries(a, consts, i, j0 + 4 * q, limb_sums);
       }
     }
   }
@@ -1479,9 +1539,15 @@ inline CrtReduce crt_reduce(const CrtConstants& consts) {
 template <int kSource, int kLimbs>
 inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, const CrtReduce& red,
                               cudaStream_t stream) {
-  const int64_t work = args.m * ((args.n + 3) / 4);
-  const int64_t blocks = resident_blocks(crt_kernel<kSource, kLimbs>, kThreads, work, kThreads);
-  crt_kernel<kSource, kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+  if constexpr (kSource == kFromResidueBytes) {
+    const int64_t work = args.m * ((args.n + 15) / 16);
+    const int64_t blocks = resident_blocks(crt_residue_bytes_kernel<kLimbs>, kThreads, work, kThreads);
+    crt_residue_bytes_kernel<kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+  } else {
+    const int64_t work = args.m * ((args.n + 3) / 4);
+    const int64_t blocks = resident_blocks(crt_kernel<kSource, kLimbs>, kThreads, work, kThreads);
+    crt_kernel<kSource, kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+  }
 }
 
 template <int kLimbs>
@@ -1611,15 +1677,17 @@ inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* grou
     }
   }
   if (int s = check_output(what, m, n, mu, nu, beta, cin, out, err)) return s;
-  // 16-byte loads of 4 uint32 partials, 4-byte loads of 4 one-byte partials
-  const bool vector_loads = aligned16(x) && ldx % 4 == 0 && (ngroups == 1 || group_stride % 16 == 0);
+  // every group of one modulus: the partials are the residues themselves
+  const bool residue_bytes = ngroups == consts->count;
+  // 16-byte loads of 4 uint32 partials, 4-byte loads of 4 one-byte partials; residue
+  // bytes: 16-byte loads of 16
+  const bool vector_loads = aligned16(x) && ldx % (residue_bytes ? 16 : 4) == 0 &&
+                            (ngroups == 1 || group_stride % 16 == 0);
   const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
   if (int s = check_nonfinite(what, nf, err)) return s;
   const CrtArgs args{nullptr, x, m, n, ldx, 1, 0, vector_loads, mu, nu, alpha, beta, cin, cin_rs,
                      cin_cs, out, out_rs, out_cs, vector_stores,
                      nf != nullptr ? *nf : NonfiniteSource{}};
-  // every group of one modulus: the partials are the residues themselves
-  const bool residue_bytes = ngroups == consts->count;
   return launch_crt(residue_bytes ? kFromResidueBytes : kFromPartials, args, *consts, red, stream,
                     err, what);
 }
