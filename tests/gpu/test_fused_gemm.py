@@ -169,10 +169,14 @@ def _refusal(lib, m, n, k_pad, moduli, lda, ldb, ldx, stride_x=0):
 @pytest.mark.parametrize("variant", VARIANTS[:1] + SM80[:1], ids=lambda v: v.name)
 def test_bad_moduli_are_refused(ctx, variant):
     g, k = variant.group_size, variant.tile_k
-    text = _refusal(load(variant), 4, 4, k, [256] * g, g * k, g * k, 4)
-    assert "coprime" in text
-    if g > 1:  # the second group's moduli are checked too, and named by their position in the call
-        text = _refusal(load(variant), 4, 4, k, group_moduli(g, 1) + [256] * g, 2 * g * k, 2 * g * k, 4, 4 * 4)
+    al = n_align(variant)
+    text = _refusal(load(variant), 4, al, k, [1] * g, g * k, g * k, al)  # 1: below the range
+    assert "moduli[0]=1" in text
+    if g > 1:
+        text = _refusal(load(variant), 4, al, k, [256] * g, g * k, g * k, al)
+        assert "coprime" in text  # the second group's moduli are checked too, and named by their position in the call
+        text = _refusal(load(variant), 4, al, k, group_moduli(g, 1) + [256] * g, 2 * g * k, 2 * g * k, al,
+                        4 * al)
         assert "coprime" in text and f"moduli[{g + 1}]=256" in text
 
 
