@@ -141,19 +141,13 @@ def _call_gemm(a, b, timings, **kwargs):
     return pipeline.gemm(a, b, timings=timings, **kwargs)
 
 
-def _time_gemm(call, warmup: int, reps: int, phase_reps: int = 0):
+def _time_gemm(call, warmup: int, reps: int) -> float:
     """Median ms of ``call(None)`` between CUDA events recorded on the legacy default
     stream (the one ozaki_cutlass.gemm uses for CuPy arrays) around the whole Python
     call, so the host work of each call (argument checks, dispatch, launches) counts, as
-    it does for a user. Then ``phase_reps`` more calls
-    ``call(dict)`` collect the per-phase times (those synchronize, so they are not the
-    timed ones). Returns (median ms, the phase dicts, the last result)."""
-    (times,), (out,) = _cuda.event_times([lambda: call(None)], warmup, reps)
-    phases = []
-    for _ in range(phase_reps):
-        phases.append({})
-        call(phases[-1])
-    return statistics.median(times), phases, out
+    it does for a user."""
+    (times,), _ = _cuda.event_times([lambda: call(None)], warmup, reps)
+    return statistics.median(times)
 
 
 def _time_alternately(first, second, warmup: int, reps: int) -> tuple[float, float]:
@@ -275,7 +269,8 @@ def bench_main(args) -> int:
     moduli = resolve_moduli(args.moduli)
     rows = []
     print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
-          f"after {args.warmup} warm-up; errors on 2 sampled rows vs double-double; native = cuBLAS via CuPy")
+          f"after {args.warmup} warm-up, the paths in alternation; errors on 2 sampled rows vs double-double; "
+          "native = cuBLAS via CuPy")
     print(f"{'shape':>19} {'path':>7} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
           f"{'crt':>7} {'total ms':>9} {'err':>9}  kernel", flush=True)
     for m, n, k in shapes:
@@ -291,12 +286,20 @@ def bench_main(args) -> int:
         ref = sample_reference(cp.asnumpy(xa[sample]), cp.asnumpy(xb))
         row["native_error"] = (sample_error(cp.asnumpy(nat_out[sample]), ref)
                                if nat_out is not None else float("nan"))
-        outs = {}
-        for path in args.paths:
-            ms, phases, outs[path] = _time_gemm(
-                functools.partial(_call_gemm, xa, xb, moduli=moduli, mode=args.mode, path=path),
-                args.warmup, args.reps, phase_reps=3)
-            med = {p: statistics.median(t[p] for t in phases) for p in pipeline.PHASES}
+        # the emulated paths timed in alternation (one call of each per round), so that
+        # clock and thermal drift over the row cannot favour one of them; then three more
+        # calls of each collect the per-phase times (those synchronize, not the timed ones)
+        calls = [functools.partial(_call_gemm, xa, xb, None, moduli=moduli, mode=args.mode, path=path)
+                 for path in args.paths]
+        times, lasts = _cuda.event_times(calls, args.warmup, args.reps)
+        outs = dict(zip(args.paths, lasts))
+        for path, t in zip(args.paths, times):
+            phases = []
+            for _ in range(3):
+                phases.append({})
+                _call_gemm(xa, xb, phases[-1], moduli=moduli, mode=args.mode, path=path)
+            ms = statistics.median(t)
+            med = {p: statistics.median(ph[p] for ph in phases) for p in pipeline.PHASES}
             row[path] = {"kernel": phases[-1]["kernel"], "ms": ms,
                          "tflops": flops / ms / 1e9, "phases_ms": med,
                          "error": sample_error(cp.asnumpy(outs[path][sample]), ref)}
@@ -435,7 +438,7 @@ def tune_main(args) -> int:
                 report.append((label, c.describe(), f"skipped: not built ({', '.join(missing)})"))
                 continue
             try:
-                ms, _, _ = _time_gemm(
+                ms = _time_gemm(
                     functools.partial(_call_gemm, xa, xb, moduli=moduli, kernel=c.variant, path=c.path),
                     args.warmup, args.reps)
                 timings.append((ms, c))
