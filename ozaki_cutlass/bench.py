@@ -395,6 +395,31 @@ def tune_points(sizes, shapes) -> list[tuple[int, int, int, dict]]:
     return points
 
 
+def tune_candidates(arch, patterns, table) -> list:
+    """What ``ozaki-cutlass tune`` times, each kernel once: the built-in candidates (the
+    default INT8 GEMM on the staged path, the fused family), the arch's default staged
+    set, the kernels of ``table`` (dispatch.load_table()'s (table, source): a re-tune never
+    drops an earlier winner unseen) and the variants matching ``patterns``."""
+    from .dispatch import Candidate, builtin_candidates, candidates_from_table, path_of
+    from .generator import catalog
+
+    cands = list(builtin_candidates(arch))
+
+    def add(cand):
+        if all(c.variant != cand.variant for c in cands):
+            cands.append(cand)
+
+    for v in catalog(arch):
+        add(Candidate(path="staged", variant=v))
+    for c in candidates_from_table(*table):
+        if c.variant.arch is arch:
+            add(Candidate(path=c.path, variant=c.variant, source="from the table in effect"))
+    for pattern in patterns:
+        for v in catalog(arch, pattern, full=True, epilogue=None):
+            add(Candidate(path=path_of(v), variant=v))
+    return cands
+
+
 def tune_main(args) -> int:
     """``ozaki-cutlass tune``: time every candidate kernel per size bucket, write the table
     the dispatcher reads (JSON, with GPU, driver, date and command)."""
@@ -411,18 +436,13 @@ def tune_main(args) -> int:
     import cupy as cp
 
     from ._device import visible_arch
-    from .dispatch import Candidate, builtin_candidates, path_of
+    from .dispatch import load_table
     from .reference import resolve_moduli
 
     _cuda.ensure_context()
     arch = visible_arch()
     moduli = resolve_moduli(args.moduli)
-    cands = list(builtin_candidates(arch))
-    cands += [Candidate(path="staged", variant=v) for v in catalog(arch) if all(c.variant != v for c in cands)]
-    for pattern in args.variants or ():
-        for v in catalog(arch, pattern, full=True, epilogue=None):
-            if all(c.variant != v for c in cands):
-                cands.append(Candidate(path=path_of(v), variant=v))
+    cands = tune_candidates(arch, args.variants or (), load_table())
     unbuilt = {c: _unbuilt(c, moduli) for c in cands}  # looked up once, not per size
     entries, report = [], []
     for m, n, k, bucket in tune_points(args.sizes, args.shapes or ()):

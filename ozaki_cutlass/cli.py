@@ -163,19 +163,22 @@ def _select(arch, pattern: str | None, full: bool):
 def _build_targets(arch, pattern: str | None):
     """The GEMM variants selected (plain and fused), plus the arch's stage-kernel library
     (which both pipelines need) unless a pattern leaves it out. Without a pattern: the
-    arch's default sets and every kernel the tuning table in effect routes to (so that
-    calls the dispatcher sends there do not compile on first use)."""
+    arch's default sets with the fused kernels' siblings, and every kernel the tuning table
+    in effect routes to (so that calls the dispatcher sends there, and `ozaki-cutlass
+    tune`'s candidates, do not compile on first use)."""
     import fnmatch
 
     from .generator import StagesVariant, catalog
 
     targets = catalog(arch, pattern, full=pattern is not None, epilogue=None)
     if pattern is None:
-        from .dispatch import candidates_from_table, load_table
+        from .dispatch import builtin_candidates, candidates_from_table, load_table
         from .reference import DEFAULT_MODULI
 
         table, source = load_table()
-        for cand in candidates_from_table(table, source):
+        # the built-in candidates bring the fused kernels' siblings (15 moduli in groups of
+        # 2 need a one-modulus kernel of the same tile), the table its own picks
+        for cand in list(builtin_candidates(arch)) + candidates_from_table(table, source):
             if cand.variant.arch is arch:
                 targets.extend(v for v in cand.kernels(DEFAULT_MODULI) if v not in targets)
     stages = StagesVariant(arch=arch)

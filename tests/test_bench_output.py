@@ -80,3 +80,29 @@ def test_tune_points_cover_every_size_and_put_shapes_first():
     assert all(a[1] + 1 == b[0] for a, b in zip(squares, squares[1:]))  # no gap, no overlap
     for n, (lo, hi) in zip((1024, 4096, 16384), squares):
         assert lo <= n <= hi
+
+
+def test_tune_candidates_keep_the_tables_kernels_once():
+    """A re-tune times the built-in candidates, the default staged set, every kernel of the
+    table in effect (so an earlier winner is never dropped unseen) and the --variants
+    matches, each kernel once; other arches' table entries are left out."""
+    from ozaki_cutlass.bench import tune_candidates
+    from ozaki_cutlass.dispatch import builtin_candidates
+    from ozaki_cutlass.generator import Arch, catalog
+
+    swizzled = "i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1_sw8"
+    default = catalog("sm_90a")[0].name
+    table = {"entries": [
+        {"path": "staged", "kernel": swizzled, "m": [1, 9], "n": [1, 9], "k": [1, 9]},
+        {"path": "staged", "kernel": default, "m": [10, 99], "n": [10, 99], "k": [10, 99]},
+        {"path": "native", "m": [100, 999], "n": [100, 999], "k": [100, 999], "ms": 1.0},
+        {"path": "staged", "kernel": "i8_sm80_128x128x64_w64x64x64_ms_s4_int32_g1"},
+    ]}
+    cands = tune_candidates(Arch.SM90A, ["i8_sm90a_256x128x128_c2x1_coop_s0_int32_g1"], (table, "t.json"))
+    names = [c.variant.name for c in cands]
+    assert len(names) == len(set(names))
+    assert {c.variant.name for c in builtin_candidates(Arch.SM90A)} <= set(names)
+    assert {v.name for v in catalog("sm_90a")} <= set(names)
+    assert swizzled in names and "i8_sm90a_256x128x128_c2x1_coop_s0_int32_g1" in names
+    assert all(c.variant.arch is Arch.SM90A for c in cands)
+    assert next(c for c in cands if c.variant.name == swizzled).source == "from the table in effect"

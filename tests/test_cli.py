@@ -94,8 +94,9 @@ def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys, mo
     argv = ["build", "--arch", "sm_90a", "--out", str(tmp_path / "out")]
     assert cli.main(argv) == 0
     first = capsys.readouterr()
-    # the default plain and fused GEMMs and the stage-kernel library
-    total = len(catalog("sm_90a", epilogue=None)) + 1
+    # the default plain and fused GEMMs, the one-modulus sibling of the G = 2 kernel (15
+    # moduli in groups of 2) and the stage-kernel library
+    total = len(catalog("sm_90a", epilogue=None)) + 2
     assert f"{total} variants: {total} compiled, 0 cached" in first.out
     assert f"[{total}/{total}] built" in first.err
     assert len(fake_nvcc.calls()) == total
@@ -119,8 +120,9 @@ def test_build_also_builds_what_the_tuning_table_routes_to(fake_nvcc, tmp_path, 
     defaults = {v.name for v in catalog("sm_90a", epilogue=None)}
     assert staged not in defaults and fused not in defaults
     assert cli.main(["build", "--arch", "sm_90a", "--jobs", "1", "--out", str(tmp_path / "out")]) == 0
-    # 15 moduli (the default count) in groups of 4 run the G = 4 kernel and its G = 3 sibling
-    extra = {staged, fused, fused.replace("_g4_", "_g3_")}
+    # 15 moduli (the default count) in groups of 4 run the G = 4 kernel and its G = 3 sibling;
+    # the default G = 2 kernel splits them 2 x 7 + 1 and brings its one-modulus sibling
+    extra = {staged, fused, fused.replace("_g4_", "_g3_"), "i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g1"}
     assert set(fake_nvcc.compiled()) == defaults | extra | {"stages_sm90a"}
 
 
