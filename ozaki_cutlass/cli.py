@@ -128,7 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
-    return args.handler(args)
+    from .dispatch import TuningTableError
+
+    try:
+        return args.handler(args)
+    except TuningTableError as exc:  # the user's table: say what is wrong, no traceback
+        log.error("%s", exc)
+        return _USAGE
 
 
 def _target_arch(requested: str | None):

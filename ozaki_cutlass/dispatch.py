@@ -45,6 +45,11 @@ class NoKernelError(RuntimeError):
     """No candidate kernel supports the problem."""
 
 
+class TuningTableError(ValueError):
+    """A tuning table that cannot be used (unreadable, not JSON, not of the documented
+    shape); the message names the file, what is wrong and how to fix it."""
+
+
 def runs_on(built: Arch, gpu: Arch) -> bool:
     """sm_90a code runs on sm_90 only; sm_80 code (with its compute_80 PTX) on any 8.0+."""
     return built is gpu or built is Arch.SM80
@@ -209,7 +214,7 @@ def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
     table = json.loads(text)
     why = table_problem(table)
     if why is not None:
-        raise ValueError(f"{source}: {why}; regenerate the table with `ozaki-cutlass tune` on the GPU")
+        raise TuningTableError(f"{source}: {why}; regenerate the table with `ozaki-cutlass tune` on the GPU")
     return tuple(Candidate(path=e["path"], variant=variants_named(e["kernel"])[0],
                            m=tuple(e.get("m", _ANY)), n=tuple(e.get("n", _ANY)),
                            k=tuple(e.get("k", _ANY)), source=source)
@@ -261,17 +266,17 @@ def _read_table(path: str | None, where: str, fix: str) -> tuple[dict, str]:
             text, source = Path(path).read_text(), path
     except FileNotFoundError:
         if path is not None:
-            raise ValueError(f"{where} cannot be read: no such file; {fix}") from None
+            raise TuningTableError(f"{where} cannot be read: no such file; {fix}") from None
         text, source = '{"entries": []}', "no table"
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where} cannot be read ({exc}); {fix}") from None
+        raise TuningTableError(f"{where} cannot be read ({exc}); {fix}") from None
     try:
         table = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{where} is not JSON ({exc}); {fix}") from None
+        raise TuningTableError(f"{where} is not JSON ({exc}); {fix}") from None
     why = table_problem(table)
     if why is not None:
-        raise ValueError(f"{where}: {why}; {fix}")
+        raise TuningTableError(f"{where}: {why}; {fix}")
     kept = table, source
     _KEPT_TABLES.append(kept)
     return kept

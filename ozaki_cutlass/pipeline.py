@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 import threading
 from dataclasses import dataclass, field
 
@@ -415,7 +414,7 @@ def _native_fast_lane(a, b, alpha, mode):
     if fa is None or fb is None or fa[6] != fb[6] or fa[5] != fb[5] or fa[2] != fb[1]:
         return None
     m, k, n, device, kind = fa[1], fa[2], fb[2], fa[5], fa[6]
-    key = (m, n, k, mode, device, os.environ.get("OZAKI_TUNING_TABLE"))
+    key = (m, n, k, mode, device, environment.tuning_table())
     if not _FAST_DECISIONS.get(key, False):
         return None
     # only on the framework's current GPU (the general path handles the others), checked
@@ -450,7 +449,7 @@ def _native_fast_lane(a, b, alpha, mode):
 def _remember_native(m, n, k, mode, device, native: bool) -> None:
     if len(_FAST_DECISIONS) >= _FAST_LIMIT:
         _FAST_DECISIONS.clear()
-    _FAST_DECISIONS[(m, n, k, mode, device, os.environ.get("OZAKI_TUNING_TABLE"))] = native
+    _FAST_DECISIONS[(m, n, k, mode, device, environment.tuning_table())] = native
 
 
 def _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device,

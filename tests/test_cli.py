@@ -268,3 +268,11 @@ def test_accuracy_min_above_max(capsys):
 def test_tune_refuses_a_variant_glob_that_matches_nothing(caplog):
     assert cli.main(["tune", "--variants", "i8_sm90a_128x128x128_*", "nomatch*"]) == 2
     assert "--variants nomatch* matches no variant" in caplog.text  # the other glob matches
+
+
+def test_a_bad_tuning_table_is_an_error_message_not_a_traceback(tmp_path, monkeypatch, caplog):
+    bad = tmp_path / "table.json"
+    bad.write_text("{not json")
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", str(bad))
+    assert cli.main(["build", "--arch", "sm_90a", "--out", str(tmp_path / "out")]) == 2
+    assert f"OZAKI_TUNING_TABLE={bad} is not JSON" in caplog.text and "ozaki-cutlass tune" in caplog.text
