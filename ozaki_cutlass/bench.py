@@ -128,11 +128,19 @@ def add_int8_parser(sub) -> None:
 # --------------------------------------------------------------------------- emulated DGEMM
 
 def _native_dgemm(xa, xb, warmup, reps):
-    """cuBLAS DGEMM through CuPy: (median ms, result), or (None, None) without CuPy."""
-    if importlib.util.find_spec("cupy") is None:
-        return None, None
+    """cuBLAS DGEMM through CuPy (the arrays are CuPy's): (median ms, result)."""
     (times,), (out,) = _cuda.event_times([lambda: xa @ xb], warmup, reps)
     return statistics.median(times), out
+
+
+def _missing_tools(command: str, plot: bool) -> str | None:
+    """Why ``command`` (bench, tune) cannot run here, said before any GPU work, or None."""
+    if importlib.util.find_spec("cupy") is None:
+        return (f"ozaki-cutlass {command} needs CuPy (e.g. pip install cupy-cuda13x): it makes the "
+                "inputs on the GPU and times native DGEMM through it")
+    if plot and importlib.util.find_spec("matplotlib") is None:
+        return "--plot needs matplotlib: pip install -e '.[bench]' (or leave out --plot)"
+    return None
 
 
 def _call_gemm(a, b, timings, **kwargs):
@@ -259,6 +267,10 @@ def write_plot(rows, paths, out_file, title: str) -> None:
 
 def bench_main(args) -> int:
     """``ozaki-cutlass bench``: native DGEMM, the staged and the fused path, same run."""
+    why = _missing_tools("bench", bool(args.plot))
+    if why is not None:
+        log.error("%s", why)
+        return 2
     import cupy as cp
 
     from . import pipeline
@@ -281,11 +293,10 @@ def bench_main(args) -> int:
         flops = 2.0 * m * n * k
         nat_ms, nat_out = _native_dgemm(xa, xb, args.warmup, args.reps)
         row = {"m": m, "n": n, "k": k, "moduli": moduli, "mode": args.mode, "native_ms": nat_ms,
-               "native_tflops": flops / nat_ms / 1e9 if nat_ms else None}
+               "native_tflops": flops / nat_ms / 1e9}
         sample = np.arange(0, m, max(1, m // 2))[:2]
         ref = sample_reference(cp.asnumpy(xa[sample]), cp.asnumpy(xb))
-        row["native_error"] = (sample_error(cp.asnumpy(nat_out[sample]), ref)
-                               if nat_out is not None else float("nan"))
+        row["native_error"] = sample_error(cp.asnumpy(nat_out[sample]), ref)
         # the emulated paths timed in alternation (one call of each per round), so that
         # clock and thermal drift over the row cannot favour one of them; then three more
         # calls of each collect the per-phase times (those synchronize, not the timed ones)
@@ -431,6 +442,10 @@ def tune_main(args) -> int:
     unmatched = [g for g in args.variants or () if not catalog(None, g, full=True, epilogue=None)]
     if unmatched:  # before any GPU work
         log.error("--variants %s matches no variant (see `ozaki-cutlass list --full`)", " ".join(unmatched))
+        return 2
+    why = _missing_tools("tune", False)
+    if why is not None:
+        log.error("%s", why)
         return 2
 
     import cupy as cp

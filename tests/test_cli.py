@@ -276,3 +276,18 @@ def test_a_bad_tuning_table_is_an_error_message_not_a_traceback(tmp_path, monkey
     monkeypatch.setenv("OZAKI_TUNING_TABLE", str(bad))
     assert cli.main(["build", "--arch", "sm_90a", "--out", str(tmp_path / "out")]) == 2
     assert f"OZAKI_TUNING_TABLE={bad} is not JSON" in caplog.text and "ozaki-cutlass tune" in caplog.text
+
+
+@pytest.mark.parametrize("argv, missing, message", [
+    (["bench"], "cupy", "ozaki-cutlass bench needs CuPy"),
+    (["tune"], "cupy", "ozaki-cutlass tune needs CuPy"),
+    (["bench", "--plot", "x.png"], "matplotlib", "--plot needs matplotlib"),
+])
+def test_bench_and_tune_say_what_is_missing_before_any_gpu_work(monkeypatch, caplog, argv, missing, message):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == missing else (real(name, *a) or object()))
+    assert cli.main(argv) == 2
+    assert message in caplog.text
