@@ -90,8 +90,9 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
 @pytest.mark.nvcc
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_real_fused_build_binds(real_toolchain, tmp_path, arch):
-    """A fused modulus-group kernel of each arch (its default) compiles, and its binding
-    refuses moduli that are not pairwise coprime before any CUDA call."""
+    """A fused modulus-group kernel of each arch (its default: the batched one-modulus
+    kernel on sm_90a) compiles, speaks the fused ABI version, and its binding refuses a
+    second group's modulus outside [2, 256] before any CUDA call, naming its position."""
     from ozaki_cutlass.generator import Epilogue, catalog
     from ozaki_cutlass.kernels import GroupGemm, UnsupportedProblem
 
@@ -99,7 +100,9 @@ def test_real_fused_build_binds(real_toolchain, tmp_path, arch):
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
     assert not [s for s in exported_functions(artifact.library_path) if "cutlass" in s.lower()]
     assert {f"{variant.symbol}_{e}" for e in ENTRY_POINTS} <= exported_functions(artifact.library_path)
-    kernel = GroupGemm(artifact)
+    kernel = GroupGemm(artifact)  # opening it checks the ABI version (2) and the name
     g, kp = variant.group_size, variant.tile_k
-    with pytest.raises(UnsupportedProblem, match="coprime"):
-        kernel(4, 4, kp, [256] * g, 1 << 20, g * kp, 1 << 20, g * kp, 1 << 20, 4)
+    n = 16  # a whole TMA store row for one-byte and for uint32 partials
+    moduli = [256, 255, 253, 251][:g] + [1] * g  # two groups; the second's first modulus is 1
+    with pytest.raises(UnsupportedProblem, match=rf"moduli\[{g}\]=1: modulus outside \[2, 256\]"):
+        kernel(4, n, kp, moduli, 1 << 20, 2 * g * kp, 1 << 20, 2 * g * kp, 1 << 20, n, 4 * n)
