@@ -66,3 +66,22 @@ def test_symmetric_residue_ranges():
     for m in MODULI_TABLE:
         values = {symmetric_residue(v, m) for v in range(-600, 600)}
         assert min(values) >= -128 and max(values) <= 127 and len(values) == m
+
+
+@pytest.mark.parametrize("count", range(2, 21))
+@pytest.mark.parametrize("group", [1, 2, 3, 4])
+def test_group_sizes_and_the_fused_calls(count, group):
+    """The moduli split into groups of at most `group`, sizes differing by at most one,
+    larger first; the fused path makes one kernel call per run of equal sizes (so one
+    batched call for one-modulus groups) and the runs cover the moduli in order."""
+    from ozaki_cutlass.numerics import group_sizes
+    from ozaki_cutlass.pipeline import _runs
+
+    sizes = group_sizes(count, group)
+    assert sum(sizes) == count and max(sizes) <= group and max(sizes) - min(sizes) <= 1
+    assert sizes == sorted(sizes, reverse=True)
+    runs = _runs(sizes)
+    assert [s for s, n in runs for _ in range(n)] == sizes
+    assert len(runs) == len(set(sizes)) <= 2
+    if group == 1:
+        assert runs == [(1, count)]
