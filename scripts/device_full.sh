@@ -3,7 +3,7 @@
 # 8 files under $OUT (what the device tool brings back): the environment, the GPU tests,
 # the demo, `ozaki-cutlass tune` (then the benchmark with the table it wrote: native,
 # staged, fused and the auto policy), operand reuse before/after, host cost per call.
-#   bash scripts/device_full.sh        -> $OUT/run.log, tuning.json, bench.{json,csv,png}, prepare.json
+#   bash scripts/device_full.sh        -> $OUT/run.log, tuning.json, bench.{json,csv,png}, bench14.json, prepare.json
 #   SKIP_TUNE=1 bash scripts/device_full.sh   benchmarks with the shipped table instead
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -22,12 +22,16 @@ LOG="$OUT/run.log"
     echo "== ozaki-cutlass bench (shipped tuning table)"
     timeout 200 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
   else
-    SW8="i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1_sw8 i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1_sw8 i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g4_sw8"
-    echo "== ozaki-cutlass tune --sizes 1024 2048 4096 8192 16384 --variants $SW8"
-    timeout 150 $PY -m ozaki_cutlass.cli tune --sizes 1024 2048 4096 8192 16384 --variants $SW8 --out "$OUT/tuning.json"
+    # the built-in candidates and the shipped table's kernels (carried built, or built above)
+    echo "== ozaki-cutlass tune --sizes 1024 2048 4096 8192 16384 --shapes 16384x16384x1024 4096x4096x65536 65536x1024x4096"
+    timeout 170 $PY -m ozaki_cutlass.cli tune --sizes 1024 2048 4096 8192 16384 \
+      --shapes 16384x16384x1024 4096x4096x65536 65536x1024x4096 --out "$OUT/tuning.json"
     echo "== OZAKI_TUNING_TABLE=tuning.json ozaki-cutlass bench"
     OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 200 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
   fi
+  # is 14 moduli's error at most native DGEMM's at the large sizes? (the issues' moduli rule)
+  echo "== ozaki-cutlass bench --moduli 14 --shapes 8192 16384 --paths fused --no-auto"
+  timeout 60 $PY -m ozaki_cutlass.cli bench --moduli 14 --shapes 8192 16384 --paths fused --no-auto --json "$OUT/bench14.json"
   echo "== python scripts/bench_prepare.py"
   timeout 60 $PY scripts/bench_prepare.py --json "$OUT/prepare.json"
   echo "== python scripts/profile_host.py"
