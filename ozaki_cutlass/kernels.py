@@ -14,6 +14,7 @@ import logging
 from functools import lru_cache
 from pathlib import Path
 
+from .generator import environment
 from .generator.build import Artifact, build, find_artifact, list_artifacts
 from .generator.errors import ToolchainError
 from .generator.variants import GemmVariant
@@ -119,8 +120,9 @@ _LOCATED: dict = {}
 def locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Artifact:
     """Memoized per process (artifacts are content-addressed and never change in place):
     computing a cache key renders the template and hashes headers, which must not happen
-    on every GEMM call."""
-    key = (variant, None if out_dir is None else str(out_dir))
+    on every GEMM call. The default directory is keyed by OZAKI_CACHE_DIR, so a process
+    that changes it looks in the new one."""
+    key = (variant, ("default", environment.cache_dir()) if out_dir is None else str(out_dir))
     art = _LOCATED.get(key)
     if art is None or not art.library_path.is_file():
         art = _locate(variant, out_dir, build_missing=build_missing, progress=progress)
