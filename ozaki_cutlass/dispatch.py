@@ -13,8 +13,8 @@ default in ``ozaki_cutlass/data/tuning.json`` that says where and how it was mea
 
 Bounds are inclusive; entries are tried in order. Without a table (or when no entry
 fits) the built-in defaults for the arch are tried. A table that is not of this shape
-(see :func:`table_problem`) raises ValueError when it is loaded, naming the file and
-how to fix it.
+(see :func:`table_problem`) raises TuningTableError (a ValueError) when it is loaded,
+naming the file and how to fix it.
 
 Entries with ``"path": "native"`` (no kernel) are where ``ozaki-cutlass tune`` measured
 cuBLAS DGEMM faster than every emulated candidate: the ``auto`` policy of
@@ -199,7 +199,7 @@ def candidates_from_table(table: dict, source: str) -> list[Candidate]:
     """The table's entries as candidates, in order. choose() runs on every GEMM call, so
     the tables load_table() keeps (read once, alive and unchanged for the process: their
     ids are never reused) are looked up by identity; any other table by its content.
-    A table not of the documented shape raises ValueError naming ``source``."""
+    A table not of the documented shape raises TuningTableError naming ``source``."""
     key = (id(table), source)
     cands = _KEPT_CANDIDATES.get(key)
     if cands is None:
@@ -234,7 +234,7 @@ def builtin_candidates(arch: Arch) -> tuple[Candidate, ...]:
 def load_table(path: str | None = None) -> tuple[dict, str]:
     """The tuning table: ``path`` if given, else ``OZAKI_TUNING_TABLE``, else the packaged
     default (which may be absent: then only the built-in candidates are tried). A file
-    that cannot be read, is not JSON or not of the documented shape raises ValueError
+    that cannot be read, is not JSON or not of the documented shape raises TuningTableError
     saying which file, what is wrong and how to fix it."""
     from .generator import environment
 
