@@ -43,6 +43,12 @@ def _get(name: str) -> str | None:
     return value or None
 
 
+def setting(name: str) -> str | None:
+    """The raw value of one of the settings above (unset or empty: None), without parsing:
+    cheap enough for a memo key on a per-call path."""
+    return _get(name)
+
+
 def _path(name: str) -> Path | None:
     value = _get(name)
     return Path(value).expanduser() if value else None

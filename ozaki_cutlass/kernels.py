@@ -122,7 +122,7 @@ def locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool 
     computing a cache key renders the template and hashes headers, which must not happen
     on every GEMM call. The default directory is keyed by OZAKI_CACHE_DIR, so a process
     that changes it looks in the new one."""
-    key = (variant, ("default", environment.cache_dir()) if out_dir is None else str(out_dir))
+    key = (variant, ("default", environment.setting("OZAKI_CACHE_DIR")) if out_dir is None else str(out_dir))
     art = _LOCATED.get(key)
     if art is None or not art.library_path.is_file():
         art = _locate(variant, out_dir, build_missing=build_missing, progress=progress)

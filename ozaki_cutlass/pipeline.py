@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -414,7 +415,7 @@ def _native_fast_lane(a, b, alpha, mode):
     if fa is None or fb is None or fa[6] != fb[6] or fa[5] != fb[5] or fa[2] != fb[1]:
         return None
     m, k, n, device, kind = fa[1], fa[2], fb[2], fa[5], fa[6]
-    key = (m, n, k, mode, device, environment.tuning_table())
+    key = (m, n, k, mode, device, environment.setting("OZAKI_TUNING_TABLE"))
     if not _FAST_DECISIONS.get(key, False):
         return None
     # only on the framework's current GPU (the general path handles the others), checked
@@ -449,7 +450,7 @@ def _native_fast_lane(a, b, alpha, mode):
 def _remember_native(m, n, k, mode, device, native: bool) -> None:
     if len(_FAST_DECISIONS) >= _FAST_LIMIT:
         _FAST_DECISIONS.clear()
-    _FAST_DECISIONS[(m, n, k, mode, device, environment.tuning_table())] = native
+    _FAST_DECISIONS[(m, n, k, mode, device, environment.setting("OZAKI_TUNING_TABLE"))] = native
 
 
 def _native_decision(policy, moduli, variant, path, m, n, k, count, mode, arch, device,
@@ -651,13 +652,7 @@ def _residues(st, va, vb, mu, nu, count, moduli, ra, rb, m, n_pad, kp, layout, s
 
 def _runs(sizes):
     """[(group size, how many in a row)] of a list of group sizes: [4, 4, 4, 3] -> [(4, 3), (3, 1)]."""
-    out: list[list[int]] = []
-    for size in sizes:
-        if out and out[-1][0] == size:
-            out[-1][1] += 1
-        else:
-            out.append([size, 1])
-    return [tuple(r) for r in out]
+    return [(size, len(list(run))) for size, run in itertools.groupby(sizes)]
 
 
 def _coarse_gemm(kern):

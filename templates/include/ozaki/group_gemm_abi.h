@@ -84,14 +84,9 @@ Status check_group_problem(const GroupGemmProblem& p, const GroupGemmLimits& lim
     return err.set(Status::kNotSupported, "group_size=%d, but this kernel folds exactly %d moduli",
                    p.group_size, G);
   }
-  const struct {
-    const char* name;
-    int value;
-  } sizes[] = {{"m", p.m}, {"n", p.n}, {"k_pad", p.k_pad}};
-  for (const auto& s : sizes) {
-    if (s.value < 1) {
-      return err.set(Status::kNotSupported, "%s=%d must be >= 1", s.name, s.value);
-    }
+  Status status = detail::check_sizes({{"m", p.m}, {"n", p.n}, {"k_pad", p.k_pad}}, err);
+  if (status != Status::kOk) {
+    return status;
   }
   if (p.groups < 1 || int64_t(p.groups) * G > kMaxGroups) {
     return err.set(Status::kNotSupported, "groups=%d must be in [1, %d] (at most %d moduli per call)",
@@ -110,18 +105,8 @@ Status check_group_problem(const GroupGemmProblem& p, const GroupGemmLimits& lim
     return err.set(Status::kNotSupported, "n=%d must be a multiple of %d (%d-byte output rows)",
                    p.n, kAlignmentX, static_cast<int>(sizeof(ElementX)));
   }
-  const struct {
-    const char* name;
-    const void* ptr;
-  } pointers[] = {{"A", p.a}, {"B", p.b}, {"X", p.x}};
-  for (const auto& q : pointers) {
-    if (q.ptr == nullptr) {
-      return err.set(Status::kNotSupported, "%s is a null pointer", q.name);
-    }
-    if (!detail::is_aligned(q.ptr, kPointerAlignmentBytes)) {
-      return err.set(Status::kNotSupported, "%s=%p must be %d-byte aligned", q.name, q.ptr,
-                     kPointerAlignmentBytes);
-    }
+  if ((status = detail::check_pointers({{"A", p.a}, {"B", p.b}, {"X", p.x}}, err)) != Status::kOk) {
+    return status;
   }
   const struct {
     const char* name;

@@ -107,6 +107,42 @@ inline bool is_aligned(const void* p, int bytes) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes) == 0;
 }
 
+struct NamedSize {
+  const char* name;
+  int value;
+};
+
+struct NamedPointer {
+  const char* name;
+  const void* ptr;
+};
+
+// Every size >= 1 (the GEMM and the fused ABIs alike), else the first that is not.
+template <size_t N>
+Status check_sizes(const NamedSize (&sizes)[N], ErrorMessage& err) noexcept {
+  for (const auto& s : sizes) {
+    if (s.value < 1) {
+      return err.set(Status::kNotSupported, "%s=%d must be >= 1", s.name, s.value);
+    }
+  }
+  return Status::kOk;
+}
+
+// Every pointer non-null and 16-byte aligned (TMA, vector accesses), else the first that is not.
+template <size_t N>
+Status check_pointers(const NamedPointer (&pointers)[N], ErrorMessage& err) noexcept {
+  for (const auto& q : pointers) {
+    if (q.ptr == nullptr) {
+      return err.set(Status::kNotSupported, "%s is a null pointer", q.name);
+    }
+    if (!is_aligned(q.ptr, kPointerAlignmentBytes)) {
+      return err.set(Status::kNotSupported, "%s=%p must be %d-byte aligned", q.name, q.ptr,
+                     kPointerAlignmentBytes);
+    }
+  }
+  return Status::kOk;
+}
+
 inline Status check_stride(const char* what, int64_t value, int64_t minimum, int alignment,
                            int element_bytes, const Int8GemmRequirements& req,
                            ErrorMessage& err) noexcept {
@@ -133,14 +169,9 @@ inline Status check_stride(const char* what, int64_t value, int64_t minimum, int
 // kNotSupported with a message naming the first offending argument.
 inline Status check_problem(const Int8GemmProblem& p, const Int8GemmRequirements& req,
                             ErrorMessage& err) noexcept {
-  const struct {
-    const char* name;
-    int value;
-  } sizes[] = {{"m", p.m}, {"n", p.n}, {"k", p.k}, {"batch", p.batch}};
-  for (const auto& s : sizes) {
-    if (s.value < 1) {
-      return err.set(Status::kNotSupported, "%s=%d must be >= 1", s.name, s.value);
-    }
+  Status s = detail::check_sizes({{"m", p.m}, {"n", p.n}, {"k", p.k}, {"batch", p.batch}}, err);
+  if (s != Status::kOk) {
+    return s;
   }
   if (p.batch > req.max_batch) {
     return err.set(Status::kNotSupported, "batch=%d exceeds this kernel's limit of %d", p.batch,
@@ -154,21 +185,9 @@ inline Status check_problem(const Int8GemmProblem& p, const Int8GemmRequirements
                    p.n, req.alignment_c);
   }
 
-  const struct {
-    const char* name;
-    const void* ptr;
-  } pointers[] = {{"A", p.a}, {"B", p.b}, {"C", p.c}};
-  for (const auto& q : pointers) {
-    if (q.ptr == nullptr) {
-      return err.set(Status::kNotSupported, "%s is a null pointer", q.name);
-    }
-    if (!detail::is_aligned(q.ptr, kPointerAlignmentBytes)) {
-      return err.set(Status::kNotSupported, "%s=%p must be %d-byte aligned", q.name, q.ptr,
-                     kPointerAlignmentBytes);
-    }
+  if ((s = detail::check_pointers({{"A", p.a}, {"B", p.b}, {"C", p.c}}, err)) != Status::kOk) {
+    return s;
   }
-
-  Status s = Status::kOk;
   if ((s = detail::check_stride("lda", p.lda, p.k, req.alignment_ab, 1, req, err)) != Status::kOk ||
       (s = detail::check_stride("ldb", p.ldb, p.k, req.alignment_ab, 1, req, err)) != Status::kOk ||
       (s = detail::check_stride("ldc", p.ldc, p.n, req.alignment_c, 4, req, err)) != Status::kOk) {

@@ -15,8 +15,9 @@
 //   P_crt_unscale       reference.modular_products' final "mod m_g" + crt_reconstruct
 //                       + the NaN/Inf pattern of reference.split_nonfinite, substituted as
 //                       in gemm + unscale
-//   P_combine_unscale   the same reconstruction + pattern + unscale from uint32 group
-//                       partials X mod M_group (fused pipeline)
+//   P_combine_unscale   the same reconstruction + pattern + unscale from the fused
+//                       pipeline's group partials X mod M_group (uint32, or the residue
+//                       byte itself for one-modulus groups)
 //
 // Cost model (H200: 132 SMs at ~1.98 GHz; per SM and clock: 128 FP32 FMA, 64 INT32 or
 // FP64 ops, 32 shared-memory words, ~18 bytes of HBM; n = 16384, N = 15 moduli):
@@ -400,18 +401,9 @@ __host__ __device__ inline int32_t positive_mod(int32_t c, int32_t m) {
   return r < 0 ? r + m : r;
 }
 
-// Adds residue r_g (in [0, m_g)) to the limb sums: S_j += d_gj r_g (exact in any order).
-__host__ __device__ inline void crt_add_residue(const CrtConstants& k, int g, int32_t r,
-                                                double (&limb_sums)[kMaxLimbs]) {
-  const double rd = static_cast<double>(r);
-#pragma unroll
-  for (int j = 0; j < kMaxLimbs; ++j) {
-    if (j < k.limbs) limb_sums[j] = add_rn(limb_sums[j], mul_rn(k.weight_limbs[g][j], rd));
-  }
-}
-
-// crt_add_residue for a limb count known at compile time (= k.limbs): the same operations,
-// without a branch per limb.
+// Adds residue r_g (in [0, m_g)) to the limb sums: S_j += d_gj r_g (exact in any order),
+// for a limb count known at compile time (= k.limbs; the CRT kernels have one instance
+// per limb count, so the limb loop carries no branch).
 template <int kLimbs>
 __host__ __device__ inline void crt_add_residue_limbs(const CrtConstants& k, int g, int32_t r,
                                                       double (&limb_sums)[kMaxLimbs]) {
@@ -420,6 +412,18 @@ __host__ __device__ inline void crt_add_residue_limbs(const CrtConstants& k, int
 #pragma unroll
   for (int j = 0; j < kLimbs; ++j) {
     limb_sums[j] = add_rn(limb_sums[j], mul_rn(k.weight_limbs[g][j], rd));
+  }
+}
+
+// The same for k.limbs known at run time (the host checks call this): the kernels' code.
+__host__ __device__ inline void crt_add_residue(const CrtConstants& k, int g, int32_t r,
+                                                double (&limb_sums)[kMaxLimbs]) {
+  static_assert(kMaxLimbs == 4, "one case per limb count below");
+  switch (k.limbs) {
+    case 1: crt_add_residue_limbs<1>(k, g, r, limb_sums); break;
+    case 2: crt_add_residue_limbs<2>(k, g, r, limb_sums); break;
+    case 3: crt_add_residue_limbs<3>(k, g, r, limb_sums); break;
+    default: crt_add_residue_limbs<4>(k, g, r, limb_sums); break;
   }
 }
 
@@ -971,7 +975,7 @@ __device__ inline double nonfinite_entry(const NonfiniteSource& s, int64_t i, in
 
 // --- CRT reconstruction and unscaling ------------------------------------------------
 // P_crt_unscale (residues from raw int32 GEMM outputs, summed over k chunks) and
-// P_combine_unscale (residues from uint32 group partials) differ only in where r_g comes
+// P_combine_unscale (residues from group partials) differ only in where r_g comes
 // from; both then run crt_add_residue in modulus order and crt_output.
 //
 // Per-launch modulus data built on the host next to CrtConstants.
