@@ -695,6 +695,8 @@ bool sweep_u32(Fields& f, const std::string& tag) {
     if (st::mod_u32(u32, m, magic) != u % m) what = "mod_u32";
     else if (st::mod_i32(c, m, magic, offset) != want_c) what = "mod_i32";
     else if (fold_ok && ozaki::residue(c, fold) != want_c) what = "group_arith residue";
+    else if (c >= 0 && !same_double(st::small_int_to_double(c), static_cast<double>(c)))
+      what = "small_int_to_double";  // the CRT kernels' conversion of residues
     if (what && bad++ == 0) first = std::string(what) + " u=" + std::to_string(u);
   }
   count(tag, n);

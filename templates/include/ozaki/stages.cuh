@@ -246,6 +246,16 @@ __host__ __device__ inline double mul_rn(double a, double b) {
 #endif
 }
 
+// fl(a * b + c), one rounding. Used only where a * b and the sum are exact integers below
+// 2^53: there it equals add_rn(c, mul_rn(a, b)), in one instruction instead of two.
+__host__ __device__ inline double fma_rn(double a, double b, double c) {
+#ifdef __CUDA_ARCH__
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
 __host__ __device__ inline uint64_t double_bits(double a) {
   uint64_t bits;
   memcpy(&bits, &a, sizeof(bits));
@@ -401,17 +411,29 @@ __host__ __device__ inline int32_t positive_mod(int32_t c, int32_t m) {
   return r < 0 ? r + m : r;
 }
 
-// Adds residue r_g (in [0, m_g)) to the limb sums: S_j += d_gj r_g (exact in any order),
-// for a limb count known at compile time (= k.limbs; the CRT kernels have one instance
-// per limb count, so the limb loop carries no branch).
+// (double) r for 0 <= r < 2^31, exactly: the double whose bits are those of 2^52 with r
+// in the low word is 2^52 + r, and taking 2^52 off is exact. One FP64 add, where the
+// int-to-double conversion runs at a quarter of the FP64 rate on sm_80 and sm_90.
+__host__ __device__ inline double small_int_to_double(int32_t r) {
+  const uint64_t bits = 0x4330000000000000ull | static_cast<uint32_t>(r);
+  double biased;
+  memcpy(&biased, &bits, sizeof(biased));
+  return sub_rn(biased, 4503599627370496.0);  // 2^52
+}
+
+// Adds residue r_g (in [0, m_g)) to the limb sums: S_j += d_gj r_g, for a limb count known
+// at compile time (= k.limbs; the CRT kernels have one instance per limb count, so the limb
+// loop carries no branch). With d_gj < 2^40, r_g < 256 and at most 20 moduli every product
+// and partial sum is an integer below 2^53 (numerics.py), so each step is exact: one FMA
+// gives the bits of the rounded multiply-then-add, in any order.
 template <int kLimbs>
 __host__ __device__ inline void crt_add_residue_limbs(const CrtConstants& k, int g, int32_t r,
                                                       double (&limb_sums)[kMaxLimbs]) {
   static_assert(1 <= kLimbs && kLimbs <= kMaxLimbs, "1 to kMaxLimbs limbs");
-  const double rd = static_cast<double>(r);
+  const double rd = small_int_to_double(r);
 #pragma unroll
   for (int j = 0; j < kLimbs; ++j) {
-    limb_sums[j] = add_rn(limb_sums[j], mul_rn(k.weight_limbs[g][j], rd));
+    limb_sums[j] = fma_rn(k.weight_limbs[g][j], rd, limb_sums[j]);
   }
 }
 
