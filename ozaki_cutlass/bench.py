@@ -149,13 +149,9 @@ def _call_gemm(a, b, timings, **kwargs):
     return pipeline.gemm(a, b, timings=timings, **kwargs)
 
 
-def _time_gemm(call, warmup: int, reps: int) -> float:
-    """Median ms of ``call(None)`` between CUDA events recorded on the legacy default
-    stream (the one ozaki_cutlass.gemm uses for CuPy arrays) around the whole Python
-    call, so the host work of each call (argument checks, dispatch, launches) counts, as
-    it does for a user."""
-    (times,), _ = _cuda.event_times([lambda: call(None)], warmup, reps)
-    return statistics.median(times)
+def _discarding(a, b, **kwargs) -> None:
+    """One gemm call whose result is dropped (so timed rounds do not keep every output)."""
+    _call_gemm(a, b, None, **kwargs)
 
 
 def _time_alternately(first, second, warmup: int, reps: int) -> tuple[float, float]:
@@ -466,23 +462,27 @@ def tune_main(args) -> int:
         rs = cp.random.default_rng(args.seed + m + 7 * n + 13 * k)
         xa = (rs.random((m, k)) - 0.5) * cp.exp(0.5 * rs.standard_normal((m, k)))
         xb = (rs.random((k, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((k, n)))
-        timings = []
+        runnable = []
         for c in cands:
             missing = unbuilt[c]
             if missing:
                 report.append((label, c.describe(), f"skipped: not built ({', '.join(missing)})"))
                 continue
+            call = functools.partial(_discarding, xa, xb, moduli=moduli, kernel=c.variant, path=c.path)
             try:
-                ms = _time_gemm(
-                    functools.partial(_call_gemm, xa, xb, moduli=moduli, kernel=c.variant, path=c.path),
-                    args.warmup, args.reps)
-                timings.append((ms, c))
-                report.append((label, c.describe(), ms))
-            except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is skipped, said
+                call()  # one untimed call: a candidate that cannot run at this shape is left out, said
+            except Exception as exc:  # noqa: BLE001
                 report.append((label, c.describe(), f"skipped: {exc}"))
-        if not timings:
+                continue
+            runnable.append((c, call))
+        if not runnable:
             report.append((label, "no candidate", "skipped: none is built and runs here"))
             continue
+        # every candidate in alternation, round after round: they share the clock and
+        # thermal state (timed one after the other, a 16384 candidate's time swung by 40 %)
+        times, _ = _cuda.event_times([call for _, call in runnable], args.warmup, args.reps)
+        timings = [(statistics.median(t), c) for (c, _), t in zip(runnable, times)]
+        report.extend((label, c.describe(), ms) for ms, c in timings)
         _, best = min(timings, key=lambda t: t[0])
         # the winner against native DGEMM, timed in alternation (no drift between them)
         best_ms, native_ms = _time_alternately(

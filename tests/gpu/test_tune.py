@@ -1,0 +1,43 @@
+"""`ozaki-cutlass tune` on the GPU: a small sweep writes a table the dispatcher reads back."""
+
+import json
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import cli, dispatch, reference
+from ozaki_cutlass.accuracy import random_matrix, same_bits
+from ozaki_cutlass.generator import Arch
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy", reason="ozaki-cutlass tune needs CuPy")
+
+
+def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
+    out = tmp_path / "tuning.json"
+    assert cli.main(["tune", "--sizes", "512", "--warmup", "0", "--reps", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    table = json.loads(out.read_text())
+    assert table["gpu"] != "unknown" and table["command"].startswith("ozaki-cutlass tune")
+    kernel_entries = [e for e in table["entries"] if e["path"] != "native"]
+    assert len(kernel_entries) == 1  # one size: one bucket, its winner
+    entry = kernel_entries[0]
+    assert entry["arch"] in {a.value for a in Arch} and entry["measured"] == [512, 512, 512]
+    assert entry["m"][0] <= 512 <= entry["m"][1] and entry["ms"] > 0 and entry["native_ms"] > 0
+    # the winner was timed (its line in the report) and is the fastest of the timed lines
+    timed = {}
+    for line in printed.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] == "512" and fields[-1] == "ms" and "again" not in line \
+                and "native" not in line:
+            timed[fields[1]] = float(fields[-2])
+    assert f"{entry['path']}:{entry['kernel']}" in timed
+    assert timed[f"{entry['path']}:{entry['kernel']}"] == min(timed.values())
+    # the dispatcher reads it back, and a call routed by it gives the reference's bits
+    table_, source = dispatch.load_table(str(out))
+    assert any(c.variant.name == entry["kernel"] for c in dispatch.candidates_from_table(table_, source))
+    rng = np.random.default_rng(5)
+    a, b = random_matrix(512, 512, 0.5, rng), random_matrix(512, 512, 0.5, rng)
+    got = ozaki_cutlass.gemm(a, b, kernel=entry["kernel"], path=entry["path"], policy="emulate")
+    assert same_bits(got, reference.gemm(a, b))
