@@ -1,5 +1,5 @@
 """Host-side cost of ozaki_cutlass.gemm calls (device run): cProfile of many small calls
-on the native and the emulated path, and an interleaved A/B of our cuBLAS call against
+on the native and the emulated path and the auto policy's native fast lane, and an interleaved A/B of our cuBLAS call against
 CuPy's matmul on one shape (the same library underneath: any gap is ours).
     python scripts/profile_host.py"""
 
@@ -36,6 +36,13 @@ for _ in range(500):
     ozaki_cutlass.gemm(a, b)
 cp.cuda.Device().synchronize()
 print(f"auto (native fast lane): {1e6 * (time.perf_counter() - t0) / 500:.1f} us per call (256^3, wall clock)")
+prof = cProfile.Profile()
+prof.enable()
+for _ in range(500):
+    ozaki_cutlass.gemm(a, b)
+prof.disable()
+cp.cuda.Device().synchronize()
+pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 t0 = time.perf_counter()
 for _ in range(500):
     a @ b
