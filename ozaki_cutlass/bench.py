@@ -431,7 +431,6 @@ def tune_main(args) -> int:
     """``ozaki-cutlass tune``: time every candidate kernel per size bucket, write the table
     the dispatcher reads (JSON, with GPU, driver, date and command)."""
     import subprocess
-    import sys
 
     from .generator import catalog
 
@@ -506,7 +505,7 @@ def tune_main(args) -> int:
     table = {"gpu": smi.split(",")[0].strip() if smi else "unknown",
              "driver": smi.split(",")[1].strip() if "," in smi else "unknown",
              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "command": " ".join(["ozaki-cutlass"] + sys.argv[1:]),
+             "command": " ".join(["ozaki-cutlass"] + args.argv),
              "moduli": moduli, "inputs": "phi = 0.5; the shapes given, then square n x n x n", "entries": entries}
     for label, name, ms in report:
         print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")

@@ -125,7 +125,9 @@ def _shape(text: str) -> tuple[int, int, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    args.argv = argv  # the command as given, for what records it (tune's table)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
     from .dispatch import TuningTableError
