@@ -430,8 +430,6 @@ def tune_candidates(arch, patterns, table) -> list:
 def tune_main(args) -> int:
     """``ozaki-cutlass tune``: time every candidate kernel per size bucket, write the table
     the dispatcher reads (JSON, with GPU, driver, date and command)."""
-    import subprocess
-
     from .generator import catalog
 
     unmatched = [g for g in args.variants or () if not catalog(None, g, full=True, epilogue=None)]
@@ -497,13 +495,8 @@ def tune_main(args) -> int:
                        | {"ms": best_ms, "tflops": flops / best_ms / 1e9, "native_ms": native_ms})
         del xa, xb
         cp.get_default_memory_pool().free_all_blocks()
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        smi = "unknown"
-    table = {"gpu": smi.split(",")[0].strip() if smi else "unknown",
-             "driver": smi.split(",")[1].strip() if "," in smi else "unknown",
+    gpu, driver = _gpu_identity()
+    table = {"gpu": gpu, "driver": driver,
              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "command": " ".join(["ozaki-cutlass"] + args.argv),
              "moduli": moduli, "inputs": "phi = 0.5; the shapes given, then square n x n x n", "entries": entries}
@@ -513,6 +506,35 @@ def tune_main(args) -> int:
         json.dump(table, f, indent=2)
     print(f"wrote {args.out}: {len(entries)} entries")
     return 0
+
+
+def _gpu_identity(ordinal: int = 0) -> tuple[str, str]:
+    """(name, driver version) of CUDA device ``ordinal`` (the one timed), from nvidia-smi,
+    picked by its PCI bus id (nvidia-smi lists every GPU of the machine, in its own
+    order); ("unknown", "unknown") when either cannot be asked."""
+    import subprocess
+
+    try:
+        from cuda.bindings import driver
+
+        status, dev = driver.cuDeviceGet(ordinal)
+        status2, bus = driver.cuDeviceGetPCIBusId(32, dev)
+        if status != driver.CUresult.CUDA_SUCCESS or status2 != driver.CUresult.CUDA_SUCCESS:
+            return "unknown", "unknown"
+        bus_id = (bus.decode(errors="replace") if isinstance(bus, bytes) else str(bus)).split("\0", 1)[0]
+        out = subprocess.run(["nvidia-smi", "-i", bus_id, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (ImportError, OSError, subprocess.SubprocessError):
+        return "unknown", "unknown"
+    return parse_gpu_identity(out)
+
+
+def parse_gpu_identity(text: str) -> tuple[str, str]:
+    """(name, driver) from nvidia-smi's "name, driver_version" CSV line (its first line)."""
+    fields = [f.strip() for f in text.splitlines()[0].split(",")] if text.strip() else []
+    if len(fields) != 2 or not all(fields):
+        return "unknown", "unknown"
+    return fields[0], fields[1]
 
 
 def _unbuilt(candidate, moduli) -> list[str]:

@@ -106,3 +106,13 @@ def test_tune_candidates_keep_the_tables_kernels_once():
     assert swizzled in names and "i8_sm90a_256x128x128_c2x1_coop_s0_int32_g1" in names
     assert all(c.variant.arch is Arch.SM90A for c in cands)
     assert next(c for c in cands if c.variant.name == swizzled).source == "from the table in effect"
+
+
+def test_gpu_identity_reads_the_first_line_of_nvidia_smi():
+    from ozaki_cutlass.bench import parse_gpu_identity
+
+    # a two-GPU host once gave the table a driver of "580.159.04\nNVIDIA H200"
+    assert parse_gpu_identity("NVIDIA H200, 580.159.04\nNVIDIA H200, 580.159.04\n") == ("NVIDIA H200", "580.159.04")
+    assert parse_gpu_identity("NVIDIA H200, 580.159.04") == ("NVIDIA H200", "580.159.04")
+    for text in ("", "\n", "NVIDIA H200", "NVIDIA H200, ", "a, b, c"):
+        assert parse_gpu_identity(text) == ("unknown", "unknown")

@@ -19,7 +19,10 @@ def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
     assert cli.main(["tune", "--sizes", "512", "--warmup", "0", "--reps", "2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     table = json.loads(out.read_text())
-    assert table["gpu"] != "unknown" and table["command"].startswith("ozaki-cutlass tune")
+    assert table["command"] == f"ozaki-cutlass tune --sizes 512 --warmup 0 --reps 2 --out {out}"
+    # the timed GPU's own line of nvidia-smi (a two-GPU host once put both in the driver field)
+    assert table["gpu"] != "unknown" and table["driver"] != "unknown"
+    assert "\n" not in table["gpu"] + table["driver"]
     kernel_entries = [e for e in table["entries"] if e["path"] != "native"]
     assert len(kernel_entries) == 1  # one size: one bucket, its winner
     entry = kernel_entries[0]
