@@ -169,12 +169,13 @@ def _current_context() -> int:
     return current
 
 
-def _handle(lib: ctypes.CDLL) -> ctypes.c_void_p:
+def _handle(lib: ctypes.CDLL, context: int | None = None) -> ctypes.c_void_p:
     """The cuBLAS handle of (current context, this thread), created on first use (one
-    driver query per call otherwise). Keyed by thread ident: a thread that ends leaves its
-    handle to the next thread that gets its ident (never used by two live threads at
-    once), so handles do not pile up."""
-    key = (_current_context(), threading.get_ident())
+    driver query per call otherwise, none when the caller passes the ``context`` it just
+    made current). Keyed by thread ident: a thread that ends leaves its handle to the next
+    thread that gets its ident (never used by two live threads at once), so handles do
+    not pile up."""
+    key = (_current_context() if context is None else context, threading.get_ident())
     handle = _HANDLES.get(key)
     if handle is None:
         handle = ctypes.c_void_p()
@@ -273,20 +274,32 @@ def plan_dgemm(A, B, O) -> DgemmPlan | None:
                      c_ptr=int(O.ptr), ldc=ldc, transposed=transposed)
 
 
-def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream) -> None:
+def call_pointers(plan: DgemmPlan, pointers: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
+    """The (a, b, c) pointers of ``plan``'s cuBLAS call: its own, or those of the caller's
+    (A, B, O) ``pointers`` placed as the plan's layout needs (swapped when transposed)."""
+    if pointers is None:
+        return plan.a_ptr, plan.b_ptr, plan.c_ptr
+    a, b, c = pointers
+    return (b, a, c) if plan.transposed else (a, b, c)
+
+
+def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple[int, int, int] | None = None,
+          context: int | None = None) -> None:
     """Enqueue ``plan`` on ``stream`` (anything :func:`ozaki_cutlass._cuda.stream_handle`
     takes) in the current CUDA context: C = alpha op(A) op(B) + beta C, cuBLAS semantics
     (beta == 0: C is not read; k == 0: C = beta C; m == 0 or n == 0: nothing is launched).
-    Does not synchronize."""
+    Does not synchronize. ``pointers``: the caller's (A, B, O) to use instead of the
+    plan's, for a plan made once for these shapes and strides (its own pointers unused).
+    ``context``: the current context as an int, when the caller has just made it so."""
     if plan.m == 0 or plan.n == 0:
         return
+    a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
     lib = _library()
-    handle = _handle(lib)
-    _check(lib.cublasSetStream_v2(handle, _p(_cuda.stream_handle(stream))), "cublasSetStream_v2")
-    a, b = ctypes.c_double(alpha), ctypes.c_double(beta)
+    handle = _handle(lib, context)
+    _check(lib.cublasSetStream_v2(handle, _cuda.stream_handle(stream)), "cublasSetStream_v2")
     _check(lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,
-                              plan.m, plan.n, plan.k, ctypes.byref(a), _p(plan.a_ptr), plan.lda,
-                              _p(plan.b_ptr), plan.ldb, ctypes.byref(b), _p(plan.c_ptr), plan.ldc),
+                              plan.m, plan.n, plan.k, ctypes.byref(ctypes.c_double(alpha)), a_ptr, plan.lda,
+                              b_ptr, plan.ldb, ctypes.byref(ctypes.c_double(beta)), c_ptr, plan.ldc),
            f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})")
 
 

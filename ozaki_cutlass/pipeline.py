@@ -383,6 +383,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
 # general path's host work (~70 us) against DGEMM's own (~20 us through CuPy). Anything
 # else, and the first call of a shape, take the general path (which records the decision).
 _FAST_DECISIONS: dict[tuple, bool] = {}
+_FAST_PLANS: dict[tuple, object] = {}  # (m, n, k, strides of a and b) -> pointer-free DgemmPlan or None
+_UNPLANNED = object()
 _FAST_LIMIT = 4096
 
 
@@ -430,20 +432,25 @@ def _native_fast_lane(a, b, alpha, mode):
 
         if torch.cuda.current_device() != device:
             return None
-    _cuda.ensure_context(device)  # one driver query when it is current already
-    A = Matrix(fa[0], m, k, fa[3], fa[4], kind, device, a)
-    B = Matrix(fb[0], k, n, fb[3], fb[4], kind, device, b)
-    if kind == "cupy":
-        result = cupy.empty((m, n), dtype=cupy.float64)
-        sh = cupy.cuda.get_current_stream().ptr
-    else:
-        result = torch.empty((m, n), dtype=torch.float64, device=a.device)
-        sh = torch.cuda.current_stream(a.device).cuda_stream
-    O = Matrix(result.data.ptr if kind == "cupy" else result.data_ptr(), m, n, n or 1, 1, kind, device, result)
-    plan = _cublas.plan_dgemm(A, B, O)
+    layout_key = (m, n, k, fa[3], fa[4], fb[3], fb[4])
+    plan = _FAST_PLANS.get(layout_key, _UNPLANNED)
+    if plan is _UNPLANNED:  # once per shapes and strides: the call with pointers 0
+        plan = _cublas.plan_dgemm(Matrix(0, m, k, fa[3], fa[4], kind, device, None),
+                                  Matrix(0, k, n, fb[3], fb[4], kind, device, None),
+                                  Matrix(0, m, n, n or 1, 1, kind, device, None))
+        if len(_FAST_PLANS) >= _FAST_LIMIT:
+            _FAST_PLANS.clear()
+        _FAST_PLANS[layout_key] = plan
     if plan is None:
         return None
-    _cublas.dgemm(plan, alpha, 0.0, sh)
+    context = int(_cuda.ensure_context(device))  # one driver query when it is current already
+    if kind == "cupy":
+        result = cupy.empty((m, n), dtype=cupy.float64)
+        sh, out_ptr = cupy.cuda.get_current_stream().ptr, result.data.ptr
+    else:
+        result = torch.empty((m, n), dtype=torch.float64, device=a.device)
+        sh, out_ptr = torch.cuda.current_stream(a.device).cuda_stream, result.data_ptr()
+    _cublas.dgemm(plan, alpha, 0.0, sh, pointers=(fa[0], fb[0], out_ptr), context=context)
     return result
 
 

@@ -72,6 +72,16 @@ def main() -> None:
     print(f"host cost per call, {n}^3 float64, wall clock over {args.calls} calls after 50 warm-up")
     for label, fn in rows:
         print(f"  {per_call_us(fn, args.calls):7.2f} us  {label}")
+    # the same call once the handle has a workspace of its own (cuBLAS otherwise uses its pool)
+    ws = cp.empty(32 << 20, dtype=cp.uint8)
+    lib.cublasSetWorkspace_v2.restype = ctypes.c_int
+    lib.cublasSetWorkspace_v2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    status = lib.cublasSetWorkspace_v2(handle, ctypes.c_void_p(ws.data.ptr), ctypes.c_size_t(ws.nbytes))
+    print(f"  {per_call_us(lambda: lib.cublasDgemm_v2(*dgemm_args), args.calls):7.2f} us  "
+          f"ctypes: cublasDgemm_v2 alone, the handle given a 32 MiB workspace (status {status})")
+    with open("/proc/self/maps") as f:
+        libs = sorted({line.split()[-1] for line in f if "libcublas" in line})
+    print("libcublas loaded in this process (ours, and CuPy's if another):", ", ".join(libs))
 
 
 if __name__ == "__main__":

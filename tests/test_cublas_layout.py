@@ -370,3 +370,22 @@ def test_missing_cublas_is_reported_and_searched_once(monkeypatch):
         assert "CUDA toolkit" in text and "nvidia-cublas" in text
     assert not _cublas.available()
     assert calls == ["cublas"]
+
+
+def test_a_plan_made_once_for_a_layout_runs_with_any_pointers(rng):
+    """The native fast lane plans once per shapes and strides (pointers 0) and passes each
+    call's pointers through call_pointers: that must compute A @ B in every layout."""
+    from ozaki_cutlass._cublas import call_pointers
+
+    def plan_once_then_point(A, B, O):
+        layout = plan_dgemm(*(Matrix(0, X.rows, X.cols, X.rs, X.cs, X.kind, X.device, X.owner) for X in (A, B, O)))
+        if layout is None:
+            return None
+        a, b, c = call_pointers(layout, (A.ptr, B.ptr, O.ptr))
+        return dataclasses.replace(layout, a_ptr=a, b_ptr=b, c_ptr=c)
+
+    assert not sweep(plan_once_then_point, rng, shapes=SHAPES[:6], odd_choices=(None, 1))
+    # and a mistake in the swap is caught
+    plan = plan_dgemm(_m(3, 5, 5, 1, 0), _m(5, 4, 4, 1, 8 * 15), _m(3, 4, 4, 1, 8 * 35))
+    assert plan.transposed and call_pointers(plan, (1, 2, 3)) == (2, 1, 3) and call_pointers(plan) == (
+        plan.a_ptr, plan.b_ptr, plan.c_ptr)
