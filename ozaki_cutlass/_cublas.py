@@ -297,10 +297,11 @@ def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple
     lib = _library()
     handle = _handle(lib, context)
     _check(lib.cublasSetStream_v2(handle, _cuda.stream_handle(stream)), "cublasSetStream_v2")
-    _check(lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,
-                              plan.m, plan.n, plan.k, ctypes.byref(ctypes.c_double(alpha)), a_ptr, plan.lda,
-                              b_ptr, plan.ldb, ctypes.byref(ctypes.c_double(beta)), c_ptr, plan.ldc),
-           f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})")
+    status = lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,
+                                plan.m, plan.n, plan.k, ctypes.byref(ctypes.c_double(alpha)), a_ptr, plan.lda,
+                                b_ptr, plan.ldb, ctypes.byref(ctypes.c_double(beta)), c_ptr, plan.ldc)
+    if status != 0:  # the message only on failure: this is the native fast lane's hot path
+        raise CublasError(f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", status)
 
 
 # --------------------------------------------------------------------------- 2-D copy
