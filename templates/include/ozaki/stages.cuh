@@ -148,6 +148,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include <cuda_pipeline.h>  // __pipeline_memcpy_async (cp.async): the combine's staged loads
 #include <cuda_runtime.h>
 
 #include "ozaki/error_message.h"
@@ -1201,60 +1202,101 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
 
 // combine_unscale of one-modulus groups: the partials are the residues themselves, one byte
 // each, so nothing is reduced (43 % fewer instructions than crt_kernel on int32 outputs,
-// ncu at 8192^2). One thread per 8 consecutive entries (i, j0 .. j0 + 7) of a row: the
-// 8-byte loads of every modulus's plane are issued before any arithmetic, then two passes
-// of 4 entries add the residues to the limb sums in modulus order and store, as crt_kernel
-// does; the same bits. (16 entries per thread kept 154 registers: one block per SM, 12.5 %
-// occupancy, slower than crt_kernel.)
+// ncu at 8192^2). One thread per 8 consecutive entries (i, j0 .. j0 + 7) of a row; two
+// passes of 4 entries add the residues to the limb sums in modulus order and store, as
+// crt_kernel does; the same bits. (16 entries per thread kept 154 registers: one block per
+// SM, 12.5 % occupancy, slower than crt_kernel.)
+//
+// The 8-byte words of every modulus's plane come through shared memory, one item ahead:
+// while a thread combines item idx it has item idx + stride's words in flight (cp.async,
+// no registers held). Loaded straight into registers, the loads of the next item waited
+// for the arithmetic of this one: at 25 % occupancy ncu saw 47 % of issue slots used and
+// 24 % of DRAM bandwidth (8192^2, 1.31 ms). A thread copies only its own words and reads
+// only those, so waiting for its own copies is enough (no barrier).
 inline constexpr int kResidueBytesPerThread = 8;
+inline constexpr int kResidueBytesThreads = 128;  // 2 x 20 x 128 x 8 bytes of stages: 40 KiB
+
+// Adds the 8 one-byte residues of entries j0 .. j0 + 7 of row i and stores them;
+// word(g, q) is modulus g's 4 bytes of entries j0 + 4q .. j0 + 4q + 3 (byte t: entry + t).
+template <int kLimbs, class Word>
+__device__ inline void combine_residue_bytes(const CrtArgs& a, const CrtConstants& consts, int64_t i,
+                                             int64_t j0, Word word) {
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    if (j0 + 4 * q < a.n) {
+      double limb_sums[4][kMaxLimbs] = {};
+#pragma unroll
+      for (int g = 0; g < kMaxModuli; ++g) {
+        if (g < consts.count) {
+          const uint32_t w = word(g, q);
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> (8 * t)) & 0xffu),
+                                          limb_sums[t]);
+          }
+        }
+      }
+      store_entries(a, consts, i, j0 + 4 * q, limb_sums);
+    }
+  }
+}
 
 template <int kLimbs>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kResidueBytesThreads, 4)
 crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
                          const __grid_constant__ CrtReduce red) {
   constexpr int kPer = kResidueBytesPerThread;
+  __shared__ uint2 words[2][kMaxModuli][kResidueBytesThreads];
   const int64_t nv = (a.n + kPer - 1) / kPer;
   const int64_t total = a.m * nv;
   const int count = consts.count;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
+  const int tid = threadIdx.x;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  // Starts the copies of item idx's words into stage `buf` (none for an item past the end
+  // or a partial one, which is read byte by byte below); one commit group either way.
+  auto prefetch = [&](int64_t idx, int buf) {
+    if (idx < total && a.vector_loads) {
+      const int64_t i = idx / nv;
+      const int64_t j0 = (idx - i * nv) * kPer;
+      if (j0 + kPer <= a.n) {
+        const unsigned char* src = a.x + i * a.ld + j0;
+#pragma unroll
+        for (int g = 0; g < kMaxModuli; ++g) {
+          if (g < count) __pipeline_memcpy_async(&words[buf][g][tid], src + red.plane[g], sizeof(uint2));
+        }
+      }
+    }
+    __pipeline_commit();
+  };
+  int buf = 0;
+  int64_t idx = blockIdx.x * int64_t(blockDim.x) + tid;
+  prefetch(idx, buf);
+  for (; idx < total; idx += step, buf ^= 1) {
+    prefetch(idx + step, buf ^ 1);
+    __pipeline_wait_prior(1);  // this item's copies (the group before the one just started)
     const int64_t i = idx / nv;
     const int64_t j0 = (idx - i * nv) * kPer;
-    const bool full = j0 + kPer <= a.n;
-    const int64_t row = i * a.ld + j0;
-    uint2 raw[kMaxModuli];
+    if (a.vector_loads && j0 + kPer <= a.n) {
+      const int b = buf;
+      combine_residue_bytes<kLimbs>(a, consts, i, j0, [&](int g, int q) {
+        const uint2 w = words[b][g][tid];
+        return q == 0 ? w.x : w.y;
+      });
+    } else {
+      uint2 raw[kMaxModuli];
 #pragma unroll
-    for (int g = 0; g < kMaxModuli; ++g) {
-      if (g < count) {
-        const unsigned char* src = a.x + red.plane[g] + row;
-        if (a.vector_loads && full) {
-          raw[g] = __ldcs(reinterpret_cast<const uint2*>(src));
-        } else {
+      for (int g = 0; g < kMaxModuli; ++g) {
+        if (g < count) {
+          const unsigned char* src = a.x + red.plane[g] + i * a.ld + j0;
           uint32_t w[2] = {0, 0};
           for (int t = 0; t < kPer && j0 + t < a.n; ++t) w[t / 4] |= uint32_t(src[t]) << (8 * (t % 4));
           raw[g] = make_uint2(w[0], w[1]);
         }
       }
-    }
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      if (j0 + 4 * q < a.n) {
-        double limb_sums[4][kMaxLimbs] = {};
-#pragma unroll
-        for (int g = 0; g < kMaxModuli; ++g) {
-          if (g < count) {
-            const uint32_t w = q == 0 ? raw[g].x : raw[g].y;
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-              crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> (8 * t)) & 0xffu),
-                                            limb_sums[t]);
-            }
-          }
-        }
-        store_entries(a, consts, i, j0 + 4 * q, limb_sums);
-      }
+      combine_residue_bytes<kLimbs>(a, consts, i, j0, [&](int g, int q) { return q == 0 ? raw[g].x : raw[g].y; });
     }
   }
+  __pipeline_wait_prior(0);  // no copy outlives the block
 }
 
 // =====================================================================================
@@ -1571,8 +1613,9 @@ inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, c
                               cudaStream_t stream) {
   if constexpr (kSource == kFromResidueBytes) {
     const int64_t work = args.m * ((args.n + kResidueBytesPerThread - 1) / kResidueBytesPerThread);
-    const int64_t blocks = resident_blocks(crt_residue_bytes_kernel<kLimbs>, kThreads, work, kThreads);
-    crt_residue_bytes_kernel<kLimbs><<<blocks, kThreads, 0, stream>>>(args, consts, red);
+    const int64_t blocks = resident_blocks(crt_residue_bytes_kernel<kLimbs>, kResidueBytesThreads, work,
+                                           kResidueBytesThreads);
+    crt_residue_bytes_kernel<kLimbs><<<blocks, kResidueBytesThreads, 0, stream>>>(args, consts, red);
   } else {
     const int64_t work = args.m * ((args.n + 3) / 4);
     const int64_t blocks = resident_blocks(crt_kernel<kSource, kLimbs>, kThreads, work, kThreads);
