@@ -487,12 +487,7 @@ def tune_main(args) -> int:
             functools.partial(operator.matmul, xa, xb), args.warmup, args.reps)
         report.append((label, f"{best.describe()} again, alternating with native", best_ms))
         report.append((label, "native DGEMM (cuBLAS via CuPy), alternating", native_ms))
-        box = bucket | {"measured": [m, n, k]}
-        if native_ms <= best_ms:  # the auto policy's native bucket
-            entries.append({"arch": arch.value, "path": "native"} | box
-                           | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
-        entries.append({"arch": arch.value, "path": best.path, "kernel": best.variant.name} | box
-                       | {"ms": best_ms, "tflops": flops / best_ms / 1e9, "native_ms": native_ms})
+        entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best_ms, native_ms)
         del xa, xb
         cp.get_default_memory_pool().free_all_blocks()
     gpu, driver = _gpu_identity()
@@ -506,6 +501,25 @@ def tune_main(args) -> int:
         json.dump(table, f, indent=2)
     print(f"wrote {args.out}: {len(entries)} entries")
     return 0
+
+
+def bucket_entries(arch: str, box: dict, flops: float, timings: list, best_ms: float, native_ms: float) -> list[dict]:
+    """One size bucket's table entries from its candidates' ``timings`` [(ms, Candidate)]:
+    a "native" entry first where native DGEMM measured faster, then the fastest candidate
+    (``best_ms`` and ``native_ms``: the two timed in alternation; the auto policy reads
+    this entry), then the fastest of each other path, without ``native_ms``, for calls
+    that ask for that path (path="staged" gets the tuned staged kernel, not the default)."""
+    _, best = min(timings, key=lambda t: t[0])
+    entries = []
+    if native_ms <= best_ms:  # the auto policy's native bucket
+        entries.append({"arch": arch, "path": "native"} | box | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
+    entries.append({"arch": arch, "path": best.path, "kernel": best.variant.name} | box
+                   | {"ms": best_ms, "tflops": flops / best_ms / 1e9, "native_ms": native_ms})
+    for path in sorted({c.path for _, c in timings} - {best.path}):
+        ms, c = min((t for t in timings if t[1].path == path), key=lambda t: t[0])
+        entries.append({"arch": arch, "path": path, "kernel": c.variant.name} | box
+                       | {"ms": ms, "tflops": flops / ms / 1e9})
+    return entries
 
 
 def _gpu_identity(ordinal: int = 0) -> tuple[str, str]:

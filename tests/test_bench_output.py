@@ -116,3 +116,32 @@ def test_gpu_identity_reads_the_first_line_of_nvidia_smi():
     assert parse_gpu_identity("NVIDIA H200, 580.159.04") == ("NVIDIA H200", "580.159.04")
     for text in ("", "\n", "NVIDIA H200", "NVIDIA H200, ", "a, b, c"):
         assert parse_gpu_identity(text) == ("unknown", "unknown")
+
+
+def test_bucket_entries_keep_the_best_kernel_of_each_path():
+    """tune's entries for one bucket: native first where it won, the winner with native's
+    time (what the auto policy reads), then the fastest of the other path, so that a call
+    asking for that path gets its tuned kernel; the dispatcher reads them that way."""
+    from ozaki_cutlass import dispatch
+    from ozaki_cutlass.bench import bucket_entries
+    from ozaki_cutlass.dispatch import Candidate, Problem
+    from ozaki_cutlass.generator import Arch, catalog
+
+    staged = [Candidate(path="staged", variant=v) for v in catalog("sm_90a")[:3]]
+    fused = next(c for c in dispatch.builtin_candidates(Arch.SM90A) if c.path == "fused")
+    timings = [(12.0, staged[0]), (10.5, staged[1]), (9.0, fused), (11.0, staged[2])]
+    box = {"m": [1000, 3000], "n": [1000, 3000], "k": [1000, 3000], "measured": [2048, 2048, 2048]}
+    entries = bucket_entries("sm_90a", box, 2.0 * 2048**3, timings, 9.2, 8.0)
+    assert [(e["path"], e.get("kernel")) for e in entries] == [
+        ("native", None), ("fused", fused.variant.name), ("staged", staged[1].variant.name)]
+    assert entries[1]["native_ms"] == 8.0 and entries[1]["ms"] == 9.2 and "native_ms" not in entries[2]
+    assert entries[2]["ms"] == 10.5 and entries[2]["tflops"] == pytest.approx(2.0 * 2048**3 / 10.5e9)
+    table = {"entries": entries}
+    problem = Problem(2048, 2048, 2048, 15, Arch.SM90A)
+    assert dispatch.prefer_native(problem, "accurate", table=table)[0]
+    assert dispatch.choose(problem, table=table).variant == fused.variant
+    assert dispatch.choose(problem, table=table, path="staged").variant == staged[1].variant
+    # emulation faster: no native entry, the winner's native_ms says so
+    entries = bucket_entries("sm_90a", box, 1.0, timings[:2], 10.4, 11.0)
+    assert [e["path"] for e in entries] == ["staged"] and entries[0]["kernel"] == staged[1].variant.name
+    assert not dispatch.prefer_native(problem, "accurate", table={"entries": entries})[0]
