@@ -1,8 +1,8 @@
 """`ozaki-cutlass`: build the INT8 GEMM kernels for this GPU, list them, run the demo.
 
-    ozaki-cutlass build [--arch sm_90a|sm_80] [--variants GLOB] [--jobs N] [--out DIR]
+    ozaki-cutlass build [--arch sm_90a|sm_80] [--variants GLOB ...] [--jobs N] [--out DIR]
         (--arch sm_80 --variants 'prologue_*': the opt-in tile-local prologue prototype)
-    ozaki-cutlass list  [--arch ...] [--variants GLOB] [--full] [--out DIR]
+    ozaki-cutlass list  [--arch ...] [--variants GLOB ...] [--full] [--out DIR]
     ozaki-cutlass demo  [--n N] [--seed S] [--cpu]
     ozaki-cutlass accuracy [--n N] [--phi ...] [--min-moduli A] [--max-moduli B]
     ozaki-cutlass bench-int8 [--arch ...] [--size N]       (GPU)
@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                     "already built with the same sources and toolchain are not recompiled.")
     build.add_argument("--arch", choices=_ARCHES,
                        help="target architecture (default: that of the visible GPU)")
-    build.add_argument("--variants", metavar="PATTERN",
-                       help="glob over variant names, matched against the full sweep "
+    build.add_argument("--variants", nargs="+", metavar="PATTERN",
+                       help="globs over variant names, matched against the full sweep "
                             "(default: the arch's default set)")
     build.add_argument("--jobs", type=_positive_int, metavar="N",
                        help="parallel nvcc processes (default: OZAKI_BUILD_JOBS, else CPUs "
@@ -58,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="show the variant catalog and what is built")
     listing.add_argument("--arch", choices=_ARCHES, help="one architecture (default: all)")
-    listing.add_argument("--variants", metavar="PATTERN",
-                         help="glob over variant names (implies the full sweep)")
+    listing.add_argument("--variants", nargs="+", metavar="PATTERN",
+                         help="globs over variant names (implies the full sweep)")
     listing.add_argument("--full", action="store_true", help="the full sweep, not the defaults")
     listing.add_argument("--out", type=Path, metavar="DIR", help="artifact directory to check")
     listing.set_defaults(handler=_list)
@@ -161,16 +161,33 @@ def _target_arch(requested: str | None):
     return arch
 
 
-def _select(arch, pattern: str | None, full: bool):
+def _patterns(patterns: str | Sequence[str] | None) -> list[str] | None:
+    return [patterns] if isinstance(patterns, str) else None if patterns is None else list(patterns)
+
+
+def _matching(arch, patterns: list[str], full: bool) -> list:
+    """The catalogued variants (plain and fused) matching any of ``patterns``, each once, in
+    the order of the patterns."""
     from .generator import catalog
 
-    # plain and fused families alike (what build compiles)
-    return catalog(arch, pattern, full=full or pattern is not None, epilogue=None)
+    found = []
+    for pattern in patterns:
+        found.extend(v for v in catalog(arch, pattern, full=full, epilogue=None) if v not in found)
+    return found
 
 
-def _build_targets(arch, pattern: str | None):
+def _select(arch, patterns: str | Sequence[str] | None, full: bool):
+    from .generator import catalog
+
+    patterns = _patterns(patterns)
+    if patterns is None:  # plain and fused families alike (what build compiles)
+        return catalog(arch, None, full=full, epilogue=None)
+    return _matching(arch, patterns, full=True)
+
+
+def _build_targets(arch, patterns: str | Sequence[str] | None):
     """The GEMM variants selected (plain and fused), plus the arch's stage-kernel library
-    (which both pipelines need) unless a pattern leaves it out. Without a pattern: the
+    (which both pipelines need) unless the patterns leave it out. Without patterns: the
     arch's default sets with the fused kernels' siblings, and every kernel the tuning table
     in effect routes to (so that calls the dispatcher sends there, and `ozaki-cutlass
     tune`'s candidates, do not compile on first use)."""
@@ -178,8 +195,9 @@ def _build_targets(arch, pattern: str | None):
 
     from .generator import StagesVariant, catalog
 
-    targets = catalog(arch, pattern, full=pattern is not None, epilogue=None)
-    if pattern is None:
+    patterns = _patterns(patterns)
+    targets = catalog(arch, None, full=False, epilogue=None) if patterns is None else _matching(arch, patterns, True)
+    if patterns is None:
         from .dispatch import builtin_candidates, candidates_from_table, load_table
         from .reference import DEFAULT_MODULI
 
@@ -190,12 +208,12 @@ def _build_targets(arch, pattern: str | None):
             if cand.variant.arch is arch:
                 targets.extend(v for v in cand.kernels(DEFAULT_MODULI) if v not in targets)
     stages = StagesVariant(arch=arch)
-    if pattern is None or fnmatch.fnmatchcase(stages.name, pattern):
+    if patterns is None or any(fnmatch.fnmatchcase(stages.name, p) for p in patterns):
         targets.append(stages)
-    if pattern is not None:  # the opt-in prologue prototype: only when a pattern names it
+    for pattern in patterns or ():  # the opt-in prologue prototype: only when a pattern names it
         from .generator.prologue import prologue_catalog
 
-        targets.extend(v for v in prologue_catalog(pattern) if v.arch is arch)
+        targets.extend(v for v in prologue_catalog(pattern) if v.arch is arch and v not in targets)
     return targets
 
 
@@ -207,8 +225,8 @@ def _build(args: argparse.Namespace) -> int:
         return _USAGE
     variants = _build_targets(arch, args.variants)
     if not variants:
-        log.error("no %s variant matches %r (see `ozaki-cutlass list --full --arch %s`)",
-                  arch.value, args.variants, arch.value)
+        log.error("no %s variant matches %s (see `ozaki-cutlass list --full --arch %s`)",
+                  arch.value, " ".join(map(repr, args.variants or ())), arch.value)
         return _USAGE
     out = (args.out or default_out_dir()).resolve()
     try:
@@ -227,7 +245,7 @@ def _list(args: argparse.Namespace) -> int:
 
     variants = _select(args.arch, args.variants, full=args.full)
     if not variants:
-        log.error("no variant matches %r", args.variants)
+        log.error("no variant matches %s", " ".join(map(repr, args.variants or ())))
         return _USAGE
     out = (args.out or default_out_dir()).resolve()
     built: dict[str, set[str]] = {}

@@ -291,3 +291,21 @@ def test_bench_and_tune_say_what_is_missing_before_any_gpu_work(monkeypatch, cap
                         lambda name, *a: None if name == missing else (real(name, *a) or object()))
     assert cli.main(argv) == 2
     assert message in caplog.text
+
+
+def test_build_and_list_take_several_globs():
+    """--variants takes several globs, as tune's does: their union, each variant once; the
+    stage library when a glob names it, the prologue prototype when a glob names it."""
+    from ozaki_cutlass.cli import _build_targets, _parser, _select
+    from ozaki_cutlass.generator import Arch, StagesVariant
+
+    a, b = "i8_sm90a_128x128x128_c1x2_pp_s0_pcrt_g1", "i8_sm90a_256x128x128_c1x2_coop_s0_*_g1_sw8"
+    args = _parser().parse_args(["build", "--arch", "sm_90a", "--variants", a, b, a])
+    names = [v.name for v in _build_targets(Arch.SM90A, args.variants)]
+    assert names == [a, "i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1_sw8",
+                     "i8_sm90a_256x128x128_c1x2_coop_s0_pcrt_g1_sw8"]
+    assert _build_targets(Arch.SM90A, [a, "stages_*"])[-1] == StagesVariant(arch=Arch.SM90A)
+    assert [v.name for v in _build_targets(Arch.SM80, ["stages_*", "prologue_*"])] == [
+        "stages_sm80", "prologue_sm80_128x128x64_w64x32"]
+    assert [v.name for v in _select("sm_90a", [b, a], full=False)] == names[1:] + [a]
+    assert _build_targets(Arch.SM90A, ["nomatch*"]) == []
