@@ -110,8 +110,14 @@ class Int8Gemm(GeneratedLibrary):
 
 
 @lru_cache(maxsize=None)
-def _load_cached(directory: str) -> Int8Gemm:
-    return Int8Gemm(Artifact.from_directory(directory))
+def _loaded(cls: type, directory: str):
+    """One ``cls`` (a GeneratedLibrary) per artifact directory and process."""
+    return cls(Artifact.from_directory(directory))
+
+
+def load_library(cls: type, variant, out_dir=None, *, build_missing: bool = True, progress: bool = True):
+    """The loaded ``cls`` library of ``variant``, building it first (with progress) when missing."""
+    return _loaded(cls, str(locate(variant, out_dir, build_missing=build_missing, progress=progress).directory))
 
 
 _LOCATED: dict = {}
@@ -156,7 +162,7 @@ def _locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool
 def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = True,
                    progress: bool = True) -> Int8Gemm:
     """The loaded kernel of ``variant``, building it first (with progress) when missing."""
-    return _load_cached(str(locate(variant, out_dir, build_missing=build_missing, progress=progress).directory))
+    return load_library(Int8Gemm, variant, out_dir, build_missing=build_missing, progress=progress)
 
 
 class GroupGemm(GeneratedLibrary):
@@ -190,11 +196,6 @@ class GroupGemm(GeneratedLibrary):
                               mods, workspace or None, workspace_bytes, stream or None))
 
 
-@lru_cache(maxsize=None)
-def _load_group_cached(directory: str) -> GroupGemm:
-    return GroupGemm(Artifact.from_directory(directory))
-
-
 def load_group_gemm(variant: GemmVariant, out_dir=None, *, progress: bool = True) -> GroupGemm:
     """The loaded fused kernel of ``variant``, building it first (with progress) when missing."""
-    return _load_group_cached(str(locate(variant, out_dir, progress=progress).directory))
+    return load_library(GroupGemm, variant, out_dir, progress=progress)

@@ -26,7 +26,7 @@ from .kernels import load_group_gemm, load_int8_gemm
 from .numerics import K_CHUNK, MODULI_TABLE, crt_constants, group_sizes, partial_bytes
 from .prepared import Prepared
 from .reference import _as_scalar, resolve_moduli, validate_mode
-from .stages import nonfinite_source
+from .stages import CNonfiniteSource
 from .stages_build import load_stages
 
 log = logging.getLogger(__name__)
@@ -420,18 +420,6 @@ def _native_fast_lane(a, b, alpha, mode):
     key = (m, n, k, mode, device, environment.setting("OZAKI_TUNING_TABLE"))
     if not _FAST_DECISIONS.get(key, False):
         return None
-    # only on the framework's current GPU (the general path handles the others), checked
-    # before making its context current
-    if kind == "cupy":
-        import cupy
-
-        if cupy.cuda.runtime.getDevice() != device:
-            return None
-    else:
-        import torch
-
-        if torch.cuda.current_device() != device:
-            return None
     layout_key = (m, n, k, fa[3], fa[4], fb[3], fb[4])
     plan = _FAST_PLANS.get(layout_key, _UNPLANNED)
     if plan is _UNPLANNED:  # once per shapes and strides: the call with pointers 0
@@ -443,13 +431,22 @@ def _native_fast_lane(a, b, alpha, mode):
         _FAST_PLANS[layout_key] = plan
     if plan is None:
         return None
-    context = int(_cuda.ensure_context(device))  # one driver query when it is current already
+    # only on the framework's current GPU (the general path handles the others)
     if kind == "cupy":
+        import cupy
+
+        if cupy.cuda.runtime.getDevice() != device:
+            return None
         result = cupy.empty((m, n), dtype=cupy.float64)
         sh, out_ptr = cupy.cuda.get_current_stream().ptr, result.data.ptr
     else:
+        import torch
+
+        if torch.cuda.current_device() != device:
+            return None
         result = torch.empty((m, n), dtype=torch.float64, device=a.device)
         sh, out_ptr = torch.cuda.current_stream(a.device).cuda_stream, result.data_ptr()
+    context = int(_cuda.ensure_context(device))  # one driver query when it is current already
     _cublas.dgemm(plan, alpha, 0.0, sh, pointers=(fa[0], fb[0], out_ptr), context=context)
     return result
 
@@ -672,7 +669,7 @@ def _nonfinite(A, B, k, nfa, nfb):
     """Where the CRT finds the NaN/Inf pattern: op(A), op(B) and the non-finite counts of
     their rows and columns (the scan's). The CRT kernel classifies the terms of an entry
     whose row or column is flagged; nothing is decided on the host, so nothing waits."""
-    return nonfinite_source(A.ptr, A.rs, A.cs, B.ptr, B.rs, B.cs, k, nfa, nfb)
+    return CNonfiniteSource(A.ptr, A.rs, A.cs, B.ptr, B.rs, B.cs, k, nfa, nfb)
 
 
 def _run(kern, A, B, C, O, m, n, k, alpha, beta, count, mode, sh, ws, timer, prepared):

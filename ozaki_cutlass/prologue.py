@@ -13,11 +13,9 @@ residues), ``kernel=`` (the prologue variant is not a GemmVariant).
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
 
-from .generator.build import Artifact
 from .generator.prologue import PrologueVariant, default_prologue_variant
-from .kernels import GeneratedLibrary, locate
+from .kernels import GeneratedLibrary, load_library
 
 __all__ = ["PrologueGemm", "load_prologue_gemm", "refusal", "run"]
 
@@ -40,17 +38,11 @@ class PrologueGemm(GeneratedLibrary):
                               b, b_vs, b_es, nu, c, ldc, plane_stride, stream or None))
 
 
-@lru_cache(maxsize=None)
-def _load_cached(directory: str) -> PrologueGemm:
-    return PrologueGemm(Artifact.from_directory(directory))
-
-
 def load_prologue_gemm(variant: PrologueVariant | None = None, out_dir=None, *,
                        build_missing: bool = True, progress: bool = True) -> PrologueGemm:
     """The loaded prologue kernel (default: the catalog's one), built first when missing."""
     variant = variant if variant is not None else default_prologue_variant()
-    art = locate(variant, out_dir, build_missing=build_missing, progress=progress)
-    return _load_cached(str(art.directory))
+    return load_library(PrologueGemm, variant, out_dir, build_missing=build_missing, progress=progress)
 
 
 def refusal(*, prepared: bool, kernel) -> str | None:

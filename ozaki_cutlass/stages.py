@@ -50,17 +50,13 @@ class CCrtConstants(ctypes.Structure):
 
 
 class CNonfiniteSource(ctypes.Structure):
-    """Mirror of ``ozaki::NonfiniteSource``: op(A), op(B) and their non-finite counts."""
+    """Mirror of ``ozaki::NonfiniteSource``: where the CRT kernels find the NaN/Inf pattern,
+    ``CNonfiniteSource(a, a_rs, a_cs, b, b_rs, b_cs, k, row_flags, col_flags)`` with
+    op(A)(i, l) = a[i*a_rs + l*a_cs], op(B)(l, j) = b[l*b_rs + j*b_cs], and the non-finite
+    counts of op(A)'s rows and op(B)'s columns (``scan``'s)."""
 
     _fields_ = [("a", _ptr), ("a_rs", _i64), ("a_cs", _i64), ("b", _ptr), ("b_rs", _i64),
                 ("b_cs", _i64), ("k", _i64), ("row_flags", _ptr), ("col_flags", _ptr)]
-
-
-def nonfinite_source(a, a_rs, a_cs, b, b_rs, b_cs, k, row_flags, col_flags) -> CNonfiniteSource:
-    """Where the CRT kernels find the NaN/Inf pattern: op(A)(i, l) = a[i*a_rs + l*a_cs],
-    op(B)(l, j) = b[l*b_rs + j*b_cs], and the non-finite counts of op(A)'s rows and
-    op(B)'s columns (``scan``'s)."""
-    return CNonfiniteSource(a, a_rs, a_cs, b, b_rs, b_cs, k, row_flags, col_flags)
 
 
 _NF = ctypes.POINTER(CNonfiniteSource)
@@ -146,7 +142,7 @@ class Stages:
 
     def crt_unscale(self, c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride, consts: CRTConstants,
                     mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
-        """``nonfinite``: a CNonfiniteSource (``nonfinite_source``), or None when both
+        """``nonfinite``: a CNonfiniteSource, or None when both
         operands are finite."""
         self._call("crt_unscale", c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride,
                    ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),

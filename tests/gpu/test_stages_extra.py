@@ -10,9 +10,8 @@ import pytest
 from ozaki_cutlass import reference as R
 from ozaki_cutlass.accuracy import random_matrix
 from ozaki_cutlass.kernels import UnsupportedProblem
-from ozaki_cutlass.numerics import crt_constants
-from ozaki_cutlass.pipeline import partial_bytes
-from ozaki_cutlass.stages import nonfinite_source
+from ozaki_cutlass.numerics import crt_constants, partial_bytes
+from ozaki_cutlass.stages import CNonfiniteSource
 
 pytestmark = pytest.mark.gpu
 
@@ -163,7 +162,7 @@ def test_combine_unscale(st, rng, count, dev):
     assert (pattern == 0).any()
     xr = R.crt_reconstruct(r, consts)
     d = dev
-    source = nonfinite_source(d.put(a), k, 1, d.put(np.asfortranarray(b).T.copy()), 1, k, k,
+    source = CNonfiniteSource(d.put(a), k, 1, d.put(np.asfortranarray(b).T.copy()), 1, k, k,
                               d.put((~np.isfinite(a)).sum(1).astype(np.int32)),
                               d.put((~np.isfinite(b)).sum(0).astype(np.int32)))
     for beta, pat in ((0.25, None), (0.0, source)):
@@ -238,9 +237,9 @@ def test_crt_unscale_rejects(st, c, ldc, batch_stride, nchunks, chunk_stride, wh
 
 
 def test_crt_rejects_a_nonfinite_source_without_flags(st):
-    bad = nonfinite_source(16, 4, 1, 16, 4, 1, 4, 0, 16)  # no row flags
+    bad = CNonfiniteSource(16, 4, 1, 16, 4, 1, 4, 0, 16)  # no row flags
     with pytest.raises(UnsupportedProblem, match="row_flags and col_flags"):
         st.crt_unscale(16, 2, 4, 4, 4, 16, 1, 0, crt_constants(2), 16, 16, 1.0, 0.0, 0, 0, 0, 16, 4, 1, bad, 0)
-    bad = nonfinite_source(0, 4, 1, 16, 4, 1, 4, 16, 16)  # k > 0 without a
+    bad = CNonfiniteSource(0, 4, 1, 16, 4, 1, 4, 16, 16)  # k > 0 without a
     with pytest.raises(UnsupportedProblem, match="k >= 0 and, for k > 0, a and b"):
         st.combine_unscale(16, [2], 4, 4, 4, 16, crt_constants(2), 16, 16, 1.0, 0.0, 0, 0, 0, 16, 4, 1, bad, 0)

@@ -333,8 +333,6 @@ __global__ void __launch_bounds__(K::kThreads, 1) prologue_gemm_kernel(const __g
   K::run(p, smem);
 }
 
-inline bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
-
 // Host side: checks, then one launch.
 template <class K>
 int run(int64_t m, int64_t n, int64_t n_out, int64_t k, int64_t k_begin, int64_t k_len, int nmod,
@@ -386,9 +384,9 @@ int run(int64_t m, int64_t n, int64_t n_out, int64_t k, int64_t k_begin, int64_t
   if (tiles > (int64_t(1) << 31) / nmod - 1) {
     return err.set(kBadArgument, "%s: %lld tiles x %d moduli exceed the grid", what, (long long)tiles, nmod);
   }
-  p.vector_loads_a = a_es == 1 && aligned16(a) && a_vs % 2 == 0 && k_begin % 2 == 0;
-  p.vector_loads_b = b_es == 1 && aligned16(b) && b_vs % 2 == 0 && k_begin % 2 == 0;
-  p.vector_stores = aligned16(c) && ldc % 4 == 0 && plane_stride % 4 == 0;
+  p.vector_loads_a = a_es == 1 && stages::aligned16(a) && a_vs % 2 == 0 && k_begin % 2 == 0;
+  p.vector_loads_b = b_es == 1 && stages::aligned16(b) && b_vs % 2 == 0 && k_begin % 2 == 0;
+  p.vector_stores = stages::aligned16(c) && ldc % 4 == 0 && plane_stride % 4 == 0;
   // k_tiles == 0 (an empty chunk) still writes zero planes: the prologue converts zeros.
   if (p.k_tiles == 0) p.k_tiles = 1, p.k_end = k_begin;
   cudaError_t e = cudaFuncSetAttribute(prologue_gemm_kernel<K>,
