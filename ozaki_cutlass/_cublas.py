@@ -1,29 +1,35 @@
-"""Native FP64 GEMM: a ctypes binding of cuBLAS's ``cublasDgemm_v2``, and a 2-D device copy.
+"""Native FP64 GEMM: a ctypes binding of cuBLASLt's ``cublasLtMatmul`` for DGEMM, and a 2-D device copy.
 
 What: the few cuBLAS calls the "auto" policy needs to run a problem on the GPU's own FP64
 units (DGEMM) where the INT8 emulation would be slower (small or skinny shapes, GPUs with
-fast FP64). libcublas is found by ``cuda.pathfinder`` (part of cuda-bindings, already a
-dependency) and opened with ctypes, so there is no CuPy or PyTorch dependency and nothing
-to compile. It is loaded on first use, once per process, never at import time.
+fast FP64). libcublas and libcublasLt are found by ``cuda.pathfinder`` (part of
+cuda-bindings, already a dependency) and opened with ctypes, so there is no CuPy or PyTorch
+dependency and nothing to compile. They are loaded on first use, once per process, never at
+import time.
+
+Why cuBLASLt: ``cublasDgemm_v2`` chooses its kernel on every call; ``cublasLtMatmul`` takes
+one chosen before. :class:`LtDgemm` asks ``cublasLtMatmulAlgoGetHeuristic`` once per layout,
+GPU and pointer alignment and keeps the answer, which takes 1-3 us of host time off each
+call (H200, ``scripts/native_lt_probe.py``: 57.0 against 59.7 us for a 1024^3 call, events
+around each call; the same bits as ``cublasDgemm_v2`` at every shape probed). That is part
+of what lets the auto policy's native lane cost no more than CuPy's own matmul.
 
 Layouts: the runtime describes a device matrix as a :class:`~ozaki_cutlass.arrays.Matrix`
 (element (i, j) at ``ptr + 8 (i rs + j cs)``). :func:`plan_dgemm` is a pure function that
 maps any mix of row-major, column-major, transposed and leading-dimension views onto ONE
-column-major ``cublasDgemm_v2`` call, or answers None (the caller then emulates).
+column-major DGEMM (run by :class:`LtDgemm`), or answers None (the caller then emulates).
 :func:`plan_copy` does the same for :func:`copy_matrix` (``cuMemcpy2DAsync``).
 
-Reproducibility: cuBLAS documents that, for a given toolkit version, its routines give
-bit-wise identical results from run to run on GPUs of the same architecture and SM count,
-as long as a single CUDA stream is active; with several concurrent streams sharing a handle
-its GEMMs may pick a different internal workspace and implementation. We rely on exactly
-that: the same plan, on the same stream and GPU, with the same libcublas, gives the same
-bits. Each (device, thread) has its own handle here and its stream is set before every
-call; callers that run native GEMMs on several streams at once should not expect bits to
-match a single-stream run (cuBLAS's cure, ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` or a
-workspace per stream, is theirs to choose). The handle is put in cuBLAS's default math
-mode, which on the GPUs this project targets (sm_80, sm_90) runs DGEMM on the FP64 units
-(cuBLAS 13's own FP64 emulation, on Blackwell, is opt-in), and in host pointer mode (alpha
-and beta are host doubles).
+Reproducibility: one layout, GPU and pointer alignment always run the one algorithm chosen
+for it, and that algorithm is chosen with no workspace allowed, so it has no split-K
+reduction and shares no scratch memory with calls on other streams: the same inputs give
+the same bits on every call, on any stream, concurrent or not, for a given libcublasLt and
+GPU. (Pointer alignment is part of the choice: the same numbers at an address aligned
+differently may take another kernel, as with any cuBLAS call.) Where the heuristic offers no
+algorithm, and for k == 0 (C = beta C, no product), the call goes to ``cublasDgemm_v2`` on a
+handle per (context, thread) in cuBLAS's default math mode and host pointer mode. DGEMM runs
+on the FP64 units on the GPUs this project targets (sm_80, sm_90; cuBLAS 13's own FP64
+emulation, on Blackwell, is opt-in).
 """
 
 from __future__ import annotations
@@ -31,11 +37,12 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
+from math import copysign
 
 from . import _cuda
 
-__all__ = ["NativeUnavailable", "CublasError", "DgemmPlan", "CopyPlan", "available", "version",
-           "plan_dgemm", "dgemm", "plan_copy", "copy_matrix", "run_copy"]
+__all__ = ["NativeUnavailable", "CublasError", "DgemmPlan", "LtDgemm", "CopyPlan", "available", "version",
+           "plan_dgemm", "lt_dgemm", "dgemm", "plan_copy", "copy_matrix", "run_copy"]
 
 INT_MAX = 2**31 - 1  # cuBLAS's int arguments (m, n, k, ld); also the 2-D copy's largest pitch
 
@@ -43,6 +50,10 @@ _OP_N, _OP_T = 0, 1                 # cublasOperation_t
 _POINTER_MODE_HOST = 0              # cublasPointerMode_t
 _DEFAULT_MATH = 0                   # cublasMath_t
 _MAJOR, _MINOR, _PATCH = 0, 1, 2    # libraryPropertyType
+_CUDA_R_64F, _COMPUTE_64F = 1, 70   # cudaDataType, cublasComputeType_t
+_DESC_TRANSA, _DESC_TRANSB = 3, 4   # cublasLtMatmulDescAttributes_t
+_PREF_MAX_WORKSPACE_BYTES = 1       # cublasLtMatmulPreferenceAttributes_t, then the
+_PREF_MIN_ALIGNMENT_BYTES = (5, 6, 7, 8)  # minimum alignments of A, B, C and D
 
 # cublasStatus_t -> name (cublas_api.h)
 STATUS_NAMES = {
@@ -79,54 +90,102 @@ def _check(status: int, what: str) -> None:
 
 # --------------------------------------------------------------------------- library
 
-_p, _int, _dbl = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_double)
+_p, _int, _dbl, _size = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_size_t
+_pp = ctypes.POINTER(ctypes.c_void_p)
+
+
+class _LtAlgo(ctypes.Structure):
+    """cublasLtMatmulAlgo_t: opaque, 64 bytes."""
+    _fields_ = [("data", ctypes.c_uint64 * 8)]
+
+
+class _LtHeuristic(ctypes.Structure):
+    """cublasLtMatmulHeuristicResult_t."""
+    _fields_ = [("algo", _LtAlgo), ("workspace_size", ctypes.c_size_t), ("state", ctypes.c_int),
+                ("waves_count", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
+
+
 _SIGNATURES = {
-    "cublasCreate_v2": [ctypes.POINTER(ctypes.c_void_p)],
+    "cublasCreate_v2": [_pp],
     "cublasSetStream_v2": [_p, _p],
     "cublasSetPointerMode_v2": [_p, _int],
     "cublasSetMathMode": [_p, _int],
     "cublasGetProperty": [_int, ctypes.POINTER(ctypes.c_int)],
     "cublasDgemm_v2": [_p, _int, _int, _int, _int, _int, _dbl, _p, _int, _p, _int, _dbl, _p, _int],
 }
+_LT_SIGNATURES = {
+    "cublasLtCreate": [_pp],
+    "cublasLtMatmulDescCreate": [_pp, _int, _int],
+    "cublasLtMatmulDescDestroy": [_p],
+    "cublasLtMatmulDescSetAttribute": [_p, _int, _p, _size],
+    "cublasLtMatrixLayoutCreate": [_pp, _int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64],
+    "cublasLtMatrixLayoutDestroy": [_p],
+    "cublasLtMatmulPreferenceCreate": [_pp],
+    "cublasLtMatmulPreferenceDestroy": [_p],
+    "cublasLtMatmulPreferenceSetAttribute": [_p, _int, _p, _size],
+    "cublasLtMatmulAlgoGetHeuristic": [_p, _p, _p, _p, _p, _p, _p, _int, ctypes.POINTER(_LtHeuristic),
+                                       ctypes.POINTER(ctypes.c_int)],
+    # the C signature, and the load check; LtDgemm.run calls _Libraries.matmul (the same symbol, no argtypes)
+    "cublasLtMatmul": [_p, _p, _dbl, _p, _p, _p, _p, _dbl, _p, _p, _p, _p, ctypes.POINTER(_LtAlgo), _p, _size, _p],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Libraries:
+    blas: ctypes.CDLL   # libcublas: the handle's settings, version, k == 0 and fallback DGEMMs
+    lt: ctypes.CDLL     # libcublasLt: every other DGEMM
+    # cublasLtMatmul without argtypes, for LtDgemm.run: every argument is passed as a ctypes
+    # object already (pointers, size_t), which skips a Python conversion per argument
+    matmul: object
+
 
 _LOCK = threading.Lock()
-_LIB: ctypes.CDLL | None = None
+_LIB: _Libraries | None = None
 _LOAD_ERROR: str | None = None      # the first failure, repeated without searching again
-_HANDLES: dict[tuple[int, int], ctypes.c_void_p] = {}
+_LT_PLANS: dict[tuple, "LtDgemm"] = {}
+_LT_PLAN_LIMIT = 4096
 
 _HOW_TO_FIX = ("install the CUDA toolkit (and put its lib64 on LD_LIBRARY_PATH or set CUDA_HOME) "
                "or the cuBLAS wheel matching the driver (pip install nvidia-cublas for CUDA 13, "
                "nvidia-cublas-cu12 for CUDA 12)")
 
 
-def _open() -> ctypes.CDLL:
+def _open_one(pathfinder, name: str, signatures: dict) -> ctypes.CDLL:
+    try:
+        loaded = pathfinder.load_nvidia_dynamic_lib(name)
+    except Exception as exc:  # noqa: BLE001 - pathfinder raises its own RuntimeError subclasses
+        raise NativeUnavailable(f"lib{name} (cuBLAS, looked up by cuda.pathfinder as \"{name}\": "
+                                f"NVIDIA wheels, conda, the system loader, CUDA_PATH/CUDA_HOME) was "
+                                f"not found ({str(exc).strip()}); to use native DGEMM, {_HOW_TO_FIX}") from exc
+    if not loaded.abs_path:
+        raise NativeUnavailable(f"cuda.pathfinder loaded lib{name} but reported no path for it")
+    try:
+        lib = ctypes.CDLL(loaded.abs_path)
+        for fn_name, argtypes in signatures.items():
+            fn = getattr(lib, fn_name)
+            fn.restype, fn.argtypes = ctypes.c_int, argtypes
+    except (OSError, AttributeError) as exc:
+        raise NativeUnavailable(f"{loaded.abs_path} could not be used as lib{name} ({exc}); "
+                                f"to use native DGEMM, {_HOW_TO_FIX}") from exc
+    return lib
+
+
+def _open() -> _Libraries:
     try:
         from cuda import pathfinder
     except ImportError as exc:
         raise NativeUnavailable(f"native DGEMM needs cuda.pathfinder (installed with cuda-bindings) "
                                 f"to find libcublas: {exc}") from exc
-    try:
-        loaded = pathfinder.load_nvidia_dynamic_lib("cublas")
-    except Exception as exc:  # noqa: BLE001 - pathfinder raises its own RuntimeError subclasses
-        raise NativeUnavailable(f"libcublas (cuBLAS, looked up by cuda.pathfinder as \"cublas\": "
-                                f"NVIDIA wheels, conda, the system loader, CUDA_PATH/CUDA_HOME) was "
-                                f"not found ({str(exc).strip()}); to use native DGEMM, {_HOW_TO_FIX}") from exc
-    if not loaded.abs_path:
-        raise NativeUnavailable("cuda.pathfinder loaded libcublas but reported no path for it")
-    try:
-        lib = ctypes.CDLL(loaded.abs_path)
-        for name, argtypes in _SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.restype, fn.argtypes = ctypes.c_int, argtypes
-    except (OSError, AttributeError) as exc:
-        raise NativeUnavailable(f"{loaded.abs_path} could not be used as libcublas ({exc}); "
-                                f"to use native DGEMM, {_HOW_TO_FIX}") from exc
-    return lib
+    blas = _open_one(pathfinder, "cublas", _SIGNATURES)
+    lt = _open_one(pathfinder, "cublasLt", _LT_SIGNATURES)
+    matmul = lt["cublasLtMatmul"]   # a second function object: argtypes None, restype int
+    matmul.restype = ctypes.c_int
+    return _Libraries(blas, lt, matmul)
 
 
-def _library() -> ctypes.CDLL:
-    """libcublas, opened on the first call in this process; a failure is remembered and
-    raised again (as NativeUnavailable) without searching again."""
+def _library() -> _Libraries:
+    """libcublas and libcublasLt, opened on the first call in this process; a failure is
+    remembered and raised again (as NativeUnavailable) without searching again."""
     global _LIB, _LOAD_ERROR
     if _LIB is None:
         with _LOCK:
@@ -152,7 +211,7 @@ def available() -> bool:
 
 def version() -> tuple[int, int, int]:
     """(major, minor, patch) of the libcublas in use; for recording where a timing was taken."""
-    lib = _library()
+    lib = _library().blas
     parts = []
     for which in (_MAJOR, _MINOR, _PATCH):
         value = ctypes.c_int()
@@ -169,22 +228,50 @@ def _current_context() -> int:
     return current
 
 
-def _handle(lib: ctypes.CDLL, context: int | None = None) -> ctypes.c_void_p:
-    """The cuBLAS handle of (current context, this thread), created on first use (one
-    driver query per call otherwise, none when the caller passes the ``context`` it just
-    made current). Keyed by thread ident: a thread that ends leaves its handle to the next
+class _Handles:
+    """The cuBLASLt handle of one (context, thread), and its cuBLAS handle made on first need."""
+
+    __slots__ = ("lib", "lt", "_blas")
+
+    def __init__(self, lib: _Libraries):
+        self.lib, self._blas = lib, None
+        self.lt = ctypes.c_void_p()
+        _check(lib.lt.cublasLtCreate(ctypes.byref(self.lt)), "cublasLtCreate")
+
+    def blas(self) -> ctypes.c_void_p:
+        if self._blas is None:
+            handle, lib = ctypes.c_void_p(), self.lib.blas
+            _check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate_v2")
+            _check(lib.cublasSetPointerMode_v2(handle, _POINTER_MODE_HOST), "cublasSetPointerMode_v2")
+            _check(lib.cublasSetMathMode(handle, _DEFAULT_MATH), "cublasSetMathMode")
+            self._blas = handle
+        return self._blas
+
+
+_HANDLES: dict[tuple[int, int], _Handles] = {}
+_MINE = threading.local()  # .handles: this thread's {context: _Handles}, the same objects as in _HANDLES
+
+
+def handles(context: int | None = None) -> _Handles:
+    """The handles of (current context, this thread), created on first use (one driver
+    query per call otherwise, none when the caller passes the ``context`` it knows is
+    current). Keyed by thread ident: a thread that ends leaves its handles to the next
     thread that gets its ident (never used by two live threads at once), so handles do
     not pile up."""
-    key = (_current_context() if context is None else context, threading.get_ident())
-    handle = _HANDLES.get(key)
-    if handle is None:
-        handle = ctypes.c_void_p()
-        _check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate_v2")
-        _check(lib.cublasSetPointerMode_v2(handle, _POINTER_MODE_HOST), "cublasSetPointerMode_v2")
-        _check(lib.cublasSetMathMode(handle, _DEFAULT_MATH), "cublasSetMathMode")
-        with _LOCK:
-            _HANDLES[key] = handle
-    return handle
+    context = _current_context() if context is None else context
+    mine = getattr(_MINE, "handles", None)
+    found = mine.get(context) if mine is not None else None
+    if found is None:
+        key = (context, threading.get_ident())
+        found = _HANDLES.get(key)
+        if found is None:
+            found = _Handles(_library())
+            with _LOCK:
+                _HANDLES[key] = found
+        if mine is None:
+            mine = _MINE.handles = {}
+        mine[context] = found
+    return found
 
 
 # --------------------------------------------------------------------------- layouts
@@ -283,6 +370,126 @@ def call_pointers(plan: DgemmPlan, pointers: tuple[int, int, int] | None = None)
     return (b, a, c) if plan.transposed else (a, b, c)
 
 
+class LtDgemm:
+    """``plan``'s DGEMM as ``cublasLtMatmul`` on one GPU, whatever the pointers: the matmul and
+    layout descriptors made once, the algorithm chosen once per pointer alignment (the
+    first answer of ``cublasLtMatmulAlgoGetHeuristic``, no workspace allowed) and kept.
+    Where the heuristic has none for an alignment, that alignment runs ``cublasDgemm_v2``.
+    Made by :func:`lt_dgemm` (cached); :meth:`run` enqueues one call."""
+
+    __slots__ = ("plan", "_desc", "_layouts", "_ld_bits", "_algos")
+
+    def __init__(self, lt: ctypes.CDLL, plan: DgemmPlan):
+        self.plan, self._algos = plan, {}
+        self._desc, self._layouts = ctypes.c_void_p(), []
+        _check(lt.cublasLtMatmulDescCreate(ctypes.byref(self._desc), _COMPUTE_64F, _CUDA_R_64F),
+               "cublasLtMatmulDescCreate")
+        for attr, trans in ((_DESC_TRANSA, plan.transa), (_DESC_TRANSB, plan.transb)):
+            op = ctypes.c_int32(_OP_T if trans else _OP_N)
+            _check(lt.cublasLtMatmulDescSetAttribute(self._desc, attr, ctypes.byref(op), 4),
+                   "cublasLtMatmulDescSetAttribute")
+        m, n, k = plan.m, plan.n, plan.k
+        for rows, cols, ld in ((k, m, plan.lda) if plan.transa else (m, k, plan.lda),
+                               (n, k, plan.ldb) if plan.transb else (k, n, plan.ldb), (m, n, plan.ldc)):
+            layout = ctypes.c_void_p()
+            _check(lt.cublasLtMatrixLayoutCreate(ctypes.byref(layout), _CUDA_R_64F, rows, cols, ld),
+                   "cublasLtMatrixLayoutCreate")
+            self._layouts.append(layout)
+        # the leading dimensions bound the alignment a kernel may assume, as the pointers do
+        self._ld_bits = 8 * (plan.lda | plan.ldb | plan.ldc) | 256
+
+    def __del__(self):
+        lib = _LIB
+        try:
+            for layout in self._layouts:
+                lib.lt.cublasLtMatrixLayoutDestroy(layout)
+            lib.lt.cublasLtMatmulDescDestroy(self._desc)
+        except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone already
+            pass
+
+    def _choose(self, handles: _Handles, alignment: int):
+        """The algorithm for pointers aligned to ``alignment`` bytes, or None."""
+        lt, pref = handles.lib.lt, ctypes.c_void_p()
+        _check(lt.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "cublasLtMatmulPreferenceCreate")
+        try:
+            settings = [(_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(0))]
+            settings += [(attr, ctypes.c_uint32(alignment)) for attr in _PREF_MIN_ALIGNMENT_BYTES]
+            for attr, value in settings:
+                _check(lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, ctypes.byref(value),
+                                                               ctypes.sizeof(value)),
+                       "cublasLtMatmulPreferenceSetAttribute")
+            result, count = _LtHeuristic(), ctypes.c_int(0)
+            a, b, c = self._layouts
+            status = lt.cublasLtMatmulAlgoGetHeuristic(handles.lt, self._desc, a, b, c, c, pref, 1,
+                                                       ctypes.byref(result), ctypes.byref(count))
+        finally:
+            lt.cublasLtMatmulPreferenceDestroy(pref)
+        if status == _NOT_SUPPORTED or (status == 0 and count.value < 1):
+            return None
+        _check(status, f"cublasLtMatmulAlgoGetHeuristic(m={self.plan.m}, n={self.plan.n}, k={self.plan.k})")
+        return result.algo
+
+    def run(self, handles: _Handles, a_ptr: int, b_ptr: int, c_ptr: int, alpha: float, beta: float,
+            stream: int) -> None:
+        """Enqueue C = alpha op(A) op(B) + beta C on the CUstream handle ``stream`` with the
+        plan's layouts and these pointers (the plan's own are not used; a transposed plan's
+        a and b are the caller's B and A, see :func:`call_pointers`). Does not synchronize."""
+        low = a_ptr | b_ptr | c_ptr | self._ld_bits
+        alignment = low & -low                  # the largest power of two dividing all, at most 256
+        algo = self._algos.get(alignment, False)
+        if algo is False:
+            found = self._choose(handles, alignment)
+            algo = self._algos[alignment] = None if found is None else ctypes.pointer(found)
+        if algo is None:
+            _blas_dgemm(handles, self.plan, a_ptr, b_ptr, c_ptr, alpha, beta, stream)
+            return
+        a, b, c = self._layouts
+        c_ptr = _p(c_ptr)
+        # every argument a ctypes object of the C parameter's type (the raw function has no
+        # argtypes): pointers as c_void_p or pointer instances, the workspace size as size_t
+        status = handles.lib.matmul(
+            handles.lt, self._desc, _ONE if alpha == 1.0 else ctypes.pointer(ctypes.c_double(alpha)),
+            _p(a_ptr), a, _p(b_ptr), b,
+            _ZERO if beta == 0.0 and copysign(1.0, beta) > 0 else ctypes.pointer(ctypes.c_double(beta)),
+            c_ptr, c, c_ptr, c, algo, None, _NO_WORKSPACE, _p(stream))
+        if status != 0:  # the message only on failure: this is the native fast lane's hot path
+            raise CublasError(f"cublasLtMatmul(m={self.plan.m}, n={self.plan.n}, k={self.plan.k})", status)
+
+
+_NOT_SUPPORTED = 15
+# made once: cuBLAS only reads them
+_ONE, _ZERO = ctypes.pointer(ctypes.c_double(1.0)), ctypes.pointer(ctypes.c_double(0.0))
+_NO_WORKSPACE = ctypes.c_size_t(0)
+
+
+def _layout_key(plan: DgemmPlan) -> tuple:
+    return plan.transa, plan.transb, plan.m, plan.n, plan.k, plan.lda, plan.ldb, plan.ldc
+
+
+def lt_dgemm(plan: DgemmPlan, context: int) -> LtDgemm:
+    """The :class:`LtDgemm` of ``plan``'s layout on the GPU of ``context`` (made on first
+    use, then cached)."""
+    key = (context,) + _layout_key(plan)
+    found = _LT_PLANS.get(key)
+    if found is None:
+        found = LtDgemm(_library().lt, plan)
+        with _LOCK:
+            if len(_LT_PLANS) >= _LT_PLAN_LIMIT:
+                _LT_PLANS.clear()
+            _LT_PLANS[key] = found
+    return found
+
+
+def _blas_dgemm(handles: _Handles, plan: DgemmPlan, a_ptr, b_ptr, c_ptr, alpha, beta, stream) -> None:
+    lib, handle = handles.lib.blas, handles.blas()
+    _check(lib.cublasSetStream_v2(handle, stream), "cublasSetStream_v2")
+    status = lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,
+                                plan.m, plan.n, plan.k, ctypes.c_double(alpha), a_ptr, plan.lda,
+                                b_ptr, plan.ldb, ctypes.c_double(beta), c_ptr, plan.ldc)
+    if status != 0:
+        raise CublasError(f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", status)
+
+
 def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple[int, int, int] | None = None,
           context: int | None = None) -> None:
     """Enqueue ``plan`` on ``stream`` (anything :func:`ozaki_cutlass._cuda.stream_handle`
@@ -294,14 +501,13 @@ def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple
     if plan.m == 0 or plan.n == 0:
         return
     a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
-    lib = _library()
-    handle = _handle(lib, context)
-    _check(lib.cublasSetStream_v2(handle, _cuda.stream_handle(stream)), "cublasSetStream_v2")
-    status = lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,
-                                plan.m, plan.n, plan.k, ctypes.byref(ctypes.c_double(alpha)), a_ptr, plan.lda,
-                                b_ptr, plan.ldb, ctypes.byref(ctypes.c_double(beta)), c_ptr, plan.ldc)
-    if status != 0:  # the message only on failure: this is the native fast lane's hot path
-        raise CublasError(f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", status)
+    _library()  # a missing libcublas is reported before anything else
+    context = _current_context() if context is None else context
+    found = handles(context)
+    if plan.k == 0:  # no product: cublasDgemm_v2's documented C = beta C
+        _blas_dgemm(found, plan, a_ptr, b_ptr, c_ptr, alpha, beta, _cuda.stream_handle(stream))
+        return
+    lt_dgemm(plan, context).run(found, a_ptr, b_ptr, c_ptr, alpha, beta, _cuda.stream_handle(stream))
 
 
 # --------------------------------------------------------------------------- 2-D copy

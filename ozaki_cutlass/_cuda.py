@@ -85,6 +85,13 @@ def ensure_context(ordinal: int = 0):
     return ctx
 
 
+def primary_context(ordinal: int) -> int | None:
+    """GPU ``ordinal``'s primary context as an int, once ensure_context has retained it
+    (no driver call), else None."""
+    ctx = _CONTEXTS.get(ordinal)
+    return None if ctx is None else int(ctx)
+
+
 @contextlib.contextmanager
 def on_device(ordinal: int = 0):
     """``with on_device(i):`` runs the block with GPU i's primary context current

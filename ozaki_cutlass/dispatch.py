@@ -282,10 +282,16 @@ def _read_table(path: str | None, where: str, fix: str) -> tuple[dict, str]:
     return kept
 
 
+_ON_FORGET: list = []  # callables run by forget_tables (the auto policy's remembered decisions)
+
+
 def forget_tables() -> None:
-    """Forget every table load_table() has read and the candidates made from them: the
-    next call reads the file again. For tests, and for a process that rewrote its table;
-    not safe while another thread dispatches."""
+    """Forget every table load_table() has read, the candidates made from them and what
+    was decided from them (the auto policy's native-or-not per shape): the next call reads
+    the file again. For tests, and for a process that rewrote its table; not safe while
+    another thread dispatches."""
+    for forget in _ON_FORGET:
+        forget()
     _read_table.cache_clear()
     _table_candidates.cache_clear()
     _KEPT_CANDIDATES.clear()  # keyed by the ids of the kept tables: dropped with them

@@ -234,7 +234,9 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
     only when ``moduli``, ``kernel`` and ``path`` are all left unset (an explicit moduli
     count asks for that emulation) and cuBLAS can take the layouts. Native results carry
     DGEMM's accuracy (the emulation at the default 15 moduli is about 10x more accurate
-    on the benchmark inputs) and cuBLAS's bits, not the reference's. "emulate" always
+    on the benchmark inputs) and cuBLAS's bits, not the reference's. A shape's decision is
+    remembered until ozaki_cutlass.dispatch.forget_tables() (call it after changing
+    OZAKI_TUNING_TABLE or rewriting the table in a running process). "emulate" always
     emulates (bits equal to ozaki_cutlass.reference.gemm); "native" always runs cuBLAS.
     ``timings``: a dict to fill with per-phase milliseconds (synchronizes); its "path" is
     "staged", "fused" or "native" ("policy" says why for native).
@@ -379,76 +381,120 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, mod
 # --------------------------------------------------------------------------- native fast lane
 # The common auto-policy call (two CuPy arrays or two PyTorch CUDA tensors, float64, no c,
 # out, transposes, stream or timings) on a shape whose decision is known to be native:
-# straight to cuBLAS with the checks that call needs, so small products do not pay the
-# general path's host work (~70 us) against DGEMM's own (~20 us through CuPy). Anything
-# else, and the first call of a shape, take the general path (which records the decision).
+# straight to cuBLASLt with what that call needs, so that calling ozaki_cutlass.gemm costs no
+# more host time than the framework's own matmul (measured: scripts/native_call_cost.py).
+# Anything else, and the first call of a shape (which records the decision), take the
+# general path. Keys hold only what each framework gives cheaply (shapes, strides, dtype,
+# GPU, mode); the lane for one is worked out once, and kept until dispatch.forget_tables().
 _FAST_DECISIONS: dict[tuple, bool] = {}
-_FAST_PLANS: dict[tuple, object] = {}  # (m, n, k, strides of a and b) -> pointer-free DgemmPlan or None
-_UNPLANNED = object()
+_FAST_LANES: dict[tuple, object] = {}   # a framework's key -> _Lane, or None: the general path
+_FRAMEWORK_LANES: dict[type, object] = {}  # array type -> its lane function
 _FAST_LIMIT = 4096
 
 
-def _fast_operand(x):
-    """(ptr, rows, cols, rs, cs, device, kind) of a float64 2-D CuPy array or PyTorch CUDA
-    tensor, else None."""
-    mod = type(x).__module__.split(".")[0]
-    if mod == "cupy":
-        try:
-            import cupy
-        except ImportError:
-            return None
-        if not isinstance(x, cupy.ndarray) or x.ndim != 2 or x.dtype.char != "d":
-            return None
-        rs, cs = x.strides
-        return x.data.ptr, x.shape[0], x.shape[1], rs >> 3, cs >> 3, x.device.id, "cupy"
-    if mod == "torch":
-        import torch
-
-        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.dtype != torch.float64 or not x.is_cuda:
-            return None
-        rs, cs = x.stride()
-        return x.data_ptr(), x.shape[0], x.shape[1], rs, cs, x.device.index, "torch"
-    return None
+@dataclass(frozen=True, slots=True)
+class _Lane:
+    shape: tuple[int, int]  # the result's
+    swap: bool              # the cuBLAS call computes O^T: its first operand is the caller's b
+    lt: _cublas.LtDgemm
+    context: int            # the GPU's primary context, the one CuPy and PyTorch make current
 
 
 def _native_fast_lane(a, b, alpha, mode):
-    fa = _fast_operand(a)
-    fb = _fast_operand(b) if fa is not None else None
-    if fa is None or fb is None or fa[6] != fb[6] or fa[5] != fb[5] or fa[2] != fb[1]:
+    kind = type(a)
+    if type(b) is not kind:
         return None
-    m, k, n, device, kind = fa[1], fa[2], fb[2], fa[5], fa[6]
-    key = (m, n, k, mode, device, environment.setting("OZAKI_TUNING_TABLE"))
-    if not _FAST_DECISIONS.get(key, False):
-        return None
-    layout_key = (m, n, k, fa[3], fa[4], fb[3], fb[4])
-    plan = _FAST_PLANS.get(layout_key, _UNPLANNED)
-    if plan is _UNPLANNED:  # once per shapes and strides: the call with pointers 0
-        plan = _cublas.plan_dgemm(Matrix(0, m, k, fa[3], fa[4], kind, device, None),
-                                  Matrix(0, k, n, fb[3], fb[4], kind, device, None),
-                                  Matrix(0, m, n, n or 1, 1, kind, device, None))
-        if len(_FAST_PLANS) >= _FAST_LIMIT:
-            _FAST_PLANS.clear()
-        _FAST_PLANS[layout_key] = plan
-    if plan is None:
-        return None
-    # only on the framework's current GPU (the general path handles the others)
-    if kind == "cupy":
+    lane = _FRAMEWORK_LANES.get(kind)
+    if lane is None:
+        lane = _FRAMEWORK_LANES.setdefault(kind, _framework_lane(kind))
+    return lane(a, b, alpha, mode)
+
+
+def _framework_lane(kind: type):
+    """The fast lane function for arrays of type ``kind``: CuPy's, PyTorch's, or none."""
+    root = kind.__module__.partition(".")[0]
+    if root == "cupy":
         import cupy
 
-        if cupy.cuda.runtime.getDevice() != device:
-            return None
-        result = cupy.empty((m, n), dtype=cupy.float64)
-        sh, out_ptr = cupy.cuda.get_current_stream().ptr, result.data.ptr
-    else:
+        if issubclass(kind, cupy.ndarray):
+            return functools.partial(_cupy_lane, cupy)
+    if root == "torch":
         import torch
 
-        if torch.cuda.current_device() != device:
+        if issubclass(kind, torch.Tensor):
+            return functools.partial(_torch_lane, torch)
+    return lambda a, b, alpha, mode: None
+
+
+def _cupy_lane(cupy, a, b, alpha, mode):
+    da, db = a.data, b.data
+    key = (a.shape, a.strides, a.dtype.char, da.device_id, b.shape, b.strides, b.dtype.char, db.device_id, mode)
+    lane = _FAST_LANES.get(key, False)
+    if lane is False:
+        lane = _new_lane(key, 1, key[2] == key[6] == "d")
+    # only on the current GPU (the general path switches GPUs)
+    if lane is None or cupy.cuda.runtime.getDevice() != key[3]:
+        return None
+    out = cupy.ndarray(lane.shape, np.float64)  # cupy.empty without its Python frame
+    pa, pb = (db.ptr, da.ptr) if lane.swap else (da.ptr, db.ptr)
+    lane.lt.run(_cublas.handles(lane.context), pa, pb, out.data.ptr, alpha, 0.0,
+                cupy.cuda.get_current_stream().ptr)
+    return out
+
+
+def _torch_lane(torch, a, b, alpha, mode):
+    device = a.device
+    key = (a.shape, a.stride(), a.dtype, device.index, b.shape, b.stride(), b.dtype, b.device.index, mode,
+           device.type, b.device.type)
+    lane = _FAST_LANES.get(key, False)
+    if lane is False:
+        lane = _new_lane(key, 8, key[2] is key[6] is torch.float64 and key[9] == key[10] == "cuda")
+    if lane is None or torch.cuda.current_device() != key[3]:
+        return None
+    out = torch.empty(lane.shape, dtype=torch.float64, device=device)
+    pa, pb = (b.data_ptr(), a.data_ptr()) if lane.swap else (a.data_ptr(), b.data_ptr())
+    lane.lt.run(_cublas.handles(lane.context), pa, pb, out.data_ptr(), alpha, 0.0,
+                torch.cuda.current_stream(device).cuda_stream)
+    return out
+
+
+def _new_lane(key: tuple, stride_unit: int, float64: bool):
+    """The lane of a framework's ``key`` (shape, strides in units of ``stride_unit`` bytes,
+    dtype and GPU of a, the same of b, mode, ...), stored, or None: these arrays take the
+    general path. Nothing is stored while the general path has not yet decided the shape
+    under the tuning table in force. A stored lane holds until dispatch.forget_tables()
+    (which a process that changes OZAKI_TUNING_TABLE or rewrites its table calls): reading
+    the setting on every call would cost the lane a tenth of its time."""
+    (a_shape, a_strides, _, device, b_shape, b_strides, _, b_device, mode) = key[:9]
+    table = environment.setting("OZAKI_TUNING_TABLE")
+    lane = None
+    strides = [s * stride_unit for s in a_strides + b_strides]
+    if (float64 and len(a_shape) == len(b_shape) == 2 and device == b_device and device is not None
+            and a_shape[1] == b_shape[0] and all(s % 8 == 0 for s in strides)):
+        (m, k), n = a_shape, b_shape[1]
+        decided = _FAST_DECISIONS.get((m, n, k, mode, device, table))
+        if decided is None:
             return None
-        result = torch.empty((m, n), dtype=torch.float64, device=a.device)
-        sh, out_ptr = torch.cuda.current_stream(a.device).cuda_stream, result.data_ptr()
-    context = int(_cuda.ensure_context(device))  # one driver query when it is current already
-    _cublas.dgemm(plan, alpha, 0.0, sh, pointers=(fa[0], fb[0], out_ptr), context=context)
-    return result
+        context = _cuda.primary_context(device)
+        if decided and context is not None and min(m, n, k) > 0:
+            ra, ca, rb, cb = (s // 8 for s in strides)
+            plan = _cublas.plan_dgemm(Matrix(0, m, k, ra, ca, "", device, None),
+                                      Matrix(0, k, n, rb, cb, "", device, None),
+                                      Matrix(0, m, n, n, 1, "", device, None))
+            if plan is not None:
+                lane = _Lane((m, n), plan.transposed, _cublas.lt_dgemm(plan, context), context)
+    if len(_FAST_LANES) >= _FAST_LIMIT:
+        _FAST_LANES.clear()
+    _FAST_LANES[key] = lane
+    return lane
+
+
+def _forget_decisions() -> None:
+    _FAST_DECISIONS.clear()
+    _FAST_LANES.clear()
+
+
+dispatch._ON_FORGET.append(_forget_decisions)
 
 
 def _remember_native(m, n, k, mode, device, native: bool) -> None:

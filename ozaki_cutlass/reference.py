@@ -56,6 +56,8 @@ def _as_matrix(x, name: str) -> np.ndarray:
 
 
 def _as_scalar(x, name: str) -> float:
+    if type(x) is float:  # the common case, first: gemm's native lane counts microseconds
+        return x
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
     return float(x)

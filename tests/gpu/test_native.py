@@ -53,6 +53,10 @@ def place(cp, host: np.ndarray, kind: str):
         base = cp.full((r + 2, c), cp.nan, order="F")
         base[:r] = cp.asarray(host)
         return base[:r], base
+    if kind == "off":                     # a[1:, 1:c+1] of a larger array: not 256-byte aligned
+        base = cp.full((r + 1, c + 2), cp.nan)
+        base[1:, 1:c + 1] = cp.asarray(host)
+        return base[1:, 1:c + 1], base
     raise ValueError(kind)
 
 
@@ -87,7 +91,7 @@ def run(plan, alpha, beta, stream=0):
     dgemm(plan, alpha, beta, stream)
 
 
-KINDS = ["C", "F", "T", "C_ld", "F_ld"]
+KINDS = ["C", "F", "T", "C_ld", "F_ld", "off"]
 SHAPES = [(1, 1, 1), (7, 5, 3), (1, 300, 17), (255, 1, 64), (64, 48, 80), (129, 63, 200), (512, 384, 256)]
 
 
@@ -100,7 +104,7 @@ def test_layouts_match_cupy(cp, rng, shape):
         da, _ = place(cp, a, ka)
         for kb in KINDS:
             db, _ = place(cp, b, kb)
-            for ko in ("C", "F", "C_ld"):
+            for ko in ("C", "F", "C_ld", "off"):
                 do, base = poisoned(cp, m, n, ko)
                 run(plan_dgemm(mat(da), mat(db), mat(do)), 1.0, 0.0)
                 assert_close(cp.asnumpy(do), want, scale, (ka, kb, ko))
@@ -157,6 +161,24 @@ def test_two_identical_calls_same_bits(cp, rng, shape):
         run(plan_dgemm(mat(da), mat(db), mat(do)), -1.25, 0.5)
         outs.append(cp.asnumpy(do))
     assert np.array_equal(outs[0].view(np.int64), outs[1].view(np.int64))
+
+
+def test_same_bits_on_concurrent_streams(cp, rng):
+    """No workspace, one algorithm per layout and alignment: calls running at once on
+    several streams give the bits of a lone call."""
+    m, n, k = 640, 384, 1536
+    da, db = cp.asarray(rng.standard_normal((m, k))), cp.asarray(rng.standard_normal((k, n)))
+    alone = cp.full((m, n), cp.nan)
+    run(plan_dgemm(mat(da), mat(db), mat(alone)), 1.0, 0.0)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(4)]
+    outs = [cp.full((m, n), cp.nan) for _ in streams]
+    cp.cuda.Device().synchronize()
+    for _ in range(3):
+        for stream, out in zip(streams, outs):
+            run(plan_dgemm(mat(da), mat(db), mat(out)), 1.0, 0.0, stream)
+    cp.cuda.Device().synchronize()
+    for out in outs:
+        assert cp.array_equal(out.view(cp.int64), alone.view(cp.int64))
 
 
 def test_non_default_stream(cp, rng):

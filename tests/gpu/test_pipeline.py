@@ -259,7 +259,9 @@ def test_native_fast_lane_same_result_as_the_general_path(rng):
         pipeline._FAST_DECISIONS.clear()
         general = ozaki_cutlass.gemm(xa, xb, alpha=2)           # decides (native), general path
         assert any(v for v in pipeline._FAST_DECISIONS.values())
-        fast = ozaki_cutlass.gemm(xa, xb, alpha=2)              # the fast lane
+        with pytest.MonkeyPatch.context() as mp:                # the fast lane: the general path would fail
+            mp.setattr(pipeline, "describe_input", lambda *args: pytest.fail("the general path ran"))
+            fast = ozaki_cutlass.gemm(xa, xb, alpha=2)
         host = (lambda x: cp.asnumpy(x)) if isinstance(first, cp.ndarray) else (lambda x: x.cpu().numpy())
         assert same_bits(host(general), host(fast)) and same_bits(host(general), 2 * host(first))
         xt = to(np.ascontiguousarray(b.T)).T                    # a transposed view: column-major b

@@ -1,0 +1,219 @@
+"""The native lane's bookkeeping, on the CPU: which calls get a fast lane (pipeline._new_lane),
+that forgetting the tables forgets the decisions, and how LtDgemm chooses and keeps its
+cuBLASLt algorithm per pointer alignment (against a fake libcublasLt that records what it
+is asked). The real library runs in tests/gpu/test_native.py."""
+
+import ctypes
+import math
+
+import pytest
+
+from ozaki_cutlass import _cublas, dispatch, pipeline
+from ozaki_cutlass._cublas import LtDgemm, plan_dgemm
+from ozaki_cutlass.arrays import Matrix
+
+TABLE = None  # OZAKI_TUNING_TABLE unset (conftest)
+
+
+def key(a_shape, a_strides, b_shape, b_strides, dtypes=("d", "d"), devices=(0, 0), mode="accurate"):
+    """A CuPy-style lane key: byte strides."""
+    return (a_shape, a_strides, dtypes[0], devices[0], b_shape, b_strides, dtypes[1], devices[1], mode)
+
+
+@pytest.fixture
+def lanes(monkeypatch):
+    """Decisions and lanes of this test only; every GPU's context is 7; LtDgemm objects
+    replaced by the plan they were made from."""
+    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {})
+    monkeypatch.setattr(pipeline, "_FAST_LANES", {})
+    monkeypatch.setattr(pipeline._cuda, "primary_context", lambda ordinal: 7)
+    monkeypatch.setattr(pipeline._cublas, "lt_dgemm", lambda plan, context: (plan, context))
+    return pipeline
+
+
+def decide(m, n, k, native, device=0, mode="accurate"):
+    pipeline._FAST_DECISIONS[(m, n, k, mode, device, TABLE)] = native
+
+
+def test_a_lane_waits_for_the_general_path_to_decide(lanes):
+    k = key((6, 4), (32, 8), (4, 5), (40, 8))
+    assert lanes._new_lane(k, 1, True) is None
+    assert k not in lanes._FAST_LANES           # nothing stored: the next call looks again
+    decide(6, 5, 4, True)
+    lane = lanes._new_lane(k, 1, True)
+    assert lanes._FAST_LANES[k] is lane
+    assert (lane.shape, lane.context) == ((6, 5), 7)
+    plan, context = lane.lt
+    assert context == 7 and plan == plan_dgemm(Matrix(0, 6, 4, 4, 1, "", 0, None), Matrix(0, 4, 5, 5, 1, "", 0, None),
+                                               Matrix(0, 6, 5, 5, 1, "", 0, None))
+    assert lane.swap is plan.transposed is True  # row-major out: cuBLAS computes O^T, b first
+
+
+def test_a_decision_under_another_table_makes_no_lane(lanes, monkeypatch):
+    pipeline._FAST_DECISIONS[(6, 5, 4, "accurate", 0, "/elsewhere/table.json")] = True
+    assert lanes._new_lane(key((6, 4), (32, 8), (4, 5), (40, 8)), 1, True) is None
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", "/elsewhere/table.json")
+    assert lanes._new_lane(key((6, 4), (32, 8), (4, 5), (40, 8)), 1, True) is not None
+
+
+def test_column_major_operands_read_as_transposes(lanes):
+    decide(6, 5, 4, True)
+    lane = lanes._new_lane(key((6, 4), (8, 48), (4, 5), (8, 32)), 1, True)   # Fortran-order a and b
+    # the output is row-major, so cuBLAS computes O^T = B^T A^T (b first); column-major
+    # operands read as transposes there
+    assert lane.lt[0].transposed is lane.swap is True
+    assert (lane.lt[0].transa, lane.lt[0].transb, lane.lt[0].lda, lane.lt[0].ldb) == (True, True, 4, 6)
+
+
+@pytest.mark.parametrize("why, k, unit, float64", [
+    ("emulation decided", key((6, 4), (32, 8), (4, 5), (40, 8)), 1, True),
+    ("not float64", key((6, 4), (32, 8), (4, 5), (40, 8), dtypes=("f", "d")), 1, False),
+    ("two GPUs", key((6, 4), (32, 8), (4, 5), (40, 8), devices=(0, 1)), 1, True),
+    ("3-D", key((2, 6, 4), (192, 32, 8), (4, 5), (40, 8)), 1, True),
+    ("shapes do not chain", key((6, 3), (24, 8), (4, 5), (40, 8)), 1, True),
+    ("stride not a whole element", key((6, 4), (33, 8), (4, 5), (40, 8)), 1, True),
+    ("negative stride", key((6, 4), (-32, 8), (4, 5), (40, 8)), 1, True),
+    ("no unit stride", key((6, 4), (64, 16), (4, 5), (40, 8)), 1, True),
+])
+def test_calls_the_lane_leaves_to_the_general_path(lanes, why, k, unit, float64):
+    decide(6, 5, 4, why != "emulation decided")
+    decide(6, 5, 3, True)
+    assert lanes._new_lane(k, unit, float64) is None, why
+    if why in ("emulation decided", "no unit stride", "negative stride", "not float64"):
+        assert lanes._FAST_LANES[k] is None      # remembered: later calls skip the work
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 4), (6, 0, 4), (6, 5, 0)])
+def test_empty_problems_take_the_general_path(lanes, shape):
+    m, n, k = shape
+    decide(m, n, k, True)
+    assert lanes._new_lane(key((m, k), (8 * k, 8), (k, n), (8 * n, 8)), 1, True) is None
+
+
+def test_torch_strides_are_elements(lanes):
+    decide(6, 5, 4, True)
+    k = ((6, 4), (4, 1), "float64", 0, (4, 5), (5, 1), "float64", 0, "accurate", "cuda", "cuda")
+    lane = lanes._new_lane(k, 8, True)
+    assert lane is not None and lane.lt[0].ldb == 4 and lane.lt[0].lda == 5
+
+
+def test_unknown_array_types_have_no_lane():
+    import numpy as np
+
+    assert pipeline._native_fast_lane(np.ones((2, 2)), np.ones((2, 2)), 1.0, "accurate") is None
+    assert pipeline._native_fast_lane([[1.0]], np.ones((1, 1)), 1.0, "accurate") is None
+
+
+def test_forgetting_the_tables_forgets_the_decisions(monkeypatch):
+    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {(1, 1, 1, "accurate", 0, None): True})
+    monkeypatch.setattr(pipeline, "_FAST_LANES", {("k",): None})
+    dispatch.forget_tables()
+    assert pipeline._FAST_DECISIONS == {} and pipeline._FAST_LANES == {}
+
+
+# --------------------------------------------------------------------------- LtDgemm, fake library
+
+class FakeLt:
+    """Records what LtDgemm asks of libcublasLt; ``offer``: whether the heuristic has an
+    algorithm; ``status``: what cublasLtMatmul returns."""
+
+    def __init__(self, offer=True, status=0):
+        self.offer, self.status = offer, status
+        self.alignments, self.matmuls, self.layouts = [], [], []
+
+    def __getattr__(self, name):
+        return lambda *args: 0      # create, destroy, set attribute
+
+    def cublasLtMatrixLayoutCreate(self, ref, dtype, rows, cols, ld):
+        self.layouts.append((rows, cols, ld))
+        return 0
+
+    def cublasLtMatmulPreferenceSetAttribute(self, pref, attr, ref, size):
+        if attr == 5:               # the minimum alignment of A
+            self.alignments.append(ref._obj.value)
+        return 0
+
+    def cublasLtMatmulAlgoGetHeuristic(self, *args):
+        result, count = args[-2]._obj, args[-1]._obj
+        if not self.offer:
+            return 15               # CUBLAS_STATUS_NOT_SUPPORTED
+        result.algo.data[0] = 1000 + self.alignments[-1]
+        count.value = 1
+        return 0
+
+    def matmul(self, handle, desc, alpha, a, la, b, lb, beta, c, lc, d, ld, algo, ws, ws_size, stream):
+        """The raw cublasLtMatmul: every argument must come as a ctypes object of its C type."""
+        for x in (a, b, c, d, stream):
+            assert type(x) is ctypes.c_void_p
+        assert type(ws_size) is ctypes.c_size_t and ws is None
+        self.matmuls.append(tuple(x.value or 0 for x in (a, b, c, d)) + (
+            alpha.contents.value, beta.contents.value, algo.contents.data[0], ws_size.value, stream.value))
+        return self.status
+
+
+class FakeHandles:
+    def __init__(self, lt):
+        self.lib, self.lt = type("L", (), {"lt": lt, "matmul": lt.matmul})(), ctypes.c_void_p(9)
+
+
+def make(plan, lt):
+    return LtDgemm(lt, plan)
+
+
+PLAN = plan_dgemm(Matrix(0, 6, 4, 4, 1, "", 0, None), Matrix(0, 4, 8, 8, 1, "", 0, None),
+                  Matrix(0, 6, 8, 8, 1, "", 0, None))   # lda = 8, ldb = 4, ldc = 8 (column-major O^T)
+
+
+def test_layouts_follow_the_plan():
+    lt = FakeLt()
+    make(PLAN, lt)
+    m, n, k = PLAN.m, PLAN.n, PLAN.k
+    a_rows, a_cols = (k, m) if PLAN.transa else (m, k)
+    b_rows, b_cols = (n, k) if PLAN.transb else (k, n)
+    assert lt.layouts == [(a_rows, a_cols, PLAN.lda), (b_rows, b_cols, PLAN.ldb), (m, n, PLAN.ldc)]
+
+
+def test_one_heuristic_per_alignment_no_workspace():
+    lt = FakeLt()
+    gemm, handles = make(PLAN, lt), FakeHandles(lt)
+    # ld 4 and 8 elements: 32 bytes is the most the leading dimensions allow
+    for a, b, c in [(0, 256, 512), (4096, 8192, 0), (32, 0, 0), (8, 0, 0), (16, 0, 0), (40, 0, 0)]:
+        gemm.run(handles, a, b, c, 2.0, 0.5, 123)
+    assert lt.alignments == [32, 8, 16]          # 32 chosen once, then 8, then 16; 40 -> 8 again
+    assert [call[6] for call in lt.matmuls] == [1032, 1032, 1032, 1008, 1016, 1008]
+    assert all(call[4:6] == (2.0, 0.5) and call[7:] == (0, 123) for call in lt.matmuls)
+    assert lt.matmuls[0][:4] == (0, 256, 512, 512)   # D is C
+
+
+def test_the_leading_dimension_caps_the_alignment():
+    wide = plan_dgemm(Matrix(0, 6, 4, 32, 1, "", 0, None), Matrix(0, 4, 8, 32, 1, "", 0, None),
+                      Matrix(0, 6, 8, 32, 1, "", 0, None))   # every ld 32 elements = 256 bytes
+    lt = FakeLt()
+    make(wide, lt).run(FakeHandles(lt), 0, 1 << 20, 2 << 20, 1.0, 0.0, 0)
+    assert lt.alignments == [256]
+
+
+def test_no_algorithm_falls_back_to_cublas_dgemm(monkeypatch):
+    lt = FakeLt(offer=False)
+    calls = []
+    monkeypatch.setattr(_cublas, "_blas_dgemm", lambda *args: calls.append(args[2:]))
+    gemm = make(PLAN, lt)
+    for _ in range(2):
+        gemm.run(FakeHandles(lt), 0, 256, 512, 1.5, 0.0, 5)
+    assert lt.matmuls == [] and calls == [(0, 256, 512, 1.5, 0.0, 5)] * 2
+    assert lt.alignments == [32]                  # asked once, the answer (none) kept
+
+
+def test_alpha_one_and_beta_zero_are_passed_exactly():
+    lt = FakeLt()
+    gemm, handles = make(PLAN, lt), FakeHandles(lt)
+    for alpha, beta in [(1.0, 0.0), (1.0, -0.0), (-1.0, 1.0), (0.0, 0.0)]:
+        gemm.run(handles, 0, 0, 0, alpha, beta, 0)
+    assert [call[4:6] for call in lt.matmuls] == [(1.0, 0.0), (1.0, 0.0), (-1.0, 1.0), (0.0, 0.0)]
+    assert [math.copysign(1.0, call[5]) for call in lt.matmuls] == [1.0, -1.0, 1.0, 1.0]
+
+
+def test_a_failed_matmul_says_so():
+    lt = FakeLt(status=7)
+    with pytest.raises(_cublas.CublasError, match=r"cublasLtMatmul\(m=8, n=6, k=4\).*INVALID_VALUE"):
+        make(PLAN, lt).run(FakeHandles(lt), 0, 0, 0, 1.0, 0.0, 0)
