@@ -127,6 +127,9 @@ def add_int8_parser(sub) -> None:
 
 # --------------------------------------------------------------------------- emulated DGEMM
 
+AUTO_REPS_MAX, AUTO_BUDGET_MS = 200, 50.0  # the auto row's rounds: at most 200, about 50 ms of native time
+
+
 def _native_dgemm(xa, xb, warmup, reps):
     """cuBLAS DGEMM through CuPy (the arrays are CuPy's): (median ms, result)."""
     (times,), (out,) = _cuda.event_times([lambda: xa @ xb], warmup, reps)
@@ -315,11 +318,14 @@ def bench_main(args) -> int:
             # where it is measured or predicted faster, else the emulation
             # timed alternately with native DGEMM (A/B): clock drift over the row (the
             # emulated runs before heat the GPU) cannot favour either side
+            # short calls get more rounds (up to 200, about 50 ms of native time): at 1024^3 a
+            # few microseconds of host time decide the ratio, and 5 samples do not resolve them
+            auto_reps = max(args.reps, min(AUTO_REPS_MAX, int(AUTO_BUDGET_MS / nat_ms)))
             auto_ms, native_ms = _time_alternately(functools.partial(_call_gemm, xa, xb, None, mode=args.mode),
-                                                   functools.partial(operator.matmul, xa, xb), args.warmup, args.reps)
+                                                   functools.partial(operator.matmul, xa, xb), args.warmup, auto_reps)
             t = {}
             _call_gemm(xa, xb, t, mode=args.mode)
-            row["auto"] = {"ms": auto_ms, "tflops": flops / auto_ms / 1e9, "native_ms": native_ms,
+            row["auto"] = {"ms": auto_ms, "tflops": flops / auto_ms / 1e9, "native_ms": native_ms, "reps": auto_reps,
                            "ratio": native_ms / auto_ms, "chose": t["path"],
                            "why": t.get("policy", "emulation faster")}
         if len(outs) > 1:
@@ -356,7 +362,8 @@ def _print_row(r, paths) -> None:
     if "auto" in r:
         e = r["auto"]
         print(f"{shape:>19} {'auto':>7} {e['tflops']:7.1f} {e['ratio']:8.2f} {'':7s} {'':7s} {'':8s} {'':7s} "
-              f"{e['ms']:9.2f} {'':9s}  -> {e['chose']} ({e['why']}); native alternating: {e['native_ms']:.2f} ms")
+              f"{e['ms']:9.2f} {'':9s}  -> {e['chose']} ({e['why']}); {e['ms']:.4g} ms against native "
+              f"{e['native_ms']:.4g} ms, alternating, median of {e['reps']}")
     if "bit_identical" in r:
         print(f"{shape:>19} paths bit-identical: {r['bit_identical']}", flush=True)
 

@@ -1,24 +1,30 @@
-"""Where the host time of a small native DGEMM call goes (device run).
+"""Where the host time of a small native DGEMM call goes, and what it costs against CuPy's
+`a @ b` (device run).
 
 The auto policy's native fast lane must cost no more host time than the framework's own
-matmul, or `ozaki_cutlass.gemm` loses to `a @ b` on small shapes. This times, per call
-(wall clock over many calls of a 256^3 product, whose GPU work is a few microseconds, so
-the host side is what is measured), the fast lane and its pieces next to CuPy's `a @ b`:
-    python scripts/native_call_cost.py [--calls 3000]"""
+matmul, or `ozaki_cutlass.gemm` loses to `a @ b` on small shapes. This prints
+  1. host time per call: wall clock over many calls of a 64^3 product (GPU work of a few
+     microseconds), and the host time to enqueue a burst of calls (the GPU's time left
+     out), the fast lane and its pieces next to `a @ b`;
+  2. the bench's metric at the small benchmark shapes: CUDA events around each call, the
+     two calls in alternation, median: `ozaki_cutlass.gemm(a, b)` against `a @ b`.
+    python scripts/native_call_cost.py [--calls 7000]"""
 
 import argparse
 import ctypes
+import statistics
 import time
 
 import cupy as cp
+import numpy as np
 
 import ozaki_cutlass
-from ozaki_cutlass import _cublas, _cuda
-from ozaki_cutlass.arrays import Matrix
+from ozaki_cutlass import _cublas, _cuda, pipeline
+from ozaki_cutlass.generator import environment
 
 
 def per_call_us(fn, calls: int) -> float:
-    for _ in range(50):
+    for _ in range(100):
         fn()
     cp.cuda.Device().synchronize()
     t0 = time.perf_counter()
@@ -28,60 +34,92 @@ def per_call_us(fn, calls: int) -> float:
     return 1e6 * (time.perf_counter() - t0) / calls
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=3000)
-    args = ap.parse_args()
-    n = 256
-    a, b = cp.random.rand(n, n), cp.random.rand(n, n)
+def enqueue_us(fn, calls: int = 300) -> float:
+    """Host time per call to enqueue ``calls`` calls back to back (launch queue not full;
+    the GPU drained before and after, not counted)."""
+    for _ in range(20):
+        fn()
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    cp.cuda.Device().synchronize()
+    return 1e6 * (t1 - t0) / calls
+
+
+def lane_of(a, b):
+    ozaki_cutlass.gemm(a, b)  # the general path decides the shape (native), the next call makes the lane
+    ozaki_cutlass.gemm(a, b)
+    shape = (a.shape[0], b.shape[1])
+    lanes = [lane for lane in pipeline._FAST_LANES.values() if lane is not None and lane.shape == shape]
+    if not lanes:
+        raise SystemExit(f"no fast lane for {a.shape} @ {b.shape}: the auto policy did not decide native DGEMM")
+    return lanes[0]
+
+
+def host_costs(n: int, calls: int) -> None:
+    a, b = cp.random.rand(n, n) - 0.5, cp.random.rand(n, n) - 0.5
     out = cp.empty((n, n))
-    ozaki_cutlass.gemm(a, b)  # decides the shape (native), so the next calls take the fast lane
-    ctx = _cuda.ensure_context(0)
-    A = Matrix(a.data.ptr, n, n, n, 1, "cupy", 0, a)
-    B = Matrix(b.data.ptr, n, n, n, 1, "cupy", 0, b)
-    O = Matrix(out.data.ptr, n, n, n, 1, "cupy", 0, out)
-    plan = _cublas.plan_dgemm(A, B, O)
-    lib = _cublas._library()
-    handle = _cublas._handle(lib)
+    lane = lane_of(a, b)
+    handles = _cublas.handles(lane.context)
     stream = cp.cuda.get_current_stream().ptr
+    lib = handles.lib.blas
+    blas = handles.blas()
+    lib.cublasSetStream_v2(blas, ctypes.c_void_p(stream))
     one, zero = ctypes.c_double(1.0), ctypes.c_double(0.0)
-    op = lambda t: 1 if t else 0  # noqa: E731 - CUBLAS_OP_T / CUBLAS_OP_N
-    dgemm_args = (handle, op(plan.transa), op(plan.transb), plan.m, plan.n, plan.k, ctypes.byref(one),
-                  ctypes.c_void_p(plan.a_ptr), plan.lda, ctypes.c_void_p(plan.b_ptr), plan.ldb,
-                  ctypes.byref(zero), ctypes.c_void_p(plan.c_ptr), plan.ldc)
-    stream_p = ctypes.c_void_p(stream)
-
-    def raw_set_stream_and_dgemm():
-        lib.cublasSetStream_v2(handle, stream_p)
-        lib.cublasDgemm_v2(*dgemm_args)
-
-    lib.cublasSetStream_v2(handle, stream_p)
+    dgemm_args = (blas, 0, 0, n, n, n, one, b.data.ptr, n, a.data.ptr, n, zero, out.data.ptr, n)
     rows = [
         ("cupy a @ b", lambda: a @ b),
         ("ozaki_cutlass.gemm(a, b): the auto fast lane", lambda: ozaki_cutlass.gemm(a, b)),
-        ("_cublas.dgemm(plan) (handle lookup, set stream, dgemm)", lambda: _cublas.dgemm(plan, 1.0, 0.0, stream)),
-        ("ctypes: cublasSetStream_v2 + cublasDgemm_v2", raw_set_stream_and_dgemm),
-        ("ctypes: cublasDgemm_v2 alone", lambda: lib.cublasDgemm_v2(*dgemm_args)),
-        ("ctypes: cublasSetStream_v2 alone", lambda: lib.cublasSetStream_v2(handle, stream_p)),
-        ("cupy.empty((256, 256))", lambda: cp.empty((n, n))),
-        ("_cuda.ensure_context(0)", lambda: _cuda.ensure_context(0)),
-        ("_cublas.plan_dgemm(A, B, O)", lambda: _cublas.plan_dgemm(A, B, O)),
+        ("the lane's cublasLtMatmul alone (LtDgemm.run)",
+         lambda: lane.lt.run(handles, b.data.ptr, a.data.ptr, out.data.ptr, 1.0, 0.0, stream)),
+        ("ctypes cublasDgemm_v2 alone (the former call)", lambda: lib.cublasDgemm_v2(*dgemm_args)),
+        ("pipeline._native_fast_lane(a, b, 1.0, 'accurate') (the lane without gemm's entry)",
+         lambda: pipeline._native_fast_lane(a, b, 1.0, "accurate")),
+        (f"cupy.empty(({n}, {n}))", lambda: cp.empty((n, n))),
+        (f"cupy.ndarray(({n}, {n}), numpy.float64)", lambda: cp.ndarray((n, n), np.float64)),
+        ("_cublas.handles(context)", lambda: _cublas.handles(lane.context)),
+        ('environment.setting("OZAKI_TUNING_TABLE")', lambda: environment.setting("OZAKI_TUNING_TABLE")),
+        ("cupy.cuda.runtime.getDevice()", cp.cuda.runtime.getDevice),
         ("cupy.cuda.get_current_stream().ptr", lambda: cp.cuda.get_current_stream().ptr),
     ]
-    del ctx
-    print(f"host cost per call, {n}^3 float64, wall clock over {args.calls} calls after 50 warm-up")
-    for label, fn in rows:
-        print(f"  {per_call_us(fn, args.calls):7.2f} us  {label}")
-    # the same call once the handle has a workspace of its own (cuBLAS otherwise uses its pool)
-    ws = cp.empty(32 << 20, dtype=cp.uint8)
-    lib.cublasSetWorkspace_v2.restype = ctypes.c_int
-    lib.cublasSetWorkspace_v2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    status = lib.cublasSetWorkspace_v2(handle, ctypes.c_void_p(ws.data.ptr), ctypes.c_size_t(ws.nbytes))
-    print(f"  {per_call_us(lambda: lib.cublasDgemm_v2(*dgemm_args), args.calls):7.2f} us  "
-          f"ctypes: cublasDgemm_v2 alone, the handle given a 32 MiB workspace (status {status})")
-    with open("/proc/self/maps") as f:
-        libs = sorted({line.split()[-1] for line in f if "libcublas" in line})
-    print("libcublas loaded in this process (ours, and CuPy's if another):", ", ".join(libs))
+    rounds = 7
+    print(f"host cost per call, {n}^3 float64, {rounds} rounds of every row in turn (the host's speed drifts), "
+          f"median over rounds: wall clock over {calls // rounds} calls after 100 warm-up (the GPU's time "
+          "included where it is longer), and the time to enqueue 300 calls")
+    wall, enqueue = [[] for _ in rows], [[] for _ in rows]
+    for _ in range(rounds):
+        for i, (_, fn) in enumerate(rows):
+            wall[i].append(per_call_us(fn, calls // rounds))
+            enqueue[i].append(enqueue_us(fn))
+    for (label, _), w, e in zip(rows, wall, enqueue):
+        print(f"  {statistics.median(w):7.2f} us  {statistics.median(e):7.2f} us  {label}", flush=True)
+
+
+def event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
+    print(f"\nCUDA events around each call, the two in alternation, {warmup} warm-up rounds, median of {reps} "
+          "(the bench's auto metric); ratio = a @ b time / gemm time")
+    for n in shapes:
+        rs = cp.random.default_rng(n)
+        a = (rs.random((n, n)) - 0.5) * cp.exp(rs.standard_normal((n, n)))
+        b = (rs.random((n, n)) - 0.5) * cp.exp(rs.standard_normal((n, n)))
+        lane_of(a, b)
+        (ours, theirs), (got, want) = _cuda.event_times([lambda: ozaki_cutlass.gemm(a, b), lambda: a @ b],
+                                                        warmup, reps)
+        same = bool(cp.array_equal(got.view(cp.int64), want.view(cp.int64)))
+        t_ours, t_theirs = statistics.median(ours), statistics.median(theirs)
+        print(f"  {n}^3: gemm {1e3 * t_ours:8.1f} us, a @ b {1e3 * t_theirs:8.1f} us, ratio {t_theirs / t_ours:5.3f}"
+              f"; bits equal to a @ b: {same}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=7000)
+    args = ap.parse_args()
+    _cuda.ensure_context(0)
+    host_costs(64, args.calls)
+    event_ratios([256, 512, 1024, 2048])
 
 
 if __name__ == "__main__":
