@@ -127,7 +127,7 @@ def add_int8_parser(sub) -> None:
 
 # --------------------------------------------------------------------------- emulated DGEMM
 
-AUTO_REPS_MAX, AUTO_BUDGET_MS = 200, 50.0  # the auto row's rounds: at most 200, about 50 ms of native time
+AUTO_REPS_MAX, AUTO_BUDGET_MS = 200, 500.0  # the auto row's rounds: at most 200, about 0.5 s of native time
 
 
 def _native_dgemm(xa, xb, warmup, reps):
@@ -318,16 +318,23 @@ def bench_main(args) -> int:
             # where it is measured or predicted faster, else the emulation
             # timed alternately with native DGEMM (A/B): clock drift over the row (the
             # emulated runs before heat the GPU) cannot favour either side
-            # short calls get more rounds (up to 200, about 50 ms of native time): at 1024^3 a
-            # few microseconds of host time decide the ratio, and 5 samples do not resolve them
+            # more rounds than the paths get (up to 200, about half a second of native time):
+            # where auto runs native DGEMM the two differ by a few microseconds of host time,
+            # and 5 samples of a 10 ms call do not resolve that from the GPU's own spread
             auto_reps = max(args.reps, min(AUTO_REPS_MAX, int(AUTO_BUDGET_MS / nat_ms)))
-            auto_ms, native_ms = _time_alternately(functools.partial(_call_gemm, xa, xb, None, mode=args.mode),
-                                                   functools.partial(operator.matmul, xa, xb), args.warmup, auto_reps)
+            (auto_t, native_t), (auto_out, native_out) = _cuda.event_times(
+                [functools.partial(_call_gemm, xa, xb, None, mode=args.mode),
+                 functools.partial(operator.matmul, xa, xb)], args.warmup, auto_reps)
+            auto_ms, native_ms = statistics.median(auto_t), statistics.median(native_t)
             t = {}
             _call_gemm(xa, xb, t, mode=args.mode)
             row["auto"] = {"ms": auto_ms, "tflops": flops / auto_ms / 1e9, "native_ms": native_ms, "reps": auto_reps,
                            "ratio": native_ms / auto_ms, "chose": t["path"],
-                           "why": t.get("policy", "emulation faster")}
+                           "why": t.get("policy", "emulation faster"),
+                           # native: the very kernel of a @ b? (equal bits say so)
+                           "bits_equal_native": bool(cp.array_equal(auto_out.view(cp.int64),
+                                                                    native_out.view(cp.int64)))}
+            del auto_out, native_out
         if len(outs) > 1:
             first, *rest = outs.values()
             row["bit_identical"] = all(bool(cp.array_equal(first.view(cp.int64), o.view(cp.int64))) for o in rest)
@@ -363,7 +370,8 @@ def _print_row(r, paths) -> None:
         e = r["auto"]
         print(f"{shape:>19} {'auto':>7} {e['tflops']:7.1f} {e['ratio']:8.2f} {'':7s} {'':7s} {'':8s} {'':7s} "
               f"{e['ms']:9.2f} {'':9s}  -> {e['chose']} ({e['why']}); {e['ms']:.4g} ms against native "
-              f"{e['native_ms']:.4g} ms, alternating, median of {e['reps']}")
+              f"{e['native_ms']:.4g} ms, alternating, median of {e['reps']}"
+              + ("; bits equal to native" if e.get("bits_equal_native") else ""))
     if "bit_identical" in r:
         print(f"{shape:>19} paths bit-identical: {r['bit_identical']}", flush=True)
 

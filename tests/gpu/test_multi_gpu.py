@@ -37,3 +37,13 @@ def test_arrays_on_the_second_gpu(cp, rng):
     assert native.device.id == 1
     np.testing.assert_allclose(cp.asnumpy(native), a @ b, rtol=0, atol=1e-13 * (np.abs(a) @ np.abs(b)).max())
     assert cp.cuda.runtime.getDevice() == 0  # the caller's current GPU is left as it was
+    # the auto policy's native fast lane on the second GPU: the first call decides native,
+    # the second goes straight to cuBLASLt with GPU 1's handle; the same bits
+    with cp.cuda.Device(1):
+        sa, sb = cp.asarray(a[:64, :64]), cp.asarray(b[:64, :64])
+        t = {}
+        first = ozaki_cutlass.gemm(sa, sb, timings=t)
+        assert t["path"] == "native", t
+        again = ozaki_cutlass.gemm(sa, sb)
+        assert again.device.id == 1
+        assert cp.array_equal(first.view(cp.int64), again.view(cp.int64))
