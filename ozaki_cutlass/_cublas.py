@@ -21,8 +21,8 @@ column-major DGEMM (run by :class:`LtDgemm`), or answers None (the caller then e
 :func:`plan_copy` does the same for :func:`copy_matrix` (``cuMemcpy2DAsync``).
 
 Reproducibility: one layout, GPU and pointer alignment always run the one algorithm chosen
-for it, and that algorithm is chosen with no workspace allowed, so it has no split-K
-reduction and shares no scratch memory with calls on other streams: the same inputs give
+for it, and that algorithm needs no workspace, so it has no split-K reduction through
+scratch memory and shares none with calls on other streams: the same inputs give
 the same bits on every call, on any stream, concurrent or not, for a given libcublasLt and
 GPU. (Pointer alignment is part of the choice: the same numbers at an address aligned
 differently may take another kernel, as with any cuBLAS call.) Where the heuristic offers no
@@ -373,7 +373,7 @@ def call_pointers(plan: DgemmPlan, pointers: tuple[int, int, int] | None = None)
 class LtDgemm:
     """``plan``'s DGEMM as ``cublasLtMatmul`` on one GPU, whatever the pointers: the matmul and
     layout descriptors made once, the algorithm chosen once per pointer alignment (the
-    first answer of ``cublasLtMatmulAlgoGetHeuristic``, no workspace allowed) and kept.
+    first answer of ``cublasLtMatmulAlgoGetHeuristic`` that needs no workspace) and kept.
     Where the heuristic has none for an alignment, that alignment runs ``cublasDgemm_v2``.
     Made by :func:`lt_dgemm` (cached); :meth:`run` enqueues one call."""
 
@@ -408,26 +408,31 @@ class LtDgemm:
             pass
 
     def _choose(self, handles: _Handles, alignment: int):
-        """The algorithm for pointers aligned to ``alignment`` bytes, or None."""
+        """The algorithm for pointers aligned to ``alignment`` bytes, or None: the
+        heuristic's first answer that needs no workspace. The heuristic is told a workspace
+        of _HEURISTIC_WORKSPACE bytes is allowed (its ranking differs: at 4096^3 on the H200
+        it then ranks first a workspace-free algorithm 0.7 % faster than the one it ranks
+        first when told none is; docs/bench/2026-11-29-run40-h200x2-lt-probe.log), but
+        nothing that needs one is taken."""
         lt, pref = handles.lib.lt, ctypes.c_void_p()
         _check(lt.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "cublasLtMatmulPreferenceCreate")
         try:
-            settings = [(_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(0))]
+            settings = [(_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(_HEURISTIC_WORKSPACE))]
             settings += [(attr, ctypes.c_uint32(alignment)) for attr in _PREF_MIN_ALIGNMENT_BYTES]
             for attr, value in settings:
                 _check(lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, ctypes.byref(value),
                                                                ctypes.sizeof(value)),
                        "cublasLtMatmulPreferenceSetAttribute")
-            result, count = _LtHeuristic(), ctypes.c_int(0)
+            results, count = (_LtHeuristic * _HEURISTIC_ANSWERS)(), ctypes.c_int(0)
             a, b, c = self._layouts
-            status = lt.cublasLtMatmulAlgoGetHeuristic(handles.lt, self._desc, a, b, c, c, pref, 1,
-                                                       ctypes.byref(result), ctypes.byref(count))
+            status = lt.cublasLtMatmulAlgoGetHeuristic(handles.lt, self._desc, a, b, c, c, pref, _HEURISTIC_ANSWERS,
+                                                       results, ctypes.byref(count))
         finally:
             lt.cublasLtMatmulPreferenceDestroy(pref)
-        if status == _NOT_SUPPORTED or (status == 0 and count.value < 1):
+        if status == _NOT_SUPPORTED:
             return None
         _check(status, f"cublasLtMatmulAlgoGetHeuristic(m={self.plan.m}, n={self.plan.n}, k={self.plan.k})")
-        return result.algo
+        return next((r.algo for r in results[:count.value] if r.state == 0 and r.workspace_size == 0), None)
 
     def run(self, handles: _Handles, a_ptr: int, b_ptr: int, c_ptr: int, alpha: float, beta: float,
             stream: int) -> None:
@@ -457,6 +462,7 @@ class LtDgemm:
 
 
 _NOT_SUPPORTED = 15
+_HEURISTIC_WORKSPACE, _HEURISTIC_ANSWERS = 32 << 20, 8
 # made once: cuBLAS only reads them
 _ONE, _ZERO = ctypes.pointer(ctypes.c_double(1.0)), ctypes.pointer(ctypes.c_double(0.0))
 _NO_WORKSPACE = ctypes.c_size_t(0)

@@ -12,8 +12,9 @@ work. This measures, for the candidates below:
   3. whether each candidate's bits equal `cublasDgemm_v2`'s.
 Candidates: CuPy `a @ b`; ctypes `cublasDgemm_v2`; ctypes `cublasLtMatmul` with the first
 heuristic algorithm allowed no workspace, and allowed a 32 MiB one.
-    python scripts/native_lt_probe.py"""
+    python scripts/native_lt_probe.py [--shapes 4096 ...] [--reps 30]"""
 
+import argparse
 import ctypes
 import statistics
 import time
@@ -22,6 +23,7 @@ import cupy as cp
 from cuda import pathfinder
 
 from ozaki_cutlass import _cublas, _cuda
+from ozaki_cutlass.bench import parse_shape
 
 CUDA_R_64F, COMPUTE_64F = 1, 70
 DESC_TRANSA, DESC_TRANSB = 3, 4
@@ -96,6 +98,12 @@ def per_call_us(fn, calls):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", type=parse_shape, nargs="+",
+                    default=[(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (16384, 16384, 1024),
+                             (65536, 1024, 4096), (512, 512, 512), (4096, 4096, 256)])
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
     _cuda.ensure_context(0)
     handle = P()
     ok(lt.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
@@ -123,9 +131,11 @@ def main():
                 return c
             return run
 
+        same = bytes(lt0.result.algo) == bytes(lt32.result.algo)
         return [("cupy a @ b", lambda a, b: a @ b), ("ctypes cublasDgemm_v2 + cupy.empty", dgemm),
                 (f"Lt, no workspace (algo ws {lt0.result.workspace}) + cupy.empty", with_plan(lt0)),
-                (f"Lt, 32 MiB allowed (algo ws {lt32.result.workspace}) + cupy.empty", with_plan(lt32))]
+                (f"Lt, 32 MiB allowed (algo ws {lt32.result.workspace}, the same algo as with none: {same}) "
+                 "+ cupy.empty", with_plan(lt32))]
 
     n = 64
     a, b = cp.random.rand(n, n) - 0.5, cp.random.rand(n, n) - 0.5
@@ -135,17 +145,16 @@ def main():
     print(f"  {per_call_us(lambda: cp.empty((n, n)), 5000):7.2f} us  cupy.empty alone")
 
     timer = _cuda.EventTimer(0)
-    print("\nevents around each call (bench's metric), 5 warm-up rounds, median of 30, in alternation; "
+    print(f"\nevents around each call (bench's metric), 5 warm-up rounds, median of {args.reps}, in alternation; "
           "ratio = cupy time / candidate time; bits vs cublasDgemm_v2")
-    for m, n, k in [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (16384, 16384, 1024),
-                    (65536, 1024, 4096), (512, 512, 512), (4096, 4096, 256)]:
+    for m, n, k in args.shapes:
         rs = cp.random.default_rng(m + n + k)
         a = (rs.random((m, k)) - 0.5) * cp.exp(rs.standard_normal((m, k)))
         b = (rs.random((k, n)) - 0.5) * cp.exp(rs.standard_normal((k, n)))
         cands = candidates(m, n, k)
         times = [[] for _ in cands]
         outs = [None] * len(cands)
-        for rep in range(35):
+        for rep in range(5 + args.reps):
             for i, (_, fn) in enumerate(cands):
                 timer.start()
                 outs[i] = fn(a, b)

@@ -117,9 +117,9 @@ class FakeLt:
     """Records what LtDgemm asks of libcublasLt; ``offer``: whether the heuristic has an
     algorithm; ``status``: what cublasLtMatmul returns."""
 
-    def __init__(self, offer=True, status=0):
-        self.offer, self.status = offer, status
-        self.alignments, self.matmuls, self.layouts = [], [], []
+    def __init__(self, offer=True, status=0, workspace_only=False):
+        self.offer, self.status, self.workspace_only = offer, status, workspace_only
+        self.alignments, self.matmuls, self.layouts, self.workspace_allowed = [], [], [], []
 
     def __getattr__(self, name):
         return lambda *args: 0      # create, destroy, set attribute
@@ -131,14 +131,22 @@ class FakeLt:
     def cublasLtMatmulPreferenceSetAttribute(self, pref, attr, ref, size):
         if attr == 5:               # the minimum alignment of A
             self.alignments.append(ref._obj.value)
+        if attr == 1:               # the workspace the heuristic may assume
+            self.workspace = ref._obj.value
         return 0
 
     def cublasLtMatmulAlgoGetHeuristic(self, *args):
-        result, count = args[-2]._obj, args[-1]._obj
+        requested, results, count = args[-3], args[-2], args[-1]._obj
+        self.workspace_allowed.append(self.workspace)
         if not self.offer:
             return 15               # CUBLAS_STATUS_NOT_SUPPORTED
-        result.algo.data[0] = 1000 + self.alignments[-1]
-        count.value = 1
+        # first an algorithm that needs a workspace (never to be taken), then two that do not
+        answers = [(2000, 1 << 20), (1000 + self.alignments[-1], 0), (3000, 0)][:requested]
+        if self.workspace_only:
+            answers = answers[:1]
+        for r, (tag, workspace) in zip(results, answers):
+            r.algo.data[0], r.workspace_size, r.state = tag, workspace, 0
+        count.value = len(answers)
         return 0
 
     def matmul(self, handle, desc, alpha, a, la, b, lb, beta, c, lc, d, ld, algo, ws, ws_size, stream):
@@ -173,13 +181,15 @@ def test_layouts_follow_the_plan():
     assert lt.layouts == [(a_rows, a_cols, PLAN.lda), (b_rows, b_cols, PLAN.ldb), (m, n, PLAN.ldc)]
 
 
-def test_one_heuristic_per_alignment_no_workspace():
+def test_one_heuristic_per_alignment_the_first_algorithm_needing_no_workspace():
     lt = FakeLt()
     gemm, handles = make(PLAN, lt), FakeHandles(lt)
     # ld 4 and 8 elements: 32 bytes is the most the leading dimensions allow
     for a, b, c in [(0, 256, 512), (4096, 8192, 0), (32, 0, 0), (8, 0, 0), (16, 0, 0), (40, 0, 0)]:
         gemm.run(handles, a, b, c, 2.0, 0.5, 123)
     assert lt.alignments == [32, 8, 16]          # 32 chosen once, then 8, then 16; 40 -> 8 again
+    assert lt.workspace_allowed == [32 << 20] * 3
+    # never the answer needing a workspace (2000), the first that needs none
     assert [call[6] for call in lt.matmuls] == [1032, 1032, 1032, 1008, 1016, 1008]
     assert all(call[4:6] == (2.0, 0.5) and call[7:] == (0, 123) for call in lt.matmuls)
     assert lt.matmuls[0][:4] == (0, 256, 512, 512)   # D is C
@@ -193,8 +203,8 @@ def test_the_leading_dimension_caps_the_alignment():
     assert lt.alignments == [256]
 
 
-def test_no_algorithm_falls_back_to_cublas_dgemm(monkeypatch):
-    lt = FakeLt(offer=False)
+@pytest.mark.parametrize("lt", [FakeLt(offer=False), FakeLt(workspace_only=True)], ids=["none", "workspace only"])
+def test_no_algorithm_falls_back_to_cublas_dgemm(monkeypatch, lt):
     calls = []
     monkeypatch.setattr(_cublas, "_blas_dgemm", lambda *args: calls.append(args[2:]))
     gemm = make(PLAN, lt)
