@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from . import _cuda
+from . import _cuda, pipeline
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +147,6 @@ def _missing_tools(command: str, plot: bool) -> str | None:
 
 
 def _call_gemm(a, b, timings, **kwargs):
-    from . import pipeline
-
     return pipeline.gemm(a, b, timings=timings, **kwargs)
 
 
@@ -272,7 +270,6 @@ def bench_main(args) -> int:
         return 2
     import cupy as cp
 
-    from . import pipeline
     from .reference import resolve_moduli
 
     shapes = args.shapes or list(DEFAULT_SHAPES)
@@ -322,8 +319,9 @@ def bench_main(args) -> int:
             # where auto runs native DGEMM the two differ by a few microseconds of host time,
             # and 5 samples of a 10 ms call do not resolve that from the GPU's own spread
             auto_reps = max(args.reps, min(AUTO_REPS_MAX, int(AUTO_BUDGET_MS / nat_ms)))
+            # the call exactly as a user makes it (no harness frame: it would be charged to auto)
             (auto_t, native_t), (auto_out, native_out) = _cuda.event_times(
-                [functools.partial(_call_gemm, xa, xb, None, mode=args.mode),
+                [functools.partial(pipeline.gemm, xa, xb, mode=args.mode),
                  functools.partial(operator.matmul, xa, xb)], args.warmup, auto_reps)
             auto_ms, native_ms = statistics.median(auto_t), statistics.median(native_t)
             t = {}
