@@ -444,8 +444,11 @@ def _cupy_lane(cupy, a, b, alpha, mode):
 
 def _torch_lane(torch, a, b, alpha, mode):
     device = a.device
-    key = (a.shape, a.stride(), a.dtype, device.index, b.shape, b.stride(), b.dtype, b.device.index, mode,
-           device.type, b.device.type)
+    try:
+        key = (a.shape, a.stride(), a.dtype, device.index, b.shape, b.stride(), b.dtype, b.device.index, mode,
+               device.type, b.device.type)
+    except RuntimeError:  # a tensor without strides (sparse): the general path says what is wrong
+        return None
     lane = _FAST_LANES.get(key, False)
     if lane is False:
         lane = _new_lane(key, 8, key[2] is key[6] is torch.float64 and key[9] == key[10] == "cuda")
