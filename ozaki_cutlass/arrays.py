@@ -91,8 +91,14 @@ def describe_input(x, name: str) -> Matrix | np.ndarray:
             raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
         _check_dtype(x.dtype, name)
         return x
-    if kind == "torch" and not x.is_cuda:
-        raise ValueError(f"{name} is a PyTorch tensor on {x.device}; pass a CUDA tensor or a NumPy array")
+    if kind == "torch":
+        import torch
+
+        if x.layout is not torch.strided:
+            raise TypeError(f"{name} is a PyTorch tensor with layout {x.layout}; pass a dense (strided) "
+                            f"tensor, e.g. {name}.to_dense()")
+        if not x.is_cuda:
+            raise ValueError(f"{name} is a PyTorch tensor on {x.device}; pass a CUDA tensor or a NumPy array")
     if kind in ("cupy", "torch", "cai"):
         return _from_cai(x, name, kind)
     if kind == "dlpack":

@@ -177,6 +177,11 @@ def test_torch_tensors(rng):
     assert same_bits(got_t.cpu().numpy(), want)
     with pytest.raises(ValueError, match="PyTorch tensor on cpu"):
         ozaki_cutlass.gemm(torch.from_numpy(a), tb)
+    for policy in ("auto", "native", "emulate"):   # sparse: refused by name, also past the native fast lane
+        with pytest.raises(TypeError, match=r"b is a PyTorch tensor with layout torch.sparse_coo.*to_dense"):
+            ozaki_cutlass.gemm(ta, tb.to_sparse(), policy=policy)
+        with pytest.raises(TypeError, match=r"a is a PyTorch tensor with layout torch.sparse_csr"):
+            ozaki_cutlass.gemm(ta.to_sparse_csr(), tb, policy=policy)
     with pytest.raises(ValueError, match="all be NumPy arrays or all be GPU arrays"):
         ozaki_cutlass.gemm(a, tb)
 
