@@ -422,7 +422,12 @@ def _framework_lane(kind: type):
         import torch
 
         if issubclass(kind, torch.Tensor):
-            return functools.partial(_torch_lane, torch)
+            # PyTorch's own matmul reads the current device and stream through these (C++,
+            # no Python objects made); the public calls cost the lane microseconds
+            current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+            current_stream = getattr(torch._C, "_cuda_getCurrentRawStream",
+                                     lambda i: torch.cuda.current_stream(i).cuda_stream)
+            return functools.partial(_torch_lane, current_device, current_stream)
     return lambda a, b, alpha, mode: None
 
 
@@ -442,29 +447,28 @@ def _cupy_lane(cupy, a, b, alpha, mode):
     return out
 
 
-def _torch_lane(torch, a, b, alpha, mode):
-    device = a.device
-    try:
-        key = (a.shape, a.stride(), a.dtype, device.index, b.shape, b.stride(), b.dtype, b.device.index, mode,
-               device.type, b.device.type)
+def _torch_lane(current_device, current_stream, a, b, alpha, mode):
+    try:  # get_device(): the CUDA ordinal, -1 on the CPU
+        key = (a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device(), mode)
     except RuntimeError:  # a tensor without strides (sparse): the general path says what is wrong
         return None
     lane = _FAST_LANES.get(key, False)
     if lane is False:
-        lane = _new_lane(key, 8, key[2] is key[6] is torch.float64 and key[9] == key[10] == "cuda")
-    if lane is None or torch.cuda.current_device() != key[3]:
+        import torch
+
+        lane = _new_lane(key, 8, key[2] is key[6] is torch.float64 and key[3] >= 0)
+    if lane is None or current_device() != key[3]:
         return None
-    out = torch.empty(lane.shape, dtype=torch.float64, device=device)
+    out = a.new_empty(lane.shape)  # a's dtype (float64) and GPU
     pa, pb = (b.data_ptr(), a.data_ptr()) if lane.swap else (a.data_ptr(), b.data_ptr())
-    lane.lt.run(_cublas.handles(lane.context), pa, pb, out.data_ptr(), alpha, 0.0,
-                torch.cuda.current_stream(device).cuda_stream)
+    lane.lt.run(_cublas.handles(lane.context), pa, pb, out.data_ptr(), alpha, 0.0, current_stream(key[3]))
     return out
 
 
 def _new_lane(key: tuple, stride_unit: int, float64: bool):
     """The lane of a framework's ``key`` (shape, strides in units of ``stride_unit`` bytes,
-    dtype and GPU of a, the same of b, mode, ...), stored, or None: these arrays take the
-    general path. Nothing is stored while the general path has not yet decided the shape
+    dtype and GPU of a, the same of b, mode), stored, or None: these arrays take the
+    general path (``float64``: both are float64 arrays on a GPU). Nothing is stored while the general path has not yet decided the shape
     under the tuning table in force. A stored lane holds until dispatch.forget_tables()
     (which a process that changes OZAKI_TUNING_TABLE or rewrites its table calls): reading
     the setting on every call would cost the lane a tenth of its time."""

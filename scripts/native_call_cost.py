@@ -8,7 +8,8 @@ matmul, or `ozaki_cutlass.gemm` loses to `a @ b` on small shapes. This prints
      out), the fast lane and its pieces next to `a @ b`;
   2. the bench's metric at the small benchmark shapes: CUDA events around each call, the
      two calls in alternation, median: `ozaki_cutlass.gemm(a, b)` against `a @ b`.
-    python scripts/native_call_cost.py [--calls 7000]"""
+  3. with --torch, item 2 on PyTorch tensors against PyTorch's `a @ b`.
+    python scripts/native_call_cost.py [--calls 7000] [--torch]"""
 
 import argparse
 import ctypes
@@ -113,13 +114,39 @@ def event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
               f"; bits equal to a @ b: {same}", flush=True)
 
 
+def torch_event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
+    """The same against PyTorch's own `a @ b` (torch.matmul), on PyTorch CUDA tensors."""
+    import torch
+
+    print(f"\nPyTorch: CUDA events around each call, the two in alternation, {warmup} warm-up rounds, median of "
+          f"{reps}; ratio = torch a @ b time / gemm time")
+    for n in shapes:
+        g = torch.Generator(device="cuda").manual_seed(n)
+        a, b = (((torch.rand((n, n), generator=g, device="cuda", dtype=torch.float64) - 0.5)
+                 * torch.exp(torch.randn((n, n), generator=g, device="cuda", dtype=torch.float64)))
+                for _ in range(2))
+        ozaki_cutlass.gemm(a, b)  # decides; the next call makes the lane
+        ozaki_cutlass.gemm(a, b)
+        if pipeline._native_fast_lane(a, b, 1.0, "accurate") is None:
+            raise SystemExit(f"no fast lane for {n}^3 on PyTorch tensors")
+        (ours, theirs), (got, want) = _cuda.event_times([lambda: ozaki_cutlass.gemm(a, b), lambda: a @ b],
+                                                        warmup, reps)
+        same = bool(torch.equal(got.view(torch.int64), want.view(torch.int64)))
+        t_ours, t_theirs = statistics.median(ours), statistics.median(theirs)
+        print(f"  {n}^3: gemm {1e3 * t_ours:8.1f} us, a @ b {1e3 * t_theirs:8.1f} us, ratio {t_theirs / t_ours:5.3f}"
+              f"; bits equal to a @ b: {same}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=7000)
+    ap.add_argument("--torch", action="store_true", help="also against torch.matmul on PyTorch tensors")
     args = ap.parse_args()
     _cuda.ensure_context(0)
     host_costs(64, args.calls)
     event_ratios([256, 512, 1024, 2048])
+    if args.torch:
+        torch_event_ratios([256, 512, 1024, 2048])
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def test_empty_problems_take_the_general_path(lanes, shape):
 
 def test_torch_strides_are_elements(lanes):
     decide(6, 5, 4, True)
-    k = ((6, 4), (4, 1), "float64", 0, (4, 5), (5, 1), "float64", 0, "accurate", "cuda", "cuda")
+    k = ((6, 4), (4, 1), "float64", 0, (4, 5), (5, 1), "float64", 0, "accurate")
     lane = lanes._new_lane(k, 8, True)
     assert lane is not None and lane.lt[0].ldb == 4 and lane.lt[0].lda == 5
 
