@@ -146,13 +146,9 @@ def _missing_tools(command: str, plot: bool) -> str | None:
     return None
 
 
-def _call_gemm(a, b, timings, **kwargs):
-    return pipeline.gemm(a, b, timings=timings, **kwargs)
-
-
 def _discarding(a, b, **kwargs) -> None:
     """One gemm call whose result is dropped (so timed rounds do not keep every output)."""
-    _call_gemm(a, b, None, **kwargs)
+    pipeline.gemm(a, b, **kwargs)
 
 
 def _time_alternately(first, second, warmup: int, reps: int) -> tuple[float, float]:
@@ -296,7 +292,7 @@ def bench_main(args) -> int:
         # the emulated paths timed in alternation (one call of each per round), so that
         # clock and thermal drift over the row cannot favour one of them; then three more
         # calls of each collect the per-phase times (those synchronize, not the timed ones)
-        calls = [functools.partial(_call_gemm, xa, xb, None, moduli=moduli, mode=args.mode, path=path)
+        calls = [functools.partial(pipeline.gemm, xa, xb, moduli=moduli, mode=args.mode, path=path)
                  for path in args.paths]
         times, lasts = _cuda.event_times(calls, args.warmup, args.reps)
         outs = dict(zip(args.paths, lasts))
@@ -304,7 +300,7 @@ def bench_main(args) -> int:
             phases = []
             for _ in range(3):
                 phases.append({})
-                _call_gemm(xa, xb, phases[-1], moduli=moduli, mode=args.mode, path=path)
+                pipeline.gemm(xa, xb, timings=phases[-1], moduli=moduli, mode=args.mode, path=path)
             ms = statistics.median(t)
             med = {p: statistics.median(ph[p] for ph in phases) for p in pipeline.PHASES}
             row[path] = {"kernel": phases[-1]["kernel"], "ms": ms,
@@ -312,20 +308,18 @@ def bench_main(args) -> int:
                          "error": sample_error(cp.asnumpy(outs[path][sample]), ref)}
         if args.auto:
             # ozaki_cutlass.gemm with its defaults (policy "auto", moduli unset): native DGEMM
-            # where it is measured or predicted faster, else the emulation
-            # timed alternately with native DGEMM (A/B): clock drift over the row (the
-            # emulated runs before heat the GPU) cannot favour either side
-            # more rounds than the paths get (up to 200, about half a second of native time):
-            # where auto runs native DGEMM the two differ by a few microseconds of host time,
-            # and 5 samples of a 10 ms call do not resolve that from the GPU's own spread
+            # where it is measured or predicted faster, else the emulation; called exactly as
+            # a user calls it, timed alternately with native DGEMM (A/B: clock drift over the
+            # row cannot favour either side), and for more rounds than the paths get (up to
+            # 200, about half a second of native time): where auto runs native DGEMM the two
+            # differ by microseconds of host time, which 5 samples do not resolve
             auto_reps = max(args.reps, min(AUTO_REPS_MAX, int(AUTO_BUDGET_MS / nat_ms)))
-            # the call exactly as a user makes it (no harness frame: it would be charged to auto)
             (auto_t, native_t), (auto_out, native_out) = _cuda.event_times(
                 [functools.partial(pipeline.gemm, xa, xb, mode=args.mode),
                  functools.partial(operator.matmul, xa, xb)], args.warmup, auto_reps)
             auto_ms, native_ms = statistics.median(auto_t), statistics.median(native_t)
             t = {}
-            _call_gemm(xa, xb, t, mode=args.mode)
+            pipeline.gemm(xa, xb, timings=t, mode=args.mode)
             row["auto"] = {"ms": auto_ms, "tflops": flops / auto_ms / 1e9, "native_ms": native_ms, "reps": auto_reps,
                            "ratio": native_ms / auto_ms, "chose": t["path"],
                            "why": t.get("policy", "emulation faster"),
@@ -496,7 +490,7 @@ def tune_main(args) -> int:
         _, best = min(timings, key=lambda t: t[0])
         # the winner against native DGEMM, timed in alternation (no drift between them)
         best_ms, native_ms = _time_alternately(
-            functools.partial(_call_gemm, xa, xb, None, moduli=moduli, kernel=best.variant, path=best.path),
+            functools.partial(pipeline.gemm, xa, xb, moduli=moduli, kernel=best.variant, path=best.path),
             functools.partial(operator.matmul, xa, xb), args.warmup, args.reps)
         report.append((label, f"{best.describe()} again, alternating with native", best_ms))
         report.append((label, "native DGEMM (cuBLAS via CuPy), alternating", native_ms))

@@ -468,16 +468,17 @@ def _torch_lane(current_device, current_stream, a, b, alpha, mode):
 def _new_lane(key: tuple, stride_unit: int, float64: bool):
     """The lane of a framework's ``key`` (shape, strides in units of ``stride_unit`` bytes,
     dtype and GPU of a, the same of b, mode), stored, or None: these arrays take the
-    general path (``float64``: both are float64 arrays on a GPU). Nothing is stored while the general path has not yet decided the shape
-    under the tuning table in force. A stored lane holds until dispatch.forget_tables()
-    (which a process that changes OZAKI_TUNING_TABLE or rewrites its table calls): reading
-    the setting on every call would cost the lane a tenth of its time."""
+    general path (``float64``: both are float64 arrays on a GPU). Nothing is stored while
+    the general path has not yet decided the shape under the tuning table in force. A
+    stored lane holds until dispatch.forget_tables() (which a process that changes
+    OZAKI_TUNING_TABLE or rewrites its table calls): reading the setting on every call
+    would cost the lane a tenth of its time."""
     (a_shape, a_strides, _, device, b_shape, b_strides, _, b_device, mode) = key[:9]
     table = environment.setting("OZAKI_TUNING_TABLE")
     lane = None
     strides = [s * stride_unit for s in a_strides + b_strides]
-    if (float64 and len(a_shape) == len(b_shape) == 2 and device == b_device and device is not None
-            and a_shape[1] == b_shape[0] and all(s % 8 == 0 for s in strides)):
+    if (float64 and len(a_shape) == len(b_shape) == 2 and device == b_device and a_shape[1] == b_shape[0]
+            and all(s % 8 == 0 for s in strides)):
         (m, k), n = a_shape, b_shape[1]
         decided = _FAST_DECISIONS.get((m, n, k, mode, device, table))
         if decided is None:

@@ -24,21 +24,10 @@ from ozaki_cutlass import _cublas, _cuda, pipeline
 from ozaki_cutlass.generator import environment
 
 
-def per_call_us(fn, calls: int) -> float:
-    for _ in range(100):
-        fn()
-    cp.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    cp.cuda.Device().synchronize()
-    return 1e6 * (time.perf_counter() - t0) / calls
-
-
-def enqueue_us(fn, calls: int = 300) -> float:
-    """Host time per call to enqueue ``calls`` calls back to back (launch queue not full;
-    the GPU drained before and after, not counted)."""
-    for _ in range(20):
+def _host_times(fn, warmup: int, calls: int) -> tuple[float, float]:
+    """Microseconds per call of ``calls`` calls back to back after ``warmup`` (the GPU
+    drained first): until the last is enqueued, and until the GPU has finished them."""
+    for _ in range(warmup):
         fn()
     cp.cuda.Device().synchronize()
     t0 = time.perf_counter()
@@ -46,7 +35,18 @@ def enqueue_us(fn, calls: int = 300) -> float:
         fn()
     t1 = time.perf_counter()
     cp.cuda.Device().synchronize()
-    return 1e6 * (t1 - t0) / calls
+    t2 = time.perf_counter()
+    return 1e6 * (t1 - t0) / calls, 1e6 * (t2 - t0) / calls
+
+
+def per_call_us(fn, calls: int) -> float:
+    """Wall clock per call, the GPU's time included where it is longer than the host's."""
+    return _host_times(fn, 100, calls)[1]
+
+
+def enqueue_us(fn, calls: int = 300) -> float:
+    """Host time per call to enqueue a burst short enough not to fill the launch queue."""
+    return _host_times(fn, 20, calls)[0]
 
 
 def lane_of(a, b):

@@ -17,11 +17,11 @@ heuristic algorithm allowed no workspace, and allowed a 32 MiB one.
 import argparse
 import ctypes
 import statistics
-import time
 
 import cupy as cp
 from cuda import pathfinder
 
+from native_call_cost import per_call_us  # scripts/, next to this one
 from ozaki_cutlass import _cublas, _cuda
 from ozaki_cutlass.bench import parse_shape
 
@@ -84,17 +84,6 @@ class LtPlan:
         ok(lt.cublasLtMatmul(self.handle, self.desc, ctypes.byref(self.one), b_ptr, self.la, a_ptr, self.lb,
                              ctypes.byref(self.zero), c_ptr, self.lc, c_ptr, self.lc, self.algo, self.ws_ptr,
                              self.result.workspace, stream), "cublasLtMatmul")
-
-
-def per_call_us(fn, calls):
-    for _ in range(100):
-        fn()
-    cp.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    cp.cuda.Device().synchronize()
-    return 1e6 * (time.perf_counter() - t0) / calls
 
 
 def main():
