@@ -250,6 +250,31 @@ def test_native_policy_layouts_and_beta(rng):
         ozaki_cutlass.gemm(da, db, policy="fastest")
 
 
+def test_native_nan_inf_pattern(rng):
+    """Native DGEMM under auto (the general path's first call, then the fast lane): the
+    NaN/Inf pattern of float64 @, and the same bits on both calls."""
+    from ozaki_cutlass import pipeline
+
+    cp = pytest.importorskip("cupy")
+    a, b = _problem(rng, 40, 36, 48, 1.0)
+    a[1, 3], a[2, 0], a[3, 5], a[3, 6] = np.nan, np.inf, -np.inf, np.inf
+    b[0, 4], b[8, 8], b[7, 2] = -np.inf, np.nan, 0.0
+    da, db = cp.asarray(a), cp.asarray(b)
+    t = {}
+    first = ozaki_cutlass.gemm(da, db, timings=t)
+    assert t["path"] == "native", t
+    with pytest.MonkeyPatch.context() as mp:  # the second call must take the fast lane
+        mp.setattr(pipeline, "describe_input", lambda *args: pytest.fail("the general path ran"))
+        fast = ozaki_cutlass.gemm(da, db)
+    with np.errstate(invalid="ignore"):
+        expect = a @ b
+    for got in (cp.asnumpy(first), cp.asnumpy(fast)):
+        assert np.array_equal(np.isnan(got), np.isnan(expect))
+        assert np.array_equal(np.isposinf(got), np.isposinf(expect))
+        assert np.array_equal(np.isneginf(got), np.isneginf(expect))
+    assert same_bits(cp.asnumpy(first), cp.asnumpy(fast))
+
+
 def test_native_fast_lane_same_result_as_the_general_path(rng):
     """The second auto call of a shape decided native skips the general path: same bits
     as the general native call, for CuPy and PyTorch, and transposed-view operands."""
