@@ -1,4 +1,5 @@
-"""Every environment variable ozaki-cutlass reads, read here and nowhere else.
+"""Every environment variable the generator reads (the build's settings), read here and
+nowhere else. The runtime's own settings are read by ``ozaki_cutlass.config``.
 
 | variable          | meaning                                                        |
 | ----------------- | -------------------------------------------------------------- |
@@ -7,8 +8,6 @@
 | `CUTLASS_PATH`    | a CUTLASS source tree (holding `include/`) instead of the wheel |
 | `OZAKI_CACHE_DIR` | where artifacts are built and looked up                        |
 | `OZAKI_BUILD_JOBS`| how many nvcc processes run at once                            |
-| `OZAKI_TUNING_TABLE` | a tuning table (JSON) for the dispatcher instead of the packaged one |
-| `OZAKI_OVERLAP`   | `0`: build A's and B's operands on one stream, not two (for measuring) |
 | `XDG_CACHE_HOME`  | the user cache dir (default `~/.cache`) when installed         |
 
 Values are read when asked for, never at import; an empty value counts as unset.
@@ -27,8 +26,6 @@ __all__ = [
     "cutlass_path",
     "cache_dir",
     "build_jobs",
-    "tuning_table",
-    "overlap",
     "user_cache_dir",
     "default_out_dir",
 ]
@@ -72,16 +69,6 @@ def cutlass_path() -> Path | None:
 def cache_dir() -> Path | None:
     """`OZAKI_CACHE_DIR`: the artifact directory."""
     return _path("OZAKI_CACHE_DIR")
-
-
-def tuning_table() -> Path | None:
-    """`OZAKI_TUNING_TABLE`: the dispatcher's table, instead of the packaged default."""
-    return _path("OZAKI_TUNING_TABLE")
-
-
-def overlap() -> bool:
-    """`OZAKI_OVERLAP`: anything but `0` (or unset) builds A's and B's operands on two streams."""
-    return _get("OZAKI_OVERLAP") != "0"
 
 
 def build_jobs() -> int | None:

@@ -4,16 +4,51 @@
     ozaki_cutlass.prepare(a, side="left")     an operand quantized once, for many gemm calls
     ozaki_cutlass.reference.gemm(a, b, ...)   the NumPy reference: the same bits on the CPU
 
-Importing does no work: the CUDA driver is touched on the first GPU call.
+Importing does no work: the public names are loaded on first use (so that importing
+``ozaki_cutlass.generator`` loads no runtime module), and the CUDA driver is touched on
+the first GPU call.
+
+The layout, by concern: ``api`` (gemm) and ``call`` (a call validated once), ``options``
+and ``config`` (settings), ``reference`` and ``numerics`` (the arithmetic, on the CPU),
+``device`` (CUDA driver, arrays, cuBLAS), ``kernels`` (the generated libraries),
+``operands`` (one operand's stages, ``prepare``), ``paths`` (staged, fused, prologue,
+native), ``dispatch`` (which kernel, which table, native or not), ``tools`` (the CLI,
+bench, tune, demo); ``generator`` renders and builds the kernels.
 """
 
-from . import reference
-from ._cuda import CudaError, NoGpuError
-from .kernels import KernelError, UnsupportedProblem
-from .pipeline import gemm
-from .prepared import Prepared, prepare
-from .reference import DEFAULT_MODULI
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> the module that owns it
+_PUBLIC = {
+    "gemm": "ozaki_cutlass.api",
+    "prepare": "ozaki_cutlass.operands.prepared",
+    "Prepared": "ozaki_cutlass.operands.prepared",
+    "DEFAULT_MODULI": "ozaki_cutlass.options",
+    "CudaError": "ozaki_cutlass.device.driver",
+    "NoGpuError": "ozaki_cutlass.device.driver",
+    "KernelError": "ozaki_cutlass.kernels.library",
+    "UnsupportedProblem": "ozaki_cutlass.kernels.library",
+}
+_SUBMODULES = ("reference", "dispatch")
 
 __all__ = ["gemm", "prepare", "Prepared", "reference", "DEFAULT_MODULI", "CudaError", "NoGpuError", "KernelError",
            "UnsupportedProblem"]
-__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -27,18 +27,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from .numerics import (
-    COARSE_BITS,
-    K_CHUNK,
-    CRTConstants,
-    crt_constants,
-    validate_moduli_count,
-)
+from .numerics.moduli import COARSE_BITS, K_CHUNK, CRTConstants, crt_constants
+from .options import DEFAULT_MODULI, MODES, as_scalar, resolve_moduli, validate_mode
 
-#: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
-#: gives a normwise error no larger than float64 ``@`` (docs/accuracy.md measures it).
-DEFAULT_MODULI = 15
-MODES = ("fast", "accurate")
+__all__ = ["DEFAULT_MODULI", "MODES", "gemm", "choose_scaling", "Scaling", "split_nonfinite", "exponents",
+           "fast_shifts", "fast_bound_bits", "coarse_magnitudes", "coarse_bound", "accurate_shifts",
+           "scale_to_integers", "residues", "modular_products", "crt_reconstruct", "unscale"]
+
 #: Sentinel slack for (i, j) pairs the coarse bound does not constrain (G_ij = 0).
 _NO_CONSTRAINT = 1 << 30
 
@@ -53,24 +48,6 @@ def _as_matrix(x, name: str) -> np.ndarray:
     if x.dtype.kind != "f":
         raise TypeError(f"{name} must have a floating dtype (float64 preferred), got {x.dtype}")
     return np.asarray(x, dtype=np.float64)
-
-
-def _as_scalar(x, name: str) -> float:
-    if type(x) is float:  # the common case, first: gemm's native lane counts microseconds
-        return x
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
-    return float(x)
-
-
-def validate_mode(mode: object) -> str:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    return mode  # type: ignore[return-value]
-
-
-def resolve_moduli(moduli: object) -> int:
-    return DEFAULT_MODULI if moduli is None else validate_moduli_count(moduli)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -328,8 +305,8 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
     """
     a = _as_matrix(a, "a")
     b = _as_matrix(b, "b")
-    alpha = _as_scalar(alpha, "alpha")
-    beta = _as_scalar(beta, "beta")
+    alpha = as_scalar(alpha, "alpha")
+    beta = as_scalar(beta, "beta")
     count = resolve_moduli(moduli)
     mode = validate_mode(mode)
     a = a.T if trans_a else a

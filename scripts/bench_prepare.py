@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import cupy as cp
 
 import ozaki_cutlass
-from ozaki_cutlass._cuda import event_times
+from ozaki_cutlass.device.driver import event_times
 
 
 def timed(fn, warmup=2, reps=5):

@@ -17,9 +17,9 @@ from datetime import datetime, timezone
 
 import cupy as cp
 
-from ozaki_cutlass import _cuda
+from ozaki_cutlass.device import driver
 from ozaki_cutlass.bench import _call_gemm, _time_gemm
-from ozaki_cutlass.reference import resolve_moduli
+from ozaki_cutlass.options import resolve_moduli
 
 
 def _inputs(n, phi, seed):
@@ -49,7 +49,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the results here as JSON")
     args = p.parse_args()
-    _cuda.ensure_context()
+    driver.ensure_context()
     moduli = resolve_moduli(args.moduli)
     print(f"prologue prototype vs staged, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; "
           f"whole calls: median of {args.reps} after {args.warmup} warm-up; phases: median of {args.phase_reps}")
@@ -85,7 +85,7 @@ def main():
         del a, b, out_s, out_p
         cp.get_default_memory_pool().free_all_blocks()
     if args.json:
-        from ozaki_cutlass._device import compute_capability
+        from ozaki_cutlass.device.arch import compute_capability
 
         record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   "capability": compute_capability(), "command": "scripts/bench_prologue.py", "rows": rows}

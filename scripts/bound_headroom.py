@@ -13,8 +13,8 @@ import math
 import numpy as np
 
 from ozaki_cutlass import reference as R
-from ozaki_cutlass.accuracy import random_matrix
-from ozaki_cutlass.numerics import crt_constants
+from ozaki_cutlass.numerics.accuracy import random_matrix
+from ozaki_cutlass.numerics.moduli import crt_constants
 
 
 def main():

@@ -13,12 +13,12 @@ source "$(dirname "$0")/device_env.sh"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   nvcc --version | tail -2
   $PY -c "import numpy, cupy, torch, cuda.bindings; print('numpy', numpy.__version__, 'cupy', cupy.__version__, 'torch', torch.__version__, 'cuda.bindings', cuda.bindings.__version__)"
-  $PY -m ozaki_cutlass.cli list
+  $PY -m ozaki_cutlass list
 } 2>&1 | tee "$OUT/env.txt"
-OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_90a 2>&1 | tee -a "$OUT/env.txt"
-OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_80 2>&1 | tee -a "$OUT/env.txt"
+OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass build --arch sm_90a 2>&1 | tee -a "$OUT/env.txt"
+OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass build --arch sm_80 2>&1 | tee -a "$OUT/env.txt"
 timeout 300 $PY -m pytest tests/gpu -q -p no:cacheprovider -rfE --timeout 120 "$@" 2>&1 | tee "$OUT/gpu_tests.log"
-timeout 120 $PY -m ozaki_cutlass.cli demo 2>&1 | tee "$OUT/demo.log"
+timeout 120 $PY -m ozaki_cutlass demo 2>&1 | tee "$OUT/demo.log"
 [ -n "${SKIP_BENCH:-}" ] && exit 0
-[ -n "${SKIP_INT8:-}" ] || timeout 90 $PY -m ozaki_cutlass.cli bench-int8 --json "$OUT/int8.json" 2>&1
-timeout 300 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1
+[ -n "${SKIP_INT8:-}" ] || timeout 90 $PY -m ozaki_cutlass bench-int8 --json "$OUT/int8.json" 2>&1
+timeout 300 $PY -m ozaki_cutlass bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1

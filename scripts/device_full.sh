@@ -18,12 +18,12 @@ if [[ $PART == *1* ]]; then
   date -u +%FT%TZ
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   $PY -c "import numpy, cupy, cuda.bindings; print('numpy', numpy.__version__, 'cupy', cupy.__version__, 'cuda.bindings', cuda.bindings.__version__)"
-  OZAKI_BUILD_JOBS=16 $PY -m ozaki_cutlass.cli build --arch sm_90a
-  OZAKI_BUILD_JOBS=16 $PY -m ozaki_cutlass.cli build --arch sm_80
+  OZAKI_BUILD_JOBS=16 $PY -m ozaki_cutlass build --arch sm_90a
+  OZAKI_BUILD_JOBS=16 $PY -m ozaki_cutlass build --arch sm_80
   echo "== tests/gpu"
   timeout 300 $PY -m pytest tests/gpu -q -p no:cacheprovider -rfE --timeout 200 2>&1 | tail -25
   echo "== ozaki-cutlass demo"
-  timeout 60 $PY -m ozaki_cutlass.cli demo
+  timeout 60 $PY -m ozaki_cutlass demo
   echo "== python scripts/int8_ceiling.py"
   timeout 120 $PY scripts/int8_ceiling.py --json "$OUT/ceiling.json"
   date -u +%FT%TZ
@@ -36,18 +36,18 @@ if [[ $PART == *2* ]]; then
   date -u +%FT%TZ
   if [ -n "${SKIP_TUNE:-}" ]; then  # the shipped table (ozaki_cutlass/data/tuning.json)
     echo "== ozaki-cutlass bench (shipped tuning table)"
-    timeout 200 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
+    timeout 200 $PY -m ozaki_cutlass bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
   else
     # the built-in candidates and the shipped table's kernels (carried built, or built in part 1)
     echo "== ozaki-cutlass tune --sizes 1024 2048 4096 8192 16384 --shapes 16384x16384x1024 4096x4096x65536 65536x1024x4096"
-    timeout 200 $PY -m ozaki_cutlass.cli tune --sizes 1024 2048 4096 8192 16384 \
+    timeout 200 $PY -m ozaki_cutlass tune --sizes 1024 2048 4096 8192 16384 \
       --shapes 16384x16384x1024 4096x4096x65536 65536x1024x4096 --out "$OUT/tuning.json"
     echo "== OZAKI_TUNING_TABLE=tuning.json ozaki-cutlass bench"
-    OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 200 $PY -m ozaki_cutlass.cli bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
+    OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 200 $PY -m ozaki_cutlass bench --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
   fi
   # is 14 moduli's error at most native DGEMM's at the large sizes? (the issues' moduli rule)
   echo "== ozaki-cutlass bench --moduli 14 --shapes 8192 16384 --paths fused --no-auto"
-  timeout 60 $PY -m ozaki_cutlass.cli bench --moduli 14 --shapes 8192 16384 --paths fused --no-auto --json "$OUT/bench14.json"
+  timeout 60 $PY -m ozaki_cutlass bench --moduli 14 --shapes 8192 16384 --paths fused --no-auto --json "$OUT/bench14.json"
   echo "== python scripts/bench_prepare.py"
   timeout 60 $PY scripts/bench_prepare.py --json "$OUT/prepare.json"
   echo "== python scripts/profile_host.py"

@@ -14,17 +14,17 @@ RECT="16384x16384x1024 4096x4096x65536 65536x1024x4096"
 {
   date -u +%FT%TZ
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
-  OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass.cli build --arch sm_90a | tail -1
+  OZAKI_BUILD_JOBS=8 $PY -m ozaki_cutlass build --arch sm_90a | tail -1
   for g in $GLOBS; do
-    OZAKI_BUILD_JOBS=16 timeout 240 $PY -m ozaki_cutlass.cli build --arch sm_90a --variants "$g" | tail -1
+    OZAKI_BUILD_JOBS=16 timeout 240 $PY -m ozaki_cutlass build --arch sm_90a --variants "$g" | tail -1
   done
   echo "== ozaki-cutlass tune --sizes 1024 2048 4096 8192 16384 --shapes $RECT --variants $GLOBS"
-  timeout 170 $PY -m ozaki_cutlass.cli tune --sizes 1024 2048 4096 8192 16384 --shapes $RECT \
+  timeout 170 $PY -m ozaki_cutlass tune --sizes 1024 2048 4096 8192 16384 --shapes $RECT \
     --variants $GLOBS --out "$OUT/tuning.json"
   echo "== OZAKI_TUNING_TABLE=tuning.json ozaki-cutlass bench"
-  OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 150 $PY -m ozaki_cutlass.cli bench \
+  OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 150 $PY -m ozaki_cutlass bench \
     --json "$OUT/bench.json" --csv "$OUT/bench.csv" --plot "$OUT/bench.png"
   echo "== OZAKI_TUNING_TABLE=tuning.json ozaki-cutlass demo"
-  OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 60 $PY -m ozaki_cutlass.cli demo
+  OZAKI_TUNING_TABLE="$OUT/tuning.json" timeout 60 $PY -m ozaki_cutlass demo
 } > "$OUT/run.log" 2>&1
 tail -80 "$OUT/run.log"

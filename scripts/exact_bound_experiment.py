@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 from ozaki_cutlass import reference as R
-from ozaki_cutlass.accuracy import random_matrix, dd_product, normwise_error
-from ozaki_cutlass.numerics import crt_constants, BOUND_MARGIN_BITS
+from ozaki_cutlass.numerics.accuracy import random_matrix, dd_product, normwise_error
+from ozaki_cutlass.numerics.moduli import crt_constants, BOUND_MARGIN_BITS
 
 orig = R.choose_scaling
 

@@ -18,8 +18,8 @@ import sys
 import numpy as np
 
 from ozaki_cutlass import reference as R
-from ozaki_cutlass.accuracy import dd_product, normwise_error, random_matrix
-from ozaki_cutlass.numerics import crt_constants
+from ozaki_cutlass.numerics.accuracy import dd_product, normwise_error, random_matrix
+from ozaki_cutlass.numerics.moduli import crt_constants
 
 
 def fractional_scales(a, b, consts, frac_bits):

@@ -26,8 +26,9 @@ import time
 import cupy as cp
 import torch
 
-from ozaki_cutlass import _cuda, dispatch
-from ozaki_cutlass.kernels import load_int8_gemm
+from ozaki_cutlass import dispatch
+from ozaki_cutlass.device import driver
+from ozaki_cutlass.kernels.gemm import load_int8_gemm
 
 PLAIN = "i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1"
 DATASHEET_TOPS = 1979.0
@@ -55,7 +56,7 @@ def measure(n: int, count: int) -> dict:
               ws.data_ptr(), wsb)
 
     torch.cuda.synchronize()
-    times, _ = _cuda.event_times([cublas, ours], warmup=2, reps=5)
+    times, _ = driver.event_times([cublas, ours], warmup=2, reps=5)
     torch.cuda.synchronize()
     clocks = sustained(ours, times[1])
     same = all(bool(torch.equal(c_blas[g], c_ours[g])) for g in (0, count - 1))

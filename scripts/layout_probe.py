@@ -18,9 +18,10 @@ import statistics
 import cupy as cp
 
 import ozaki_cutlass
-from ozaki_cutlass import _cuda, dispatch
-from ozaki_cutlass.kernels import load_group_gemm, load_int8_gemm
-from ozaki_cutlass.numerics import crt_constants
+from ozaki_cutlass import dispatch
+from ozaki_cutlass.device import driver
+from ozaki_cutlass.kernels.gemm import load_group_gemm, load_int8_gemm
+from ozaki_cutlass.numerics.moduli import crt_constants
 
 PLAIN = "i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1"
 FUSED1 = "i8_sm90a_256x128x128_c1x2_coop_s0_pcrt_g1"
@@ -65,7 +66,7 @@ def gemm_only(n: int) -> dict:
                   x8.data.ptr + g * plane, n, plane, ws.data.ptr, wsb)
 
     names = ("plain_staged", "plain_concat", "fused_g1", "fused_g1_each")
-    times, _ = _cuda.event_times([staged, concat, fused1, fused1_each], warmup=2, reps=5)
+    times, _ = driver.event_times([staged, concat, fused1, fused1_each], warmup=2, reps=5)
     # the three give the same products: plain/concat equals plain/staged, fused-g1 its residues
     # (checked plane by plane, to keep the memory down at n = 16384)
     concat()

@@ -20,7 +20,7 @@ import cupy as cp
 import numpy as np
 
 import ozaki_cutlass
-from ozaki_cutlass import _cublas, _cuda, pipeline
+from ozaki_cutlass.device import cublas, driver, pipeline
 from ozaki_cutlass.generator import environment
 
 
@@ -106,7 +106,7 @@ def event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
         a = (rs.random((n, n)) - 0.5) * cp.exp(rs.standard_normal((n, n)))
         b = (rs.random((n, n)) - 0.5) * cp.exp(rs.standard_normal((n, n)))
         lane_of(a, b)
-        (ours, theirs), (got, want) = _cuda.event_times([lambda: ozaki_cutlass.gemm(a, b), lambda: a @ b],
+        (ours, theirs), (got, want) = driver.event_times([lambda: ozaki_cutlass.gemm(a, b), lambda: a @ b],
                                                         warmup, reps)
         same = bool(cp.array_equal(got.view(cp.int64), want.view(cp.int64)))
         t_ours, t_theirs = statistics.median(ours), statistics.median(theirs)
@@ -129,7 +129,7 @@ def torch_event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
         ozaki_cutlass.gemm(a, b)
         if pipeline._native_fast_lane(a, b, 1.0, "accurate") is None:
             raise SystemExit(f"no fast lane for {n}^3 on PyTorch tensors")
-        (ours, theirs), (got, want) = _cuda.event_times([lambda: ozaki_cutlass.gemm(a, b), lambda: a @ b],
+        (ours, theirs), (got, want) = driver.event_times([lambda: ozaki_cutlass.gemm(a, b), lambda: a @ b],
                                                         warmup, reps)
         same = bool(torch.equal(got.view(torch.int64), want.view(torch.int64)))
         t_ours, t_theirs = statistics.median(ours), statistics.median(theirs)
@@ -142,7 +142,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=7000)
     ap.add_argument("--torch", action="store_true", help="also against torch.matmul on PyTorch tensors")
     args = ap.parse_args()
-    _cuda.ensure_context(0)
+    driver.ensure_context(0)
     host_costs(64, args.calls)
     event_ratios([256, 512, 1024, 2048])
     if args.torch:

@@ -22,7 +22,7 @@ import cupy as cp
 from cuda import pathfinder
 
 from native_call_cost import per_call_us  # scripts/, next to this one
-from ozaki_cutlass import _cublas, _cuda
+from ozaki_cutlass.device import cublas, driver
 from ozaki_cutlass.bench import parse_shape
 
 CUDA_R_64F, COMPUTE_64F = 1, 70
@@ -93,7 +93,7 @@ def main():
                              (65536, 1024, 4096), (512, 512, 512), (4096, 4096, 256)])
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args()
-    _cuda.ensure_context(0)
+    driver.ensure_context(0)
     handle = P()
     ok(lt.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
     ws = cp.empty(32 << 20, dtype=cp.uint8)
@@ -133,7 +133,7 @@ def main():
         print(f"  {per_call_us(lambda: fn(a, b), 5000):7.2f} us  {label}", flush=True)
     print(f"  {per_call_us(lambda: cp.empty((n, n)), 5000):7.2f} us  cupy.empty alone")
 
-    timer = _cuda.EventTimer(0)
+    timer = driver.EventTimer(0)
     print(f"\nevents around each call (bench's metric), 5 warm-up rounds, median of {args.reps}, in alternation; "
           "ratio = cupy time / candidate time; bits vs cublasDgemm_v2")
     for m, n, k in args.shapes:

@@ -8,7 +8,7 @@ import cupy
 import numpy as np
 
 import ozaki_cutlass
-from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.numerics.accuracy import random_matrix
 
 n, path = int(sys.argv[1]), sys.argv[2]
 args = [x for x in sys.argv[3:] if not x.startswith("--")]

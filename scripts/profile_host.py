@@ -11,7 +11,7 @@ import time
 import cupy as cp
 
 import ozaki_cutlass
-from ozaki_cutlass._cuda import event_times
+from ozaki_cutlass.device.driver import event_times
 
 a, b = cp.random.rand(256, 256), cp.random.rand(256, 256)
 for policy, reps in (("native", 500), ("emulate", 100)):

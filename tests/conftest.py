@@ -3,9 +3,9 @@ import zlib
 import numpy as np
 import pytest
 
-from ozaki_cutlass import dispatch, pipeline
+from ozaki_cutlass import dispatch
 
-# What the package reads from the environment (generator/environment.py lists them all):
+# What the package reads from the environment (ozaki_cutlass/config.py lists them all):
 # settings that change what it chooses or computes, never taken from the developer's
 # environment, and where nvcc and the built kernels are, which CPU tests pass themselves
 # and GPU tests take as given (they build and load real kernels).
@@ -27,7 +27,7 @@ def pytest_unconfigure(config):
 
 
 def _gpu_capability():
-    from ozaki_cutlass._device import compute_capability
+    from ozaki_cutlass.device.arch import compute_capability
 
     return compute_capability()
 
@@ -60,4 +60,3 @@ def _package_defaults(request, monkeypatch):
     for name in SETTINGS + (() if gpu else TOOLCHAIN):
         monkeypatch.delenv(name, raising=False)
     dispatch.forget_tables()
-    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {})

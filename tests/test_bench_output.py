@@ -4,7 +4,8 @@ import csv
 
 import pytest
 
-from ozaki_cutlass.bench import CSV_FIELDS, parse_shape, write_csv, write_plot
+from ozaki_cutlass.tools.arguments import parse_shape
+from ozaki_cutlass.tools.bench import CSV_FIELDS, write_csv, write_plot
 
 
 def _row(m, n, k, native_ms, staged_ms, fused_ms):
@@ -69,7 +70,7 @@ def test_csv_and_plot_carry_the_auto_policy(tmp_path):
 
 
 def test_tune_points_cover_every_size_and_put_shapes_first():
-    from ozaki_cutlass.bench import tune_points
+    from ozaki_cutlass.tools.tune import tune_points
 
     points = tune_points([4096, 1024, 16384], [(4096, 4096, 65536)])
     assert [p[:3] for p in points] == [(4096, 4096, 65536), (1024,) * 3, (4096,) * 3, (16384,) * 3]
@@ -86,7 +87,7 @@ def test_tune_candidates_keep_the_tables_kernels_once():
     """A re-tune times the built-in candidates, the default staged set, every kernel of the
     table in effect (so an earlier winner is never dropped unseen) and the --variants
     matches, each kernel once; other arches' table entries are left out."""
-    from ozaki_cutlass.bench import tune_candidates
+    from ozaki_cutlass.tools.tune import tune_candidates
     from ozaki_cutlass.dispatch import builtin_candidates
     from ozaki_cutlass.generator import Arch, catalog
 
@@ -109,7 +110,7 @@ def test_tune_candidates_keep_the_tables_kernels_once():
 
 
 def test_gpu_identity_reads_the_first_line_of_nvidia_smi():
-    from ozaki_cutlass.bench import parse_gpu_identity
+    from ozaki_cutlass.tools.tune import parse_gpu_identity
 
     # a two-GPU host once gave the table a driver of "580.159.04\nNVIDIA H200"
     assert parse_gpu_identity("NVIDIA H200, 580.159.04\nNVIDIA H200, 580.159.04\n") == ("NVIDIA H200", "580.159.04")
@@ -123,7 +124,7 @@ def test_bucket_entries_keep_the_best_kernel_of_each_path():
     time (what the auto policy reads), then the fastest of the other path, so that a call
     asking for that path gets its tuned kernel; the dispatcher reads them that way."""
     from ozaki_cutlass import dispatch
-    from ozaki_cutlass.bench import bucket_entries
+    from ozaki_cutlass.tools.tune import bucket_entries
     from ozaki_cutlass.dispatch import Candidate, Problem
     from ozaki_cutlass.generator import Arch, catalog
 

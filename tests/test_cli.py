@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass import _device, cli
+from ozaki_cutlass.device import arch as arch_module
+from ozaki_cutlass.tools import cli
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
 from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir
 
@@ -48,7 +49,7 @@ def gpu(monkeypatch):
     """Set the compute capability the CLI sees (None: no GPU)."""
 
     def set_capability(capability):
-        monkeypatch.setattr(_device, "compute_capability", lambda ordinal=0: capability)
+        monkeypatch.setattr(arch_module, "compute_capability", lambda ordinal=0: capability)
 
     return set_capability
 
@@ -72,13 +73,13 @@ def test_build_on_an_unsupported_gpu_exits_2(gpu, tmp_path, caplog):
                                               ((7, 0), None)])
 def test_arch_for_capability(capability, arch):
     expected = None if arch is None else Arch(arch)
-    assert _device.arch_for_capability(*capability) == expected
+    assert arch_module.arch_for_capability(*capability) == expected
 
 
 def test_compute_capability_is_none_without_a_driver_or_gpu():
     # On a machine without a GPU this exercises the real driver query; with one it must
     # return a plausible capability.
-    capability = _device.compute_capability()
+    capability = arch_module.compute_capability()
     assert capability is None or capability[0] >= 3
 
 
@@ -207,8 +208,8 @@ def test_list_full_and_pattern(fake_nvcc, tmp_path, capsys):
 def test_demo_calls_the_demo_module_with_the_parsed_options(monkeypatch):
     seen = []
     demo = types.SimpleNamespace(main=lambda args: seen.append(args) or 0)
-    monkeypatch.setitem(sys.modules, "ozaki_cutlass.demo", demo)
-    monkeypatch.setattr(ozaki_cutlass, "demo", demo, raising=False)
+    monkeypatch.setitem(sys.modules, "ozaki_cutlass.tools.demo", demo)
+    monkeypatch.setattr(ozaki_cutlass.tools, "demo", demo, raising=False)
     assert cli.main(["demo", "--n", "64", "--seed", "7", "--cpu"]) == 0
     (args,) = seen
     assert (args.n, args.seed, args.cpu) == (64, 7, True)
@@ -223,7 +224,7 @@ def test_no_command_is_a_usage_error(capsys):
 def test_importing_the_cli_does_no_work():
     import subprocess
 
-    code = ("import sys, ozaki_cutlass; before = set(sys.modules); import ozaki_cutlass.cli; "
+    code = ("import sys, ozaki_cutlass; before = set(sys.modules); import ozaki_cutlass.tools.cli; "
             "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
             "('jinja2', 'cuda', 'cutlass_library') or m.startswith('ozaki_cutlass.generator')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -296,7 +297,7 @@ def test_bench_and_tune_say_what_is_missing_before_any_gpu_work(monkeypatch, cap
 def test_build_and_list_take_several_globs():
     """--variants takes several globs, as tune's does: their union, each variant once; the
     stage library when a glob names it, the prologue prototype when a glob names it."""
-    from ozaki_cutlass.cli import _build_targets, _parser, _select
+    from ozaki_cutlass.tools.cli import _build_targets, _parser, _select
     from ozaki_cutlass.generator import Arch, StagesVariant
 
     a, b = "i8_sm90a_128x128x128_c1x2_pp_s0_pcrt_g1", "i8_sm90a_256x128x128_c1x2_coop_s0_*_g1_sw8"

@@ -1,4 +1,4 @@
-"""plan_dgemm and plan_copy (ozaki_cutlass._cublas), executed on the CPU.
+"""plan_dgemm and plan_copy (ozaki_cutlass.device.layouts), executed on the CPU.
 
 "Device memory" is one flat NumPy buffer and a Matrix's ptr a byte offset into it. A plan
 is run by a NumPy model of column-major cublasDgemm_v2 (reading and writing only what
@@ -15,9 +15,9 @@ import itertools
 import numpy as np
 import pytest
 
-from ozaki_cutlass import _cublas
-from ozaki_cutlass._cublas import INT_MAX, CopyPlan, DgemmPlan, plan_copy, plan_dgemm
-from ozaki_cutlass.arrays import Matrix
+from ozaki_cutlass.device import cublas, layouts
+from ozaki_cutlass.device.layouts import INT_MAX, CopyPlan, DgemmPlan, plan_copy, plan_dgemm
+from ozaki_cutlass.device.arrays import Matrix
 
 
 def _strides(a: np.ndarray) -> tuple[int, int]:
@@ -257,7 +257,7 @@ def test_planner_that_uses_size1_strides_is_caught(rng, monkeypatch):
             return max(1, rows)
         return cs if rs == 1 and cs >= max(1, rows) else None
 
-    monkeypatch.setattr(_cublas, "column_major_ld", naive)
+    monkeypatch.setattr(layouts, "column_major_ld", naive)
     shapes = [(1, 4, 5), (3, 1, 5), (3, 4, 1), (1, 1, 1)]
     assert sweep(plan_dgemm, rng, shapes=shapes, odd_choices=(0, 1, 2, 3))
     assert not sweep(plan_dgemm, rng, shapes=[(3, 4, 5)], odd_choices=(None,))
@@ -326,28 +326,28 @@ def test_copy_matrix_refuses_without_touching_the_driver(monkeypatch):
     def no_driver():
         raise AssertionError("the driver was called")
 
-    monkeypatch.setattr(_cublas._cuda, "_driver", no_driver)
-    assert _cublas.copy_matrix(_m(3, 4, 4, 1), _m(3, 4, 1, 3), 3, 4, 0) is False
-    assert _cublas.copy_matrix(_m(0, 4, 4, 1), _m(0, 4, 1, 3), 0, 4, 0) is True
+    monkeypatch.setattr(cublas.driver, "bindings", no_driver)
+    assert cublas.copy_matrix(_m(3, 4, 4, 1), _m(3, 4, 1, 3), 3, 4, 0) is False
+    assert cublas.copy_matrix(_m(0, 4, 4, 1), _m(0, 4, 1, 3), 0, 4, 0) is True
 
 
 def test_empty_output_launches_nothing(monkeypatch):
     def no_library():
         raise AssertionError("cuBLAS was called")
 
-    monkeypatch.setattr(_cublas, "_library", no_library)
+    monkeypatch.setattr(cublas, "library", no_library)
     for m, n in ((0, 4), (3, 0)):
         plan = plan_dgemm(_m(m, 5, 5, 1), _m(5, n, max(n, 1), 1), _m(m, n, max(n, 1), 1))
-        _cublas.dgemm(plan, 1.0, 0.0, 0)
+        cublas.dgemm(plan, 1.0, 0.0, 0)
 
 
 def test_status_names():
-    err = _cublas.CublasError("cublasDgemm_v2", 7)
+    err = cublas.CublasError("cublasDgemm_v2", 7)
     assert err.status == 7 and "CUBLAS_STATUS_INVALID_VALUE" in str(err) and "cublasDgemm_v2" in str(err)
-    assert "unknown cublasStatus_t 99" in str(_cublas.CublasError("x", 99))
-    _cublas._check(0, "fine")
-    with pytest.raises(_cublas.CublasError, match="CUBLAS_STATUS_NOT_INITIALIZED"):
-        _cublas._check(1, "cublasCreate_v2")
+    assert "unknown cublasStatus_t 99" in str(cublas.CublasError("x", 99))
+    cublas._check(0, "fine")
+    with pytest.raises(cublas.CublasError, match="CUBLAS_STATUS_NOT_INITIALIZED"):
+        cublas._check(1, "cublasCreate_v2")
 
 
 def test_missing_cublas_is_reported_and_searched_once(monkeypatch):
@@ -360,22 +360,22 @@ def test_missing_cublas_is_reported_and_searched_once(monkeypatch):
         raise pathfinder.DynamicLibNotFoundError("Failure finding libcublas.so")
 
     monkeypatch.setattr(pathfinder, "load_nvidia_dynamic_lib", not_found)
-    monkeypatch.setattr(_cublas, "_LIB", None)
-    monkeypatch.setattr(_cublas, "_LOAD_ERROR", None)
+    monkeypatch.setattr(cublas, "_LIB", None)
+    monkeypatch.setattr(cublas, "_LOAD_ERROR", None)
     for _ in range(2):
-        with pytest.raises(_cublas.NativeUnavailable) as info:
-            _cublas.dgemm(plan_dgemm(_m(1, 1, 1, 1), _m(1, 1, 1, 1), _m(1, 1, 1, 1)), 1.0, 0.0, 0)
+        with pytest.raises(cublas.NativeUnavailable) as info:
+            cublas.dgemm(plan_dgemm(_m(1, 1, 1, 1), _m(1, 1, 1, 1), _m(1, 1, 1, 1)), 1.0, 0.0, 0)
         text = str(info.value)
         assert "libcublas" in text and "Failure finding libcublas.so" in text
         assert "CUDA toolkit" in text and "nvidia-cublas" in text
-    assert not _cublas.available()
+    assert not cublas.available()
     assert calls == ["cublas"]
 
 
 def test_a_plan_made_once_for_a_layout_runs_with_any_pointers(rng):
     """The native fast lane plans once per shapes and strides (pointers 0) and passes each
     call's pointers through call_pointers: that must compute A @ B in every layout."""
-    from ozaki_cutlass._cublas import call_pointers
+    from ozaki_cutlass.device.layouts import call_pointers
 
     def plan_once_then_point(A, B, O):
         layout = plan_dgemm(*(Matrix(0, X.rows, X.cols, X.rs, X.cs, X.kind, X.device, X.owner) for X in (A, B, O)))

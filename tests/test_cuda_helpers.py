@@ -1,8 +1,8 @@
-"""ozaki_cutlass._cuda helpers on the CPU: event_times (a recording stand-in for the CUDA
+"""ozaki_cutlass.device.driver helpers on the CPU: event_times (a recording stand-in for the CUDA
 event timer shows the order of the calls and what is timed) and on_device (a stand-in
 driver shows which context is current when)."""
 
-from ozaki_cutlass import _cuda
+from ozaki_cutlass.device import driver
 
 
 class _Recorder:
@@ -21,7 +21,7 @@ class _Recorder:
 
 def test_calls_alternate_after_warmup(monkeypatch):
     _Recorder.log = []
-    monkeypatch.setattr(_cuda, "EventTimer", _Recorder)
+    monkeypatch.setattr(driver, "EventTimer", _Recorder)
     calls = []
 
     def make(name):
@@ -31,7 +31,7 @@ def test_calls_alternate_after_warmup(monkeypatch):
             return f"{name}{len(calls)}"
         return fn
 
-    times, last = _cuda.event_times([make("a"), make("b")], warmup=2, reps=3, stream=7)
+    times, last = driver.event_times([make("a"), make("b")], warmup=2, reps=3, stream=7)
     assert calls == ["a", "b"] * 5  # 2 untimed rounds, then 3 timed ones, in alternation
     timed = _Recorder.log[4:]  # the warm-up rounds record nothing
     assert [e for e in _Recorder.log[:4]] == [("call", "a"), ("call", "b")] * 2
@@ -62,24 +62,24 @@ class _FakeDriver:
 
 def test_on_device_makes_the_previous_context_current_again(monkeypatch):
     fake = _FakeDriver(current=11)  # the caller's context (e.g. CuPy's GPU 0)
-    monkeypatch.setattr(_cuda, "_driver", lambda: fake)
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
 
     def ensure(ordinal=0):
         fake.current = 20 + ordinal  # what ensure_context does: the GPU's primary context
         return fake.current
 
-    monkeypatch.setattr(_cuda, "ensure_context", ensure)
-    with _cuda.on_device(1) as ctx:
+    monkeypatch.setattr(driver, "ensure_context", ensure)
+    with driver.on_device(1) as ctx:
         assert ctx == 21 and fake.current == 21
     assert fake.current == 11 and fake.set_calls == [11]
     try:  # also when the block raises
-        with _cuda.on_device(1):
+        with driver.on_device(1):
             raise RuntimeError("boom")
     except RuntimeError:
         pass
     assert fake.current == 11
     fake.set_calls.clear()
     fake.current = 20
-    with _cuda.on_device(0):  # already current: nothing to restore
+    with driver.on_device(0):  # already current: nothing to restore
         pass
     assert fake.set_calls == []

@@ -7,7 +7,7 @@ import pytest
 from ozaki_cutlass import dispatch
 from ozaki_cutlass.dispatch import Problem, choose
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
-from ozaki_cutlass.numerics import K_CHUNK
+from ozaki_cutlass.numerics.moduli import K_CHUNK
 
 
 def test_builtin_default_is_the_staged_default_kernel():
@@ -52,7 +52,7 @@ def test_table_entries_first_and_buckets():
 
 
 def test_nothing_fits_names_shape_and_every_reason(monkeypatch):
-    monkeypatch.setattr(dispatch, "builtin_candidates", lambda arch: [])
+    monkeypatch.setattr(dispatch.candidates, "builtin_candidates", lambda arch: [])
     table = {"entries": [{"arch": "sm_90a", "path": "staged", "kernel": catalog(Arch.SM90A)[0].name}]}
     with pytest.raises(dispatch.NoKernelError) as err:
         choose(Problem(7, 9, 11, 15, Arch.SM80), table=table)
@@ -194,37 +194,55 @@ def test_auto_policy_builtin_model():
 def test_native_decision_without_cublas(monkeypatch):
     """The auto policy keeps emulating when libcublas cannot be loaded; policy='native'
     then fails with the loader's explanation instead of falling back silently."""
-    from ozaki_cutlass import _cublas, pipeline
+    from ozaki_cutlass.device import cublas
+    from ozaki_cutlass.paths import native
 
-    monkeypatch.setattr(_cublas, "available", lambda: False)
+    monkeypatch.setattr(cublas, "available", lambda: False)
 
     def missing():
-        raise _cublas.NativeUnavailable("libcublas not found (test)")
+        raise cublas.NativeUnavailable("libcublas not found (test)")
 
-    monkeypatch.setattr(_cublas, "_library", missing)
-    native, why = pipeline._native_decision("auto", None, None, None, 64, 64, 64, 15, "accurate",
-                                            Arch.SM90A, 0)
-    assert native is False and "cuBLAS not available" in why
-    with pytest.raises(_cublas.NativeUnavailable, match="not found"):
-        pipeline._native_decision("native", None, None, None, 64, 64, 64, 15, "accurate", Arch.SM90A, 0)
+    monkeypatch.setattr(cublas, "library", missing)
+    problem, table = Problem(64, 64, 64, 15, Arch.SM90A), ({"entries": []}, "no table")
+    decision, why = native.decide("auto", False, problem, "accurate", 0, table)
+    assert decision is False and "cuBLAS not available" in why
+    with pytest.raises(cublas.NativeUnavailable, match="not found"):
+        native.decide("native", False, problem, "accurate", 0, table)
     # an explicit moduli count, kernel or path asks for the emulation whatever the table says
-    for kwargs in (dict(moduli=15), dict(kernel="k"), dict(path="staged")):
-        args = dict(moduli=None, kernel=None, path=None) | kwargs
-        assert pipeline._native_decision("auto", args["moduli"], args["kernel"], args["path"], 64, 64, 64, 15,
-                                         "accurate", Arch.SM90A, 0) == (False, "emulation asked for")
+    assert native.decide("auto", True, problem, "accurate", 0, table) == (False, "emulation asked for")
+
+
+def test_emulation_asked_for_by_moduli_kernel_or_path():
+    """What the auto policy counts as asking for the emulation: any of moduli, kernel, path."""
+    from ozaki_cutlass.call import validate
+    from ozaki_cutlass.device.arrays import Matrix
+
+    class Dev:
+        def __init__(self, shape):
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f8", "data": (1 << 20, False),
+                                             "version": 3, "strides": None}
+
+    kernel = dispatch.builtin_candidates(Arch.SM90A)[0].variant.name
+    for given, asked in ((dict(), False), (dict(moduli=15), True), (dict(kernel=kernel), True),
+                         (dict(path="staged"), True)):
+        args = dict(c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=None, mode=None, out=None,
+                    stream=None, kernel=None, path=None, policy="auto", timings=None) | given
+        call = validate(Dev((3, 4)), Dev((4, 5)), **args)
+        assert call.emulation_asked is asked, given
+        assert isinstance(call.A, Matrix) and (call.m, call.n, call.k) == (3, 5, 4)
 
 
 def test_fast_lane_decisions_are_bounded(monkeypatch):
-    from ozaki_cutlass import pipeline
-
-    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {})
-    monkeypatch.setattr(pipeline, "_FAST_LIMIT", 3)
-    for n in range(5):
-        pipeline._remember_native(n, n, n, "accurate", 0, True)
-    assert 1 <= len(pipeline._FAST_DECISIONS) <= 3
     import os
 
-    assert pipeline._FAST_DECISIONS[(4, 4, 4, "accurate", 0, os.environ.get("OZAKI_TUNING_TABLE"))] is True
+    from ozaki_cutlass.dispatch.policy import AutoDecisions
+
+    decisions = AutoDecisions()
+    monkeypatch.setattr(decisions, "LIMIT", 3)
+    for n in range(5):
+        decisions.remember((n, n, n, "accurate", 0, os.environ.get("OZAKI_TUNING_TABLE")), True)
+    assert 1 <= len(decisions.native) <= 3
+    assert decisions.native[(4, 4, 4, "accurate", 0, os.environ.get("OZAKI_TUNING_TABLE"))] is True
 
 
 @pytest.mark.parametrize("shape", [(3, 4, 0), (0, 4, 3), (3, 0, 5), (0, 0, 0)])
@@ -239,9 +257,9 @@ def test_empty_problems_have_a_kernel(shape):
 def test_tests_run_without_the_developers_tuning_settings():
     """tests/conftest.py removes them (run the suite with OZAKI_TUNING_TABLE and
     OZAKI_OVERLAP set to see it matter): every test sees the package's defaults."""
-    from ozaki_cutlass.generator import environment
+    from ozaki_cutlass import config
 
-    assert environment.tuning_table() is None and environment.overlap() is True
+    assert config.tuning_table() is None and config.overlap() is True
     assert dispatch.load_table()[1] in ("ozaki_cutlass/data/tuning.json", "no table")
 
 

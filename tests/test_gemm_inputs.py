@@ -53,7 +53,7 @@ def test_unsupported_strides_rejected():
 
 
 def test_no_gpu_error_points_to_reference():
-    from ozaki_cutlass._device import compute_capability
+    from ozaki_cutlass.device.arch import compute_capability
 
     if compute_capability() is not None:
         pytest.skip("a GPU is visible: this checks the no-GPU message")
@@ -157,7 +157,7 @@ def test_sizes_out_of_range_rejected_by_prepare():
 
 def _prepared(side, shape, moduli=15, mode="fast", device=0, kind="cai"):
     from ozaki_cutlass import Prepared
-    from ozaki_cutlass.arrays import Matrix
+    from ozaki_cutlass.device.arrays import Matrix
 
     rows, cols = shape
     src = Matrix(1 << 20, rows, cols, cols, 1, kind, device, None)
@@ -196,8 +196,9 @@ def test_out_on_another_gpu():
 def test_native_plan_refuses_out_overlapping_an_operand():
     """cuBLAS must not write memory it reads: such a call is not planned natively (auto
     emulates it; policy='native' refuses it)."""
-    from ozaki_cutlass.arrays import Matrix
-    from ozaki_cutlass.pipeline import _native_plan, _overlaps
+    from ozaki_cutlass.device.arrays import Matrix
+    from ozaki_cutlass.device.arrays import overlaps as _overlaps
+    from ozaki_cutlass.paths.native import native_plan as _native_plan
 
     a = Matrix(1 << 20, 4, 4, 4, 1, "cai", 0, None)
     b = Matrix(2 << 20, 4, 4, 4, 1, "cai", 0, None)
@@ -231,7 +232,7 @@ def test_out_may_be_c_itself(monkeypatch):
     def on_device(device):
         raise ReachedTheGpu
 
-    monkeypatch.setattr(ozaki_cutlass._cuda, "on_device", on_device)
+    monkeypatch.setattr(ozaki_cutlass.device.driver, "on_device", on_device)
     c = Dev((3, 5), data=3 << 20)
     for kwargs in (dict(c=c, beta=1.0, out=c),
                    dict(c=c, beta=0.0, out=Dev((3, 5), data=3 << 20, strides=(8, 24)))):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ozaki_cutlass.numerics import MODULI_TABLE
+from ozaki_cutlass.numerics.moduli import MODULI_TABLE
 
 pytestmark = pytest.mark.nvcc
 

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from ozaki_cutlass import reference as ref
-from ozaki_cutlass.numerics import MODULI_TABLE, crt_constants
-from ozaki_cutlass.pipeline import partial_bytes
+from ozaki_cutlass.numerics.moduli import MODULI_TABLE, crt_constants
+from ozaki_cutlass.numerics.moduli import partial_bytes
 
 pytestmark = pytest.mark.nvcc
 

@@ -1,9 +1,10 @@
-"""kernels.locate's per-process memo: artifacts found once per variant and directory, and
+"""kernels.library.locate's per-process memo: artifacts found once per variant and directory, and
 the default directory keyed by OZAKI_CACHE_DIR (a process that changes it looks there)."""
 
 from types import SimpleNamespace
 
-from ozaki_cutlass import kernels
+from ozaki_cutlass.kernels import library as kernels
+from ozaki_cutlass.kernels.library import LoadedKernels
 from ozaki_cutlass.generator import default_variant
 
 
@@ -17,7 +18,7 @@ def test_locate_memo_follows_the_cache_dir(tmp_path, monkeypatch):
         return SimpleNamespace(library_path=lib)
 
     monkeypatch.setattr(kernels, "_locate", fake_locate)
-    monkeypatch.setattr(kernels, "_LOCATED", {})
+    monkeypatch.setattr(kernels, "KERNELS", LoadedKernels())
     v = default_variant("sm_90a")
     monkeypatch.setenv("OZAKI_CACHE_DIR", str(tmp_path / "a"))
     kernels.locate(v)

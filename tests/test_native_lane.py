@@ -1,4 +1,4 @@
-"""The native lane's bookkeeping, on the CPU: which calls get a fast lane (pipeline._new_lane),
+"""The native lane's bookkeeping, on the CPU: which calls get a fast lane (fast_lane._new_lane),
 that forgetting the tables forgets the decisions, and how LtDgemm chooses and keeps its
 cuBLASLt algorithm per pointer alignment (against a fake libcublasLt that records what it
 is asked). The real library runs in tests/gpu/test_native.py."""
@@ -8,9 +8,13 @@ import math
 
 import pytest
 
-from ozaki_cutlass import _cublas, dispatch, pipeline
-from ozaki_cutlass._cublas import LtDgemm, plan_dgemm
-from ozaki_cutlass.arrays import Matrix
+from ozaki_cutlass import dispatch
+from ozaki_cutlass.device import cublas
+from ozaki_cutlass.device.cublas import LtDgemm
+from ozaki_cutlass.device.layouts import plan_dgemm
+from ozaki_cutlass.dispatch.policy import DECISIONS
+from ozaki_cutlass.paths import fast_lane
+from ozaki_cutlass.device.arrays import Matrix
 
 TABLE = None  # OZAKI_TUNING_TABLE unset (conftest)
 
@@ -24,24 +28,23 @@ def key(a_shape, a_strides, b_shape, b_strides, dtypes=("d", "d"), devices=(0, 0
 def lanes(monkeypatch):
     """Decisions and lanes of this test only; every GPU's context is 7; LtDgemm objects
     replaced by the plan they were made from."""
-    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {})
-    monkeypatch.setattr(pipeline, "_FAST_LANES", {})
-    monkeypatch.setattr(pipeline._cuda, "primary_context", lambda ordinal: 7)
-    monkeypatch.setattr(pipeline._cublas, "lt_dgemm", lambda plan, context: (plan, context))
-    return pipeline
+    DECISIONS.clear()
+    monkeypatch.setattr(fast_lane.driver, "primary_context", lambda ordinal: 7)
+    monkeypatch.setattr(fast_lane.cublas, "lt_dgemm", lambda plan, context: (plan, context))
+    return fast_lane
 
 
 def decide(m, n, k, native, device=0, mode="accurate"):
-    pipeline._FAST_DECISIONS[(m, n, k, mode, device, TABLE)] = native
+    DECISIONS.native[(m, n, k, mode, device, TABLE)] = native
 
 
 def test_a_lane_waits_for_the_general_path_to_decide(lanes):
     k = key((6, 4), (32, 8), (4, 5), (40, 8))
     assert lanes._new_lane(k, 1, True) is None
-    assert k not in lanes._FAST_LANES           # nothing stored: the next call looks again
+    assert k not in DECISIONS.lanes           # nothing stored: the next call looks again
     decide(6, 5, 4, True)
     lane = lanes._new_lane(k, 1, True)
-    assert lanes._FAST_LANES[k] is lane
+    assert DECISIONS.lanes[k] is lane
     assert (lane.shape, lane.context) == ((6, 5), 7)
     plan, context = lane.lt
     assert context == 7 and plan == plan_dgemm(Matrix(0, 6, 4, 4, 1, "", 0, None), Matrix(0, 4, 5, 5, 1, "", 0, None),
@@ -50,7 +53,7 @@ def test_a_lane_waits_for_the_general_path_to_decide(lanes):
 
 
 def test_a_decision_under_another_table_makes_no_lane(lanes, monkeypatch):
-    pipeline._FAST_DECISIONS[(6, 5, 4, "accurate", 0, "/elsewhere/table.json")] = True
+    DECISIONS.native[(6, 5, 4, "accurate", 0, "/elsewhere/table.json")] = True
     assert lanes._new_lane(key((6, 4), (32, 8), (4, 5), (40, 8)), 1, True) is None
     monkeypatch.setenv("OZAKI_TUNING_TABLE", "/elsewhere/table.json")
     assert lanes._new_lane(key((6, 4), (32, 8), (4, 5), (40, 8)), 1, True) is not None
@@ -80,7 +83,7 @@ def test_calls_the_lane_leaves_to_the_general_path(lanes, why, k, unit, float64)
     decide(6, 5, 3, True)
     assert lanes._new_lane(k, unit, float64) is None, why
     if why in ("emulation decided", "no unit stride", "negative stride", "not float64"):
-        assert lanes._FAST_LANES[k] is None      # remembered: later calls skip the work
+        assert DECISIONS.lanes[k] is None      # remembered: later calls skip the work
 
 
 @pytest.mark.parametrize("shape", [(0, 5, 4), (6, 0, 4), (6, 5, 0)])
@@ -100,15 +103,15 @@ def test_torch_strides_are_elements(lanes):
 def test_unknown_array_types_have_no_lane():
     import numpy as np
 
-    assert pipeline._native_fast_lane(np.ones((2, 2)), np.ones((2, 2)), 1.0, "accurate") is None
-    assert pipeline._native_fast_lane([[1.0]], np.ones((1, 1)), 1.0, "accurate") is None
+    assert fast_lane.fast_lane(np.ones((2, 2)), np.ones((2, 2)), 1.0, "accurate") is None
+    assert fast_lane.fast_lane([[1.0]], np.ones((1, 1)), 1.0, "accurate") is None
 
 
 def test_forgetting_the_tables_forgets_the_decisions(monkeypatch):
-    monkeypatch.setattr(pipeline, "_FAST_DECISIONS", {(1, 1, 1, "accurate", 0, None): True})
-    monkeypatch.setattr(pipeline, "_FAST_LANES", {("k",): None})
+    DECISIONS.remember((1, 1, 1, "accurate", 0, None), True)
+    DECISIONS.remember_lane(("k",), None)
     dispatch.forget_tables()
-    assert pipeline._FAST_DECISIONS == {} and pipeline._FAST_LANES == {}
+    assert DECISIONS.native == {} and DECISIONS.lanes == {}
 
 
 # --------------------------------------------------------------------------- LtDgemm, fake library
@@ -206,7 +209,7 @@ def test_the_leading_dimension_caps_the_alignment():
 @pytest.mark.parametrize("lt", [FakeLt(offer=False), FakeLt(workspace_only=True)], ids=["none", "workspace only"])
 def test_no_algorithm_falls_back_to_cublas_dgemm(monkeypatch, lt):
     calls = []
-    monkeypatch.setattr(_cublas, "_blas_dgemm", lambda *args: calls.append(args[2:]))
+    monkeypatch.setattr(cublas, "_blas_dgemm", lambda *args: calls.append(args[2:]))
     gemm = make(PLAN, lt)
     for _ in range(2):
         gemm.run(FakeHandles(lt), 0, 256, 512, 1.5, 0.0, 5)
@@ -225,5 +228,5 @@ def test_alpha_one_and_beta_zero_are_passed_exactly():
 
 def test_a_failed_matmul_says_so():
     lt = FakeLt(status=7)
-    with pytest.raises(_cublas.CublasError, match=r"cublasLtMatmul\(m=8, n=6, k=4\).*INVALID_VALUE"):
+    with pytest.raises(cublas.CublasError, match=r"cublasLtMatmul\(m=8, n=6, k=4\).*INVALID_VALUE"):
         make(PLAN, lt).run(FakeHandles(lt), 0, 0, 0, 1.0, 0.0, 0)

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from ozaki_cutlass.numerics import (
+from ozaki_cutlass.numerics.moduli import (
     BOUND_MARGIN_BITS, LIMB_BITS, MAX_MODULI, MIN_MODULI, MODULI_TABLE,
     crt_constants, symmetric_residue, validate_moduli_count,
 )
@@ -74,8 +74,8 @@ def test_group_sizes_and_the_fused_calls(count, group):
     """The moduli split into groups of at most `group`, sizes differing by at most one,
     larger first; the fused path makes one kernel call per run of equal sizes (so one
     batched call for one-modulus groups) and the runs cover the moduli in order."""
-    from ozaki_cutlass.numerics import group_sizes
-    from ozaki_cutlass.pipeline import _runs
+    from ozaki_cutlass.numerics.moduli import group_sizes
+    from ozaki_cutlass.paths.fused import runs as _runs
 
     sizes = group_sizes(count, group)
     assert sum(sizes) == count and max(sizes) <= group and max(sizes) - min(sizes) <= 1

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass import _cuda, pipeline, stages_build
+from ozaki_cutlass.device import driver
+from ozaki_cutlass.operands import prepared
 from ozaki_cutlass.generator import Arch
-from ozaki_cutlass.numerics import crt_constants
+from ozaki_cutlass.numerics.moduli import crt_constants
 
 
 class Recorder:
@@ -40,11 +41,16 @@ def fake_gpu(monkeypatch):
         def moduli(self):
             return 7
 
-    monkeypatch.setattr(_cuda, "ensure_context", lambda ordinal=0: None)
-    monkeypatch.setattr(_cuda, "DeviceBuffer", Buffer)
-    monkeypatch.setattr("ozaki_cutlass._device.visible_arch", lambda ordinal=0: Arch.SM90A)
-    monkeypatch.setattr(stages_build, "load_stages", lambda arch: st)
-    monkeypatch.setattr(pipeline, "_workspace", lambda device, stream: Ws())
+    class Pool:
+        def get(self, device, stream):
+            return Ws()
+
+    monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: None)
+    monkeypatch.setattr(driver, "DeviceBuffer", Buffer)
+    monkeypatch.setattr("ozaki_cutlass.device.arrays.DeviceBuffer", Buffer)
+    monkeypatch.setattr(prepared, "visible_arch", lambda ordinal=0: Arch.SM90A)
+    monkeypatch.setattr(prepared, "load_stages", lambda arch: st)
+    monkeypatch.setattr(prepared, "WORKSPACES", Pool())
     return st
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ozaki_cutlass import reference as R
-from ozaki_cutlass.accuracy import dd_product, exact_product, normwise_error, random_matrix
-from ozaki_cutlass.numerics import K_CHUNK, MAX_MODULI, MIN_MODULI, crt_constants, symmetric_residue
+from ozaki_cutlass.numerics.accuracy import dd_product, exact_product, normwise_error, random_matrix
+from ozaki_cutlass.numerics.moduli import K_CHUNK, MAX_MODULI, MIN_MODULI, crt_constants, symmetric_residue
 
 ALL_COUNTS = range(MIN_MODULI, MAX_MODULI + 1)
 MODES = ("fast", "accurate")
@@ -288,7 +288,7 @@ def test_default_moduli_documented():
 
 
 def test_same_bits_compares_bit_patterns():
-    from ozaki_cutlass.accuracy import same_bits
+    from ozaki_cutlass.numerics.accuracy import same_bits
 
     x = np.array([[1.0, -0.0], [np.nan, np.inf]])
     assert same_bits(x, x.copy())

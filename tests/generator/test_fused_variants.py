@@ -230,10 +230,10 @@ def test_sm80_fused_defaults():
 @pytest.mark.parametrize("variant", FUSED + FUSED_SM80, ids=lambda v: v.name)
 def test_every_split_of_the_moduli_finds_its_siblings_among_the_defaults(variant):
     """The fused path runs a group of `size` moduli on `variant` with group_size = size
-    (pipeline._group_kernel): for every moduli count the runtime takes, each group size
+    (paths.fused.run_fused): for every moduli count the runtime takes, each group size
     its split asks for is a catalogued default of the same tile, so it is built."""
-    from ozaki_cutlass.numerics import MAX_MODULI, MIN_MODULI
-    from ozaki_cutlass.pipeline import group_sizes
+    from ozaki_cutlass.numerics.moduli import MAX_MODULI, MIN_MODULI
+    from ozaki_cutlass.numerics.moduli import group_sizes
 
     built = set(catalog(variant.arch, epilogue=Epilogue.PARTIAL_CRT))
     for count in range(max(MIN_MODULI, variant.group_size), MAX_MODULI + 1):

@@ -104,7 +104,7 @@ def test_cache_key_covers_the_prologue_header():
 
 
 def test_the_default_build_leaves_the_prototype_out_and_a_pattern_brings_it_in():
-    from ozaki_cutlass.cli import _build_targets
+    from ozaki_cutlass.tools.cli import _build_targets
 
     assert not [t for t in _build_targets(Arch.SM80, None) if isinstance(t, PrologueVariant)]
     assert not [t for t in _build_targets(Arch.SM90A, None) if isinstance(t, PrologueVariant)]
@@ -126,7 +126,7 @@ def test_prologue_refuses_kernel_choice():
 
 
 def test_prologue_refuses_prepared_operands():
-    from ozaki_cutlass.prologue import refusal
+    from ozaki_cutlass.call import prologue_refusal as refusal
 
     assert "prepared operands" in refusal(prepared=True, kernel=None)
     assert refusal(prepared=False, kernel=None) is None
@@ -159,8 +159,8 @@ def test_real_build_of_the_prologue_prototype(tmp_path, capsys):
     log = (artifact.directory / "build.log").read_text()
     assert "compute_80" in log
     # the library loads without a GPU and refuses, before any CUDA call, what it cannot do
-    from ozaki_cutlass.kernels import UnsupportedProblem
-    from ozaki_cutlass.prologue import PrologueGemm
+    from ozaki_cutlass.kernels.library import UnsupportedProblem
+    from ozaki_cutlass.kernels.prologue import PrologueGemm
 
     lib = PrologueGemm(artifact)
     ok = dict(m=4, n=4, n_out=4, k=2**18, k_begin=0, k_len=2**17 - 16, moduli=(256, 255), a=16, a_vs=2**18,

@@ -64,7 +64,8 @@ def test_real_build_exports_the_entry_points(real_toolchain, tmp_path, arch, cap
 
     # The runtime's ctypes binding loads it, checks ABI and name, and a problem the kernel
     # cannot run is refused with the library's own message before any CUDA call.
-    from ozaki_cutlass.kernels import Int8Gemm, UnsupportedProblem
+    from ozaki_cutlass.kernels.gemm import Int8Gemm
+    from ozaki_cutlass.kernels.library import UnsupportedProblem
 
     kernel = Int8Gemm(artifact)
     assert kernel.name == variant.name
@@ -77,8 +78,8 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
     """The stage kernels: ctypes mirror of CrtConstants checked against the library,
     argument errors reported before any CUDA call."""
     from ozaki_cutlass.generator import Arch, StagesVariant
-    from ozaki_cutlass.kernels import UnsupportedProblem
-    from ozaki_cutlass.stages import Stages
+    from ozaki_cutlass.kernels.library import UnsupportedProblem
+    from ozaki_cutlass.kernels.stages import Stages
 
     variant = StagesVariant(arch=Arch.SM90A)
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
@@ -94,7 +95,8 @@ def test_real_fused_build_binds(real_toolchain, tmp_path, arch):
     kernel on sm_90a) compiles, speaks the fused ABI version, and its binding refuses a
     second group's modulus outside [2, 256] before any CUDA call, naming its position."""
     from ozaki_cutlass.generator import Epilogue, catalog
-    from ozaki_cutlass.kernels import GroupGemm, UnsupportedProblem
+    from ozaki_cutlass.kernels.gemm import GroupGemm
+    from ozaki_cutlass.kernels.library import UnsupportedProblem
 
     variant = catalog(arch, epilogue=Epilogue.PARTIAL_CRT)[0]
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts

@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from ozaki_cutlass.generator import Arch, ToolchainError, build, default_variant
-from ozaki_cutlass.kernels import locate
+from ozaki_cutlass.kernels.library import locate
 
 
 def test_locate_current_then_without_toolchain(make_toolchain, out_dir, monkeypatch, caplog):

@@ -3,16 +3,16 @@
 import numpy as np
 import pytest
 
-from ozaki_cutlass import _cuda
+from ozaki_cutlass.device import driver
 from ozaki_cutlass.generator import Arch
 
 
 @pytest.fixture(scope="module")
 def st():
     """The stage kernels of the visible GPU's arch (built on first use)."""
-    _cuda.ensure_context()
-    from ozaki_cutlass._device import visible_arch
-    from ozaki_cutlass.stages_build import load_stages
+    driver.ensure_context()
+    from ozaki_cutlass.device.arch import visible_arch
+    from ozaki_cutlass.kernels.stages import load_stages
 
     return load_stages(visible_arch() or Arch.SM90A)
 
@@ -25,20 +25,20 @@ class Dev:
 
     def put(self, x):
         x = np.ascontiguousarray(x)
-        buf = _cuda.DeviceBuffer(max(x.nbytes, 16))
+        buf = driver.DeviceBuffer(max(x.nbytes, 16))
         buf.upload(x)
         self.keep.append(buf)
         return buf.ptr
 
     def empty(self, nbytes, poison=0x5A):
-        buf = _cuda.DeviceBuffer(max(nbytes, 16))
+        buf = driver.DeviceBuffer(max(nbytes, 16))
         buf.fill_bytes(poison)
         self.keep.append(buf)
         return buf
 
     @staticmethod
     def get(buf, dtype, shape):
-        _cuda.synchronize()
+        driver.synchronize()
         return buf.download(np.empty(shape, dtype))
 
 

@@ -1,6 +1,6 @@
 """The NumPy twin of the fused modulus-group GEMM's ABI (group_gemm_sm90.h), for
 test_fused_gemm.py; the kernels are called through the runtime's own binding
-(ozaki_cutlass.kernels.GroupGemm)."""
+(ozaki_cutlass.kernels.gemm.GroupGemm)."""
 
 from __future__ import annotations
 

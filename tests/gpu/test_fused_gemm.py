@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from fused_support import reference, symmetric_residues
 
-from ozaki_cutlass import _cuda
+from ozaki_cutlass.device import driver
 from ozaki_cutlass.generator import Arch, Epilogue, GemmVariant, build, catalog
-from ozaki_cutlass.kernels import GroupGemm, UnsupportedProblem
-from ozaki_cutlass.numerics import MODULI_TABLE
+from ozaki_cutlass.kernels.gemm import GroupGemm
+from ozaki_cutlass.kernels.library import UnsupportedProblem
+from ozaki_cutlass.numerics.moduli import MODULI_TABLE
 
 pytestmark = pytest.mark.gpu
 
@@ -39,7 +40,7 @@ PLAIN = "i8_sm90a_128x256x128_c1x1_coop_s0_int32_g1"
 
 @pytest.fixture(scope="module")
 def ctx():
-    _cuda.ensure_context()
+    driver.ensure_context()
 
 
 _libs = {}
@@ -74,16 +75,16 @@ def run_fused(lib, a, b, moduli, k_pad, n, ldx=None, groups=1, gap_x=0):
     ldx = ldx or n
     dtype = x_dtype(lib.group_size)
     stride_x = m * ldx + gap_x
-    da, db = _cuda.DeviceBuffer(a.nbytes), _cuda.DeviceBuffer(b.nbytes)
-    dx = _cuda.DeviceBuffer(np.dtype(dtype).itemsize * stride_x * groups)
+    da, db = driver.DeviceBuffer(a.nbytes), driver.DeviceBuffer(b.nbytes)
+    dx = driver.DeviceBuffer(np.dtype(dtype).itemsize * stride_x * groups)
     da.upload(np.ascontiguousarray(a))
     db.upload(np.ascontiguousarray(b))
     dx.fill_bytes(POISON)
     ws_bytes = lib.workspace_size(m, n, k_pad, groups)
-    ws = _cuda.DeviceBuffer(ws_bytes) if ws_bytes else None
+    ws = driver.DeviceBuffer(ws_bytes) if ws_bytes else None
     lib(m, n, k_pad, list(moduli), da.ptr, a.shape[1], db.ptr, b.shape[1], dx.ptr, ldx, stride_x,
         ws.ptr if ws else 0, ws_bytes, 0)
-    _cuda.synchronize()
+    driver.synchronize()
     flat = dx.download(np.empty(stride_x * groups, dtype))
     xs = [flat[q * stride_x:q * stride_x + m * ldx].reshape(m, ldx)[:, :n] for q in range(groups)]
     if gap_x:  # nothing written between the planes
@@ -209,7 +210,7 @@ def test_byte_partials_need_rows_of_16(ctx, variant):
 
 
 def _time(fn, repeats=5):
-    timer = _cuda.EventTimer()
+    timer = driver.EventTimer()
     fn()
     fn()
     times = []
@@ -253,7 +254,7 @@ def test_rate_next_to_the_plain_kernel(ctx, rng, variant, capsys):
     """The fused kernel against the plain one doing the same INT8 work at n = 8192: one
     group of 4 moduli, or 15 one-modulus groups in one call (the staged path's count);
     printed, with a spot check of the big run's partials."""
-    from ozaki_cutlass.kernels import load_int8_gemm
+    from ozaki_cutlass.kernels.gemm import load_int8_gemm
 
     m = n = k_pad = 8192
     g = variant.group_size
@@ -262,13 +263,13 @@ def test_rate_next_to_the_plain_kernel(ctx, rng, variant, capsys):
     lib = load(variant)
     a = rng.integers(-128, 128, (m, count * k_pad), dtype=np.int8)
     b = rng.integers(-128, 128, (n, count * k_pad), dtype=np.int8)
-    da, db = _cuda.DeviceBuffer(a.nbytes), _cuda.DeviceBuffer(b.nbytes)
+    da, db = driver.DeviceBuffer(a.nbytes), driver.DeviceBuffer(b.nbytes)
     da.upload(a)
     db.upload(b)
     dtype = x_dtype(g)
-    dx = _cuda.DeviceBuffer(np.dtype(dtype).itemsize * count // g * m * n)
+    dx = driver.DeviceBuffer(np.dtype(dtype).itemsize * count // g * m * n)
     ws_bytes = lib.workspace_size(m, n, k_pad, count // g)
-    ws = _cuda.DeviceBuffer(ws_bytes) if ws_bytes else None
+    ws = driver.DeviceBuffer(ws_bytes) if ws_bytes else None
 
     def fused():
         lib(m, n, k_pad, moduli, da.ptr, count * k_pad, db.ptr, count * k_pad, dx.ptr, n, m * n,
@@ -287,9 +288,9 @@ def test_rate_next_to_the_plain_kernel(ctx, rng, variant, capsys):
         arch="sm_90a", tile_m=128, tile_n=256, tile_k=128, cluster_m=1, cluster_n=1,
         schedule="cooperative", stages=0)), OUT)
     assert plain.name == PLAIN
-    dc = _cuda.DeviceBuffer(4 * count * m * n)
+    dc = driver.DeviceBuffer(4 * count * m * n)
     pws = plain.workspace_size(m, n, k_pad, count)
-    pw = _cuda.DeviceBuffer(pws) if pws else None
+    pw = driver.DeviceBuffer(pws) if pws else None
 
     def batched():
         plain(m, n, k_pad, count, da.ptr, count * k_pad, k_pad, db.ptr, count * k_pad, k_pad, dc.ptr, n, m * n,

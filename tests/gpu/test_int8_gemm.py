@@ -8,10 +8,11 @@ output is poisoned before every launch, so an unwritten element cannot pass.
 import numpy as np
 import pytest
 
-from ozaki_cutlass import _cuda
+from ozaki_cutlass.device import driver
 from ozaki_cutlass.generator import Arch, catalog
-from ozaki_cutlass.kernels import UnsupportedProblem, load_int8_gemm
-from ozaki_cutlass.numerics import K_CHUNK
+from ozaki_cutlass.kernels.gemm import load_int8_gemm
+from ozaki_cutlass.kernels.library import UnsupportedProblem
+from ozaki_cutlass.numerics.moduli import K_CHUNK
 
 pytestmark = pytest.mark.gpu
 
@@ -47,23 +48,23 @@ def run_gemm(kernel, a, b, batch_gap=0):
     host_b = np.zeros((batch, sb), np.int8)
     host_a[:, :m * kp].reshape(batch, m, kp)[:, :, :k] = a
     host_b[:, :n * kp].reshape(batch, n, kp)[:, :, :k] = b
-    da, db = _cuda.DeviceBuffer(host_a.nbytes), _cuda.DeviceBuffer(host_b.nbytes)
-    dc = _cuda.DeviceBuffer(4 * sc * batch)
+    da, db = driver.DeviceBuffer(host_a.nbytes), driver.DeviceBuffer(host_b.nbytes)
+    dc = driver.DeviceBuffer(4 * sc * batch)
     da.upload(host_a)
     db.upload(host_b)
     dc.fill_bytes(POISON)
     ws_bytes = kernel.workspace_size(m, n, kp, batch)
-    ws = _cuda.DeviceBuffer(ws_bytes) if ws_bytes else None
+    ws = driver.DeviceBuffer(ws_bytes) if ws_bytes else None
     kernel(m, n, kp, batch, da.ptr, kp, sa, db.ptr, kp, sb, dc.ptr, n, sc,
            ws.ptr if ws else 0, ws_bytes, 0)
-    _cuda.synchronize()
+    driver.synchronize()
     out = dc.download(np.empty((batch, sc), np.int32))
     return out[:, :m * n].reshape(batch, m, n)
 
 
 @pytest.fixture(scope="module")
 def ctx():
-    _cuda.ensure_context()
+    driver.ensure_context()
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)

@@ -7,7 +7,7 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import reference
-from ozaki_cutlass.accuracy import random_matrix
+from ozaki_cutlass.numerics.accuracy import random_matrix
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""Native DGEMM and the 2-D copy (ozaki_cutlass._cublas) on the GPU, against CuPy.
+"""Native DGEMM and the 2-D copy (ozaki_cutlass.device.cublas) on the GPU, against CuPy.
 
 cuBLAS here and CuPy's matmul may sum in different orders, so results are compared
 within 1e-13 of alpha |A| |B| + |beta C| elementwise, not bit for bit. Two identical calls
@@ -11,9 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-from ozaki_cutlass import _cublas, _cuda
-from ozaki_cutlass._cublas import copy_matrix, dgemm, plan_dgemm
-from ozaki_cutlass.arrays import Matrix
+from ozaki_cutlass.device import cublas, driver
+from ozaki_cutlass.device.cublas import copy_matrix, dgemm
+from ozaki_cutlass.device.layouts import plan_dgemm
+from ozaki_cutlass.device.arrays import Matrix
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +24,7 @@ RTOL = 1e-13
 @pytest.fixture(scope="module")
 def cp():
     cupy = pytest.importorskip("cupy")
-    _cuda.ensure_context()
+    driver.ensure_context()
     return cupy
 
 
@@ -208,9 +209,9 @@ def test_other_thread_gets_its_own_handle(cp, rng):
     def work(name):
         try:
             if name == "ready":
-                _cuda.ensure_context()
+                driver.ensure_context()
             run(plan_dgemm(mat(da), mat(db), mat(outs[name])), 1.0, 0.0)
-            _cuda.synchronize(0)
+            driver.synchronize(0)
         except Exception as exc:  # noqa: BLE001 - examined below
             errors[name] = exc
 
@@ -219,18 +220,18 @@ def test_other_thread_gets_its_own_handle(cp, rng):
         t.start()
         t.join()
     # a thread with no current context is told so, before cuBLAS is called
-    assert isinstance(errors.get("bare"), _cuda.CudaError), errors.get("bare")
+    assert isinstance(errors.get("bare"), driver.CudaError), errors.get("bare")
     assert "no CUDA context is current" in str(errors["bare"])
     assert np.all(np.isnan(cp.asnumpy(outs["bare"])))
     assert "ready" not in errors, errors["ready"]
     assert_close(cp.asnumpy(outs["ready"]), reference(cp, a, b), np.abs(a) @ np.abs(b))
     assert np.array_equal(cp.asnumpy(outs["ready"]), cp.asnumpy(mine))
-    assert len({key[1] for key in _cublas._HANDLES}) >= 2     # this thread's handle and the other's
+    assert len({key[1] for key in cublas._HANDLES}) >= 2     # this thread's handle and the other's
 
 
 def test_library_facts(cp):
-    assert _cublas.available()
-    major, minor, patch = _cublas.version()
+    assert cublas.available()
+    major, minor, patch = cublas.version()
     assert major >= 11 and minor >= 0 and patch >= 0
 
 

@@ -9,9 +9,9 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import dispatch, reference
-from ozaki_cutlass.accuracy import random_matrix, same_bits
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 from ozaki_cutlass.generator import Arch, Epilogue, catalog
-from ozaki_cutlass.numerics import K_CHUNK
+from ozaki_cutlass.numerics.moduli import K_CHUNK
 
 pytestmark = pytest.mark.gpu
 
@@ -253,7 +253,7 @@ def test_native_policy_layouts_and_beta(rng):
 def test_native_nan_inf_pattern(rng):
     """Native DGEMM under auto (the general path's first call, then the fast lane): the
     NaN/Inf pattern of float64 @, and the same bits on both calls."""
-    from ozaki_cutlass import pipeline
+    from ozaki_cutlass import call
 
     cp = pytest.importorskip("cupy")
     a, b = _problem(rng, 40, 36, 48, 1.0)
@@ -264,7 +264,7 @@ def test_native_nan_inf_pattern(rng):
     first = ozaki_cutlass.gemm(da, db, timings=t)
     assert t["path"] == "native", t
     with pytest.MonkeyPatch.context() as mp:  # the second call must take the fast lane
-        mp.setattr(pipeline, "describe_input", lambda *args: pytest.fail("the general path ran"))
+        mp.setattr(call, "describe_input", lambda *args: pytest.fail("the general path ran"))
         fast = ozaki_cutlass.gemm(da, db)
     with np.errstate(invalid="ignore"):
         expect = a @ b
@@ -278,7 +278,8 @@ def test_native_nan_inf_pattern(rng):
 def test_native_fast_lane_same_result_as_the_general_path(rng):
     """The second auto call of a shape decided native skips the general path: same bits
     as the general native call, for CuPy and PyTorch, and transposed-view operands."""
-    from ozaki_cutlass import pipeline
+    from ozaki_cutlass import call
+    from ozaki_cutlass.dispatch.policy import DECISIONS
 
     cp = pytest.importorskip("cupy")
     torch = pytest.importorskip("torch")
@@ -286,11 +287,11 @@ def test_native_fast_lane_same_result_as_the_general_path(rng):
     for to in (cp.asarray, lambda x: torch.from_numpy(x).cuda()):
         xa, xb = to(a), to(b)
         first = ozaki_cutlass.gemm(xa, xb, policy="native")
-        pipeline._FAST_DECISIONS.clear()
+        DECISIONS.clear()
         general = ozaki_cutlass.gemm(xa, xb, alpha=2)           # decides (native), general path
-        assert any(v for v in pipeline._FAST_DECISIONS.values())
+        assert any(v for v in DECISIONS.native.values())
         with pytest.MonkeyPatch.context() as mp:                # the fast lane: the general path would fail
-            mp.setattr(pipeline, "describe_input", lambda *args: pytest.fail("the general path ran"))
+            mp.setattr(call, "describe_input", lambda *args: pytest.fail("the general path ran"))
             fast = ozaki_cutlass.gemm(xa, xb, alpha=2)
         host = (lambda x: cp.asnumpy(x)) if isinstance(first, cp.ndarray) else (lambda x: x.cpu().numpy())
         assert same_bits(host(general), host(fast)) and same_bits(host(general), 2 * host(first))

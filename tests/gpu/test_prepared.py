@@ -6,7 +6,7 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import reference
-from ozaki_cutlass.accuracy import random_matrix, same_bits
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 
 pytestmark = pytest.mark.gpu
 

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass import _cuda, reference
-from ozaki_cutlass.accuracy import random_matrix, same_bits
+from ozaki_cutlass import reference
+from ozaki_cutlass.device import driver
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 from ozaki_cutlass.generator.prologue import default_prologue_variant
-from ozaki_cutlass.kernels import UnsupportedProblem
-from ozaki_cutlass.numerics import K_CHUNK, MODULI_TABLE
+from ozaki_cutlass.kernels.library import UnsupportedProblem
+from ozaki_cutlass.numerics.moduli import K_CHUNK, MODULI_TABLE
 
 pytestmark = pytest.mark.gpu
 
@@ -25,8 +26,8 @@ TILE_M, TILE_N, TILE_K = VARIANT.tile_m, VARIANT.tile_n, VARIANT.tile_k
 
 @pytest.fixture(scope="module")
 def kernel():
-    _cuda.ensure_context()
-    from ozaki_cutlass.prologue import load_prologue_gemm
+    driver.ensure_context()
+    from ozaki_cutlass.kernels.prologue import load_prologue_gemm
 
     return load_prologue_gemm()
 

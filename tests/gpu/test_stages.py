@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from ozaki_cutlass import reference as R
-from ozaki_cutlass.accuracy import random_matrix
-from ozaki_cutlass.numerics import crt_constants
+from ozaki_cutlass.numerics.accuracy import random_matrix
+from ozaki_cutlass.numerics.moduli import crt_constants
 
 pytestmark = pytest.mark.gpu
 

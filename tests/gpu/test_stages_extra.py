@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from ozaki_cutlass import reference as R
-from ozaki_cutlass.accuracy import random_matrix
-from ozaki_cutlass.kernels import UnsupportedProblem
-from ozaki_cutlass.numerics import crt_constants, partial_bytes
-from ozaki_cutlass.stages import CNonfiniteSource
+from ozaki_cutlass.numerics.accuracy import random_matrix
+from ozaki_cutlass.kernels.library import UnsupportedProblem
+from ozaki_cutlass.numerics.moduli import crt_constants, partial_bytes
+from ozaki_cutlass.kernels.stages import CNonfiniteSource
 
 pytestmark = pytest.mark.gpu
 
@@ -126,7 +126,7 @@ def _groups(count, rng):
 
 def stored_partials(parts, sizes):
     """The group planes as the fused kernels store them, one after the other: uint32, or
-    one byte for a group of one modulus (ozaki_cutlass.numerics.partial_bytes)."""
+    one byte for a group of one modulus (ozaki_cutlass.numerics.moduli.partial_bytes)."""
     return np.frombuffer(b"".join(p.astype(np.uint8 if partial_bytes(size) == 1 else np.uint32).tobytes()
                                   for p, size in zip(parts, sizes)), np.uint8)
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass import cli, dispatch, reference
-from ozaki_cutlass.accuracy import random_matrix, same_bits
+from ozaki_cutlass import dispatch, reference
+from ozaki_cutlass.tools import cli
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 from ozaki_cutlass.generator import Arch
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from .generator import Arch
+from ..generator import Arch
 
 __all__ = ["compute_capability", "arch_for_capability", "visible_arch"]
 

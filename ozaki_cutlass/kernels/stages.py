@@ -1,4 +1,4 @@
-"""The stage kernels library (templates/stages.cu.j2): ctypes bindings.
+"""The stage kernels library (templates/stages.cu.j2): ctypes bindings and its loader.
 
 Each method launches one stage on a stream and raises on a non-zero status, with the
 library's message. ABI and semantics: the comment block of
@@ -9,11 +9,14 @@ library's message. ABI and semantics: the comment block of
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
 from pathlib import Path
 
-from .kernels import KernelError, _open, raise_for_status
-from .numerics import MAX_MODULI, CRTConstants
+from ..generator import Arch, StagesVariant
+from ..generator.build import Artifact
+from ..numerics.moduli import MAX_MODULI, CRTConstants
+from .library import KernelError, load_library, open_library, raise_for_status
+
+__all__ = ["Stages", "CCrtConstants", "CNonfiniteSource", "load_stages"]
 
 _i64, _int, _ptr, _dbl = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_double
 MAX_LIMBS = 4
@@ -81,8 +84,9 @@ _SIGNATURES = {
 class Stages:
     """The loaded stage kernels of one arch. Pointers and streams are int handles."""
 
-    def __init__(self, library: Path, symbol: str, name: str):
-        self._lib = _open(library, symbol, name, STAGES_ABI_VERSION)
+    def __init__(self, artifact: Artifact):
+        library, symbol, name = Path(artifact.library_path), artifact.symbol, artifact.variant.name
+        self._lib = open_library(library, symbol, name, STAGES_ABI_VERSION)
         self.name = name
         size = getattr(self._lib, f"{symbol}_crt_constants_size")
         size.restype, size.argtypes = ctypes.c_size_t, []
@@ -166,6 +170,6 @@ def _nf(source):
     return ctypes.byref(source) if source else None
 
 
-@lru_cache(maxsize=None)
-def load_stages_library(library: str, symbol: str, name: str) -> Stages:
-    return Stages(Path(library), symbol, name)
+def load_stages(arch: Arch, out_dir=None, *, progress: bool = True) -> Stages:
+    """The stage kernels of ``arch``, building them first (with progress) when missing."""
+    return load_library(Stages, StagesVariant(arch=Arch(arch)), out_dir, progress=progress)

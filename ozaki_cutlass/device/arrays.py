@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .driver import DeviceBuffer, stream_handle
+
 _F64 = np.dtype(np.float64)
 
 
@@ -113,6 +115,46 @@ def describe_input(x, name: str) -> Matrix | np.ndarray:
                     f"with __cuda_array_interface__, got {type(x).__name__}")
 
 
+def overlaps(x: Matrix, y: Matrix) -> bool:
+    """Whether the address ranges of two (non-empty) device matrices meet."""
+    def span(z):
+        last = (z.rows - 1) * z.rs + (z.cols - 1) * z.cs
+        return z.ptr, z.ptr + 8 * (last + 1)
+
+    if 0 in (x.rows, x.cols, y.rows, y.cols):
+        return False
+    (x0, x1), (y0, y1) = span(x), span(y)
+    return x0 < y1 and y0 < x1
+
+
+def upload(x: np.ndarray, keep: list) -> Matrix:
+    """A NumPy matrix copied to a new device buffer (appended to ``keep``, which holds it
+    for the call), as a C-contiguous Matrix view."""
+    host = np.ascontiguousarray(x, dtype=np.float64)
+    buf = DeviceBuffer(host.nbytes)
+    buf.upload(host)
+    keep.append(buf)
+    return Matrix(buf.ptr, host.shape[0], host.shape[1], host.shape[1], 1, "numpy", None, buf)
+
+
+def current_stream(kind: str, stream, device: int = 0) -> int:
+    """``stream`` as a handle, else the framework's current stream on ``device`` (the GPU
+    holding the arrays, which need not be the framework's current one), else the legacy
+    default stream."""
+    if stream is not None:
+        return stream_handle(stream)
+    if kind == "torch":
+        import torch
+
+        return int(torch.cuda.current_stream(device).cuda_stream)
+    if kind == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(device):
+            return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
 def allocate_like(kind: str, rows: int, cols: int, device: int | None):
     """A new C-contiguous float64 matrix of the given kind, and its Matrix view. For
     "numpy" and "cai" inputs the result lives in our own device buffer."""
@@ -137,8 +179,6 @@ class DeviceArray:
     ``get()`` to copy it to a NumPy array."""
 
     def __init__(self, rows: int, cols: int):
-        from ._cuda import DeviceBuffer
-
         self.shape = (rows, cols)
         self.dtype = _F64
         self._buf = DeviceBuffer(8 * rows * cols)

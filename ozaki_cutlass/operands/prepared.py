@@ -25,10 +25,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _cuda
-from .arrays import Matrix, describe_input
-from .numerics import crt_constants
-from .reference import resolve_moduli, validate_mode
+from ..device import driver
+from ..device.arch import visible_arch
+from ..device.arrays import Matrix, current_stream, describe_input, upload
+from ..device.workspace import WORKSPACES
+from ..kernels.stages import load_stages
+from ..numerics.moduli import crt_constants
+from ..options import as_flag, check_sizes, resolve_moduli, validate_mode
+from .stages import OperandBuffers, needs_pack, round_up, run_operand_stages
+
+__all__ = ["Prepared", "prepare", "SIDES"]
 
 SIDES = ("left", "right")
 
@@ -93,11 +99,7 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
     to the GPU), CuPy, PyTorch CUDA or ``__cuda_array_interface__``, float64. The work
     is enqueued on ``stream`` (default as in gemm); gemm calls on other streams must be
     ordered after it by the caller."""
-    from .pipeline import _default_stream, _needs_pack, _operand_stages, _round_up, _to_device, check_sizes
-    from .stages_build import load_stages
-
-    if not isinstance(trans, (bool, np.bool_)):
-        raise TypeError(f"trans must be True or False, got {type(trans).__name__}")
+    trans = as_flag(trans, "trans")
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     count = resolve_moduli(moduli)
@@ -106,48 +108,45 @@ def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: st
     check_sizes(rows=X.shape[0], cols=X.shape[1])
     kind = "numpy" if isinstance(X, np.ndarray) else X.kind
     device = 0 if isinstance(X, np.ndarray) or X.device is None else X.device
-    with _cuda.on_device(device):  # the caller's current GPU is current again after the call
-        from ._device import visible_arch
-
+    with driver.on_device(device):  # the caller's current GPU is current again after the call
         arch = visible_arch(device)
         if arch is None:
-            raise _cuda.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
+            raise driver.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
         keep: list = []
         if isinstance(X, np.ndarray):
-            X = _to_device(x, keep)
+            X = upload(x, keep)
         X = X.t() if trans else X
         if side == "left":  # rows of op(A): vs = rs, es = cs
             nvec, k = X.rows, X.cols
             vs, es, rows_pad = X.rs, X.cs, X.rows
         else:               # columns of op(B): vs = cs, es = rs
             k, nvec = X.rows, X.cols
-            vs, es, rows_pad = X.cs, X.rs, _round_up(X.cols, 4)
+            vs, es, rows_pad = X.cs, X.rs, round_up(X.cols, 4)
         st = load_stages(arch)
-        sh = _default_stream(kind, stream, device)
+        sh = current_stream(kind, stream, device)
 
         def buf(nbytes: int) -> int:
-            b = _cuda.DeviceBuffer(max(nbytes, 16))
+            b = driver.DeviceBuffer(max(nbytes, 16))
             keep.append(b)
             return b.ptr
 
         accurate = mode == "accurate"
-        k16 = _round_up(k, 16)
-        d = dict(X=X, nvec=nvec, vs=vs, es=es, packed=buf(8 * nvec * k) if _needs_pack(nvec, k, es) else 0,
-                 e=buf(4 * nvec), fast=buf(4 * nvec), nonfinite=buf(4 * nvec), rows_pad=rows_pad,
-                 bar=buf(rows_pad * k16) if accurate else 0)
+        k16 = round_up(k, 16)
+        ob = OperandBuffers(X=X, nvec=nvec, vs=vs, es=es, rows_pad=rows_pad,
+                            packed=buf(8 * nvec * k) if needs_pack(nvec, k, es) else 0,
+                            exps=buf(4 * nvec), fast=buf(4 * nvec), nonfinite=buf(4 * nvec),
+                            coarse=buf(rows_pad * k16) if accurate else 0)
         pb = crt_constants(count).bound_exponent
         if k:
-            _operand_stages(st, d, k, pb, accurate, sh)
+            v = run_operand_stages(st, ob, k, pb, accurate, sh)
         else:  # nothing to scan: no non-finite entries; the zero-size vector set
-            d["v"] = (X.ptr, nvec, 0, vs, es)
+            v = (X.ptr, nvec, 0, vs, es)
             if nvec:
-                _cuda.check(_cuda._driver().cuMemsetD8Async(d["nonfinite"], 0, 4 * nvec, _cuda.as_cu_stream(sh)),
-                            "memset")
+                driver.check(driver.bindings().cuMemsetD8Async(ob.nonfinite, 0, 4 * nvec, driver.as_cu_stream(sh)),
+                             "memset")
         residues = 0
         if not accurate:
-            from .pipeline import _workspace
-
             residues = buf(count * rows_pad * k16)
-            st.residues(*d["v"], d["fast"], count, _workspace(device, sh).moduli(), residues, rows_pad, k16, sh)
-        return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=d["v"], exps=d["e"],
-                        fast=d["fast"], nonfinite=d["nonfinite"], coarse=d["bar"], residues=residues, _keep=keep)
+            st.residues(*v, ob.fast, count, WORKSPACES.get(device, sh).moduli(), residues, rows_pad, k16, sh)
+        return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=v, exps=ob.exps,
+                        fast=ob.fast, nonfinite=ob.nonfinite, coarse=ob.coarse, residues=residues, _keep=keep)

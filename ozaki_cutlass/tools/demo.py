@@ -12,7 +12,14 @@ import statistics
 import sys
 import time
 
-from . import accuracy, reference
+import numpy as np
+
+from .. import reference
+from ..api import gemm
+from ..device import driver
+from ..device.arch import compute_capability
+from ..numerics import accuracy
+from .measure import sample_error, sample_reference
 
 DEMO_COUNTS = (8, 10, 12, 14, 15, 16, 18, 20)
 DEMO_PHIS = (0.5, 4.0)
@@ -20,7 +27,6 @@ DEMO_PHIS = (0.5, 4.0)
 
 def _gpu_status() -> str | None:
     """A one-line description of the visible GPU, or None when there is none."""
-    from ._device import compute_capability
 
     cc = compute_capability()
     return None if cc is None else f"CUDA device 0, compute capability {cc[0]}.{cc[1]}"
@@ -90,17 +96,13 @@ def _framework():
 
 
 def gpu_demo(n: int, seed: int) -> int:
-    import numpy as np
-
-    from . import _cuda, pipeline
-    from .bench import sample_error, sample_reference
 
     # 1. bit-for-bit agreement with the reference on a small problem
     rng = np.random.default_rng(seed)
     a = accuracy.random_matrix(256, 256, 1.0, rng)
     b = accuracy.random_matrix(256, 256, 1.0, rng)
     same = all(
-        np.array_equal(pipeline.gemm(a, b, moduli=c, mode=mode).view(np.int64),
+        np.array_equal(gemm(a, b, moduli=c, mode=mode).view(np.int64),
                        reference.gemm(a, b, moduli=c, mode=mode).view(np.int64))
         for c in (8, 15, 20) for mode in ("fast", "accurate"))
     print(f"256 x 256 x 256, moduli 8/15/20, both modes: GPU result "
@@ -125,12 +127,12 @@ def gpu_demo(n: int, seed: int) -> int:
           f"{rows.tolist()} against a double-double product")
     stream = fw.cuda.get_current_stream().ptr if fw_name == "cupy" else fw.cuda.current_stream().cuda_stream
     t = {}
-    pipeline.gemm(da, db, timings=t)  # what the auto policy does at this size
+    gemm(da, db, timings=t)  # what the auto policy does at this size
     calls = [("native DGEMM", lambda: da @ db)]
-    calls += [(f"ozaki {count} moduli", functools.partial(pipeline.gemm, da, db, moduli=count))
+    calls += [(f"ozaki {count} moduli", functools.partial(gemm, da, db, moduli=count))
               for count in GPU_COUNTS]
-    calls.append(("gemm(a, b) (auto)", lambda: pipeline.gemm(da, db)))
-    times, outs = _cuda.event_times([fn for _, fn in calls], 2, 5, stream)
+    calls.append(("gemm(a, b) (auto)", lambda: gemm(da, db)))
+    times, outs = driver.event_times([fn for _, fn in calls], 2, 5, stream)
     ref = sample_reference(ha[rows], hb)
     nat_ms = statistics.median(times[0])
     print(f"{'':18s} {'ms':>9s} {'TFLOP/s':>8s} {'vs native':>9s} {'error':>9s}")

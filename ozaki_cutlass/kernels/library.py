@@ -1,4 +1,5 @@
-"""Loading generated kernel libraries and calling their C entry points.
+"""Loading generated kernel libraries: finding (or building) a variant's artifact, opening
+it, checking its ABI, and turning a non-zero status into a typed error.
 
 A built artifact is a shared library exporting ``<symbol>_run`` and friends (ABI in
 ``templates/include/ozaki/int8_gemm_entry.h``). This module opens it with ctypes, checks
@@ -11,13 +12,12 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from functools import lru_cache
+import threading
 from pathlib import Path
 
-from .generator import environment
-from .generator.build import Artifact, build, find_artifact, list_artifacts
-from .generator.errors import ToolchainError
-from .generator.variants import GemmVariant
+from ..generator import environment
+from ..generator.build import Artifact, build, find_artifact, list_artifacts
+from ..generator.errors import ToolchainError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ def raise_for_status(status: int, last_error, where: str) -> None:
     raise KernelError(f"{where}: {message}")
 
 
-def _open(library: Path, symbol: str, name: str, abi_version: int = ABI_VERSION) -> ctypes.CDLL:
+def open_library(library: Path, symbol: str, name: str, abi_version: int = ABI_VERSION) -> ctypes.CDLL:
+    """``library`` opened with ctypes after checking its ABI version and variant name."""
     lib = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
     abi = getattr(lib, f"{symbol}_abi_version")
     abi.restype, abi.argtypes = _int, []
@@ -74,7 +75,7 @@ class GeneratedLibrary:
         self.artifact = artifact
         self.variant = artifact.variant
         sym = artifact.symbol
-        self._lib = _open(Path(artifact.library_path), sym, self.variant.name, self.ABI)
+        self._lib = open_library(Path(artifact.library_path), sym, self.variant.name, self.ABI)
         self._run = getattr(self._lib, f"{sym}_run")
         self._run.restype, self._run.argtypes = _int, self.RUN_ARGTYPES
         if self.WORKSPACE_ARGTYPES is not None:  # None: a library without a workspace query
@@ -93,47 +94,74 @@ class GeneratedLibrary:
         return f"{type(self).__name__}({self.name})"
 
 
-class Int8Gemm(GeneratedLibrary):
-    """One generated INT8 GEMM (int8 x int8 -> int32, TN, batched), ready to launch."""
+class LoadedKernels:
+    """The process's memory of kernel libraries: where each variant's artifact is (finding
+    it renders the template and hashes headers, which must not happen on every GEMM call;
+    artifacts are content-addressed and never change in place), each library opened (one
+    per artifact directory and class), and which library a (class, variant, directory)
+    loaded, so that a GEMM call's lookup is one dictionary read. :meth:`clear` forgets all
+    three (loaded libraries stay mapped while something holds them)."""
 
-    RUN_ARGTYPES = [_int, _int, _int, _int, _ptr, _i64, _i64, _ptr, _i64, _i64, _ptr, _i64, _i64,
-                    _ptr, ctypes.c_size_t, _ptr]
+    def __init__(self):
+        self._located: dict = {}
+        self._opened: dict = {}
+        self._loaded: dict = {}
+        self._lock = threading.Lock()
 
-    def workspace_size(self, m: int, n: int, k: int, batch: int = 1) -> int:
-        return int(self._ws(m, n, k, batch))
+    @staticmethod
+    def _where(out_dir) -> tuple:
+        """The directory part of a key: the default one is keyed by OZAKI_CACHE_DIR, so a
+        process that changes it looks in the new one."""
+        return ("default", environment.setting("OZAKI_CACHE_DIR")) if out_dir is None else ("dir", str(out_dir))
 
-    def __call__(self, m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
-                 workspace=0, workspace_bytes=0, stream=0) -> None:
-        """C[b] = A[b] B[b]^T; pointers and the stream are integer handles."""
-        self._check(self._run(m, n, k, batch, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c,
-                              workspace or None, workspace_bytes, stream or None))
+    def load(self, cls: type, variant, out_dir=None, *, build_missing: bool = True, progress: bool = True):
+        """The opened ``cls`` library of ``variant`` (see :func:`load_library`)."""
+        key = (cls, variant, self._where(out_dir))
+        lib = self._loaded.get(key)
+        if lib is None:
+            art = self.locate(variant, out_dir, build_missing=build_missing, progress=progress)
+            lib = self._loaded[key] = self.open(cls, str(art.directory))
+        return lib
+
+    def locate(self, variant, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Artifact:
+        """The artifact of ``variant`` (see :func:`locate`)."""
+        key = (variant, self._where(out_dir))
+        art = self._located.get(key)
+        if art is None or not art.library_path.is_file():
+            art = _locate(variant, out_dir, build_missing=build_missing, progress=progress)
+            self._located[key] = art
+        return art
+
+    def open(self, cls: type, directory: str):
+        """One ``cls`` (a GeneratedLibrary) per artifact directory and process."""
+        key = (cls, directory)
+        lib = self._opened.get(key)
+        if lib is None:
+            with self._lock:
+                lib = self._opened.get(key)
+                if lib is None:
+                    lib = self._opened[key] = cls(Artifact.from_directory(directory))
+        return lib
+
+    def clear(self) -> None:
+        with self._lock:
+            self._located.clear()
+            self._opened.clear()
+            self._loaded.clear()
 
 
-@lru_cache(maxsize=None)
-def _loaded(cls: type, directory: str):
-    """One ``cls`` (a GeneratedLibrary) per artifact directory and process."""
-    return cls(Artifact.from_directory(directory))
+#: The one LoadedKernels of the process.
+KERNELS = LoadedKernels()
 
 
 def load_library(cls: type, variant, out_dir=None, *, build_missing: bool = True, progress: bool = True):
     """The loaded ``cls`` library of ``variant``, building it first (with progress) when missing."""
-    return _loaded(cls, str(locate(variant, out_dir, build_missing=build_missing, progress=progress).directory))
-
-
-_LOCATED: dict = {}
+    return KERNELS.load(cls, variant, out_dir, build_missing=build_missing, progress=progress)
 
 
 def locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Artifact:
-    """Memoized per process (artifacts are content-addressed and never change in place):
-    computing a cache key renders the template and hashes headers, which must not happen
-    on every GEMM call. The default directory is keyed by OZAKI_CACHE_DIR, so a process
-    that changes it looks in the new one."""
-    key = (variant, ("default", environment.setting("OZAKI_CACHE_DIR")) if out_dir is None else str(out_dir))
-    art = _LOCATED.get(key)
-    if art is None or not art.library_path.is_file():
-        art = _locate(variant, out_dir, build_missing=build_missing, progress=progress)
-        _LOCATED[key] = art
-    return art
+    """The artifact of ``variant``, remembered for the process (:data:`KERNELS`)."""
+    return KERNELS.locate(variant, out_dir, build_missing=build_missing, progress=progress)
 
 
 def _locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Artifact:
@@ -157,45 +185,3 @@ def _locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool
         log.info("building %s", variant.name)
         (art,) = build([variant], out_dir, progress=progress).artifacts
     return art
-
-
-def load_int8_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = True,
-                   progress: bool = True) -> Int8Gemm:
-    """The loaded kernel of ``variant``, building it first (with progress) when missing."""
-    return load_library(Int8Gemm, variant, out_dir, build_missing=build_missing, progress=progress)
-
-
-class GroupGemm(GeneratedLibrary):
-    """One generated fused modulus-group GEMM (partial-CRT epilogue; sm_90a or sm_80, one C
-    ABI, group_gemm_sm90.h): for consecutive groups of G moduli, every modulus's residues
-    concatenated along k, group q's X = CRT of (A_h B_h^T mod m_h over its moduli h) mod
-    their product, q * stride_x elements into x. One launch for all groups where the
-    kernel batches them (sm_90a, G = 1), else one per group."""
-
-    RUN_ARGTYPES = [_int, _int, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _i64, _i64,
-                    ctypes.POINTER(ctypes.c_uint32), _ptr, ctypes.c_size_t, _ptr]
-    WORKSPACE_ARGTYPES = [_int, _int, _int, _int, _int]
-    ABI = GROUP_ABI_VERSION
-
-    @property
-    def group_size(self) -> int:
-        return self.variant.group_size
-
-    def workspace_size(self, m: int, n: int, k_pad: int, groups: int = 1) -> int:
-        return int(self._ws(m, n, k_pad, self.group_size, groups))
-
-    def __call__(self, m, n, k_pad, moduli, a, lda, b, ldb, x, ldx, stride_x=0, workspace=0,
-                 workspace_bytes=0, stream=0) -> None:
-        """``moduli``: groups * G values, group q's G moduli at [q*G, (q+1)*G)."""
-        groups, rest = divmod(len(moduli), self.group_size)
-        if rest or not groups:
-            raise UnsupportedProblem(f"{self.name}: {len(moduli)} moduli do not make whole groups of "
-                                     f"{self.group_size}")
-        mods = (ctypes.c_uint32 * len(moduli))(*moduli)
-        self._check(self._run(m, n, k_pad, self.group_size, groups, a, lda, b, ldb, x, ldx, stride_x,
-                              mods, workspace or None, workspace_bytes, stream or None))
-
-
-def load_group_gemm(variant: GemmVariant, out_dir=None, *, progress: bool = True) -> GroupGemm:
-    """The loaded fused kernel of ``variant``, building it first (with progress) when missing."""
-    return load_library(GroupGemm, variant, out_dir, progress=progress)

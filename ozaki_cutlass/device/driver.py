@@ -23,8 +23,12 @@ class NoGpuError(RuntimeError):
 
 _DRIVER = None
 
+__all__ = ["CudaError", "NoGpuError", "bindings", "check", "ensure_context", "primary_context", "on_device",
+           "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
+           "event_times"]
 
-def _driver():
+
+def bindings():
     """cuda.bindings.driver, imported on first use (dozens of calls per GEMM use it)."""
     global _DRIVER
     if _DRIVER is None:
@@ -36,7 +40,7 @@ def _driver():
 
 def check(result, what: str = "CUDA call"):
     """Unpack a cuda-bindings result tuple, raising CudaError when the status is not success."""
-    cu = _driver()
+    cu = bindings()
     if isinstance(result, tuple):
         err, rest = result[0], result[1:]
     else:
@@ -61,13 +65,13 @@ def ensure_context(ordinal: int = 0):
     the first call for a device, a call finding that context current costs one query."""
     ctx = _CONTEXTS.get(ordinal)
     if ctx is not None:
-        cu = _driver()
+        cu = bindings()
         current = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
         if int(current) != int(ctx):
             check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
         return ctx
     try:
-        cu = _driver()
+        cu = bindings()
         check(cu.cuInit(0), "cuInit")
         count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
     except (ImportError, OSError, CudaError) as exc:
@@ -99,7 +103,7 @@ def on_device(ordinal: int = 0):
     (none included), so a call on another GPU's arrays does not move the caller's CuPy or
     PyTorch onto that GPU."""
     try:
-        previous = check(_driver().cuCtxGetCurrent(), "cuCtxGetCurrent")
+        previous = check(bindings().cuCtxGetCurrent(), "cuCtxGetCurrent")
     except Exception:  # noqa: BLE001 - no driver, or not initialized: ensure_context says why
         previous = None
     ctx = ensure_context(ordinal)
@@ -107,14 +111,14 @@ def on_device(ordinal: int = 0):
         yield ctx
     finally:
         if previous is not None and int(previous) != int(ctx):
-            check(_driver().cuCtxSetCurrent(previous), "cuCtxSetCurrent")
+            check(bindings().cuCtxSetCurrent(previous), "cuCtxSetCurrent")
 
 
 class DeviceBuffer:
     """Device memory from cuMemAlloc, freed on close() or garbage collection."""
 
     def __init__(self, nbytes: int):
-        cu = _driver()
+        cu = bindings()
         self.nbytes = int(nbytes)
         self._ptr = check(cu.cuMemAlloc(max(self.nbytes, 1)), f"cuMemAlloc({self.nbytes})")
 
@@ -124,7 +128,7 @@ class DeviceBuffer:
 
     def close(self) -> None:
         if self._ptr is not None:
-            check(_driver().cuMemFree(self._ptr), "cuMemFree")
+            check(bindings().cuMemFree(self._ptr), "cuMemFree")
             self._ptr = None
 
     def __del__(self):
@@ -137,20 +141,20 @@ class DeviceBuffer:
         host = np.ascontiguousarray(host)
         if host.nbytes > self.nbytes:
             raise ValueError(f"{host.nbytes} bytes do not fit a {self.nbytes}-byte buffer")
-        check(_driver().cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, host.nbytes, stream_handle(stream)),
+        check(bindings().cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, host.nbytes, stream_handle(stream)),
               "cuMemcpyHtoDAsync")
         synchronize(stream)
 
     def download(self, host: np.ndarray, stream=0) -> np.ndarray:
         if not host.flags.c_contiguous or host.nbytes > self.nbytes:
             raise ValueError("download needs a C-contiguous array no larger than the buffer")
-        check(_driver().cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, host.nbytes, stream_handle(stream)),
+        check(bindings().cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, host.nbytes, stream_handle(stream)),
               "cuMemcpyDtoHAsync")
         synchronize(stream)
         return host
 
     def fill_bytes(self, value: int, stream=0) -> None:
-        check(_driver().cuMemsetD8Async(self._ptr, value & 0xFF, self.nbytes, stream_handle(stream)),
+        check(bindings().cuMemsetD8Async(self._ptr, value & 0xFF, self.nbytes, stream_handle(stream)),
               "cuMemsetD8Async")
 
 
@@ -166,15 +170,15 @@ def stream_handle(stream) -> int:
 
 
 def as_cu_stream(stream):
-    return _driver().CUstream(stream_handle(stream))
+    return bindings().CUstream(stream_handle(stream))
 
 
 def synchronize(stream=0) -> None:
-    check(_driver().cuStreamSynchronize(as_cu_stream(stream)), "cuStreamSynchronize")
+    check(bindings().cuStreamSynchronize(as_cu_stream(stream)), "cuStreamSynchronize")
 
 
 def new_stream():
-    cu = _driver()
+    cu = bindings()
     return check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
 
 
@@ -185,15 +189,15 @@ class EventTimer:
     stream: object = 0
 
     def __post_init__(self):
-        cu = _driver()
+        cu = bindings()
         self._start = check(cu.cuEventCreate(0), "cuEventCreate")
         self._stop = check(cu.cuEventCreate(0), "cuEventCreate")
 
     def start(self):
-        check(_driver().cuEventRecord(self._start, as_cu_stream(self.stream)), "cuEventRecord")
+        check(bindings().cuEventRecord(self._start, as_cu_stream(self.stream)), "cuEventRecord")
 
     def stop(self) -> float:
-        cu = _driver()
+        cu = bindings()
         check(cu.cuEventRecord(self._stop, as_cu_stream(self.stream)), "cuEventRecord")
         check(cu.cuEventSynchronize(self._stop), "cuEventSynchronize")
         return float(check(cu.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime"))

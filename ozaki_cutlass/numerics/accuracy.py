@@ -17,6 +17,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..reference import gemm as ref_gemm
+
 
 def same_bits(x, y) -> bool:
     """Whether two float64 arrays (NumPy, or anything ``np.asarray`` takes) hold the same
@@ -177,7 +179,6 @@ def error_table(n: int, phis, counts, modes=("fast", "accurate"), *, seed: int =
     n <= 128).
     """
     if gemm is None:
-        from .reference import gemm as ref_gemm
         gemm = ref_gemm
     use_exact = reference == "exact" or (reference == "auto" and n <= 128)
     rows = []

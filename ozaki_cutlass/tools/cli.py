@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .arguments import moduli_count, positive_int
+
 __all__ = ["main"]
 
 log = logging.getLogger("ozaki_cutlass.cli")
@@ -48,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--variants", nargs="+", metavar="PATTERN",
                        help="globs over variant names, matched against the full sweep "
                             "(default: the arch's default set)")
-    build.add_argument("--jobs", type=_positive_int, metavar="N",
+    build.add_argument("--jobs", type=positive_int, metavar="N",
                        help="parallel nvcc processes (default: OZAKI_BUILD_JOBS, else CPUs "
                             "capped by memory)")
     build.add_argument("--out", type=Path, metavar="DIR",
@@ -65,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     listing.set_defaults(handler=_list)
 
     demo = commands.add_parser("demo", help="multiply random matrices and check the result")
-    demo.add_argument("--n", type=_positive_int, metavar="INT",
+    demo.add_argument("--n", type=positive_int, metavar="INT",
                       help="matrix size (default: 8192 on a GPU, 256 for the CPU reference)")
     demo.add_argument("--seed", type=int, metavar="INT", help="random seed")
     demo.add_argument("--cpu", action="store_true", help="use the NumPy reference only")
@@ -74,54 +76,22 @@ def _parser() -> argparse.ArgumentParser:
     acc = commands.add_parser("accuracy", help="error table: moduli count x mode x phi (CPU)",
                               description="Normwise error of the NumPy reference against an exact "
                                           "(n <= 128) or double-double product, next to float64 @.")
-    acc.add_argument("--n", type=_positive_int, default=256, metavar="INT")
+    acc.add_argument("--n", type=positive_int, default=256, metavar="INT")
     acc.add_argument("--phi", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    acc.add_argument("--min-moduli", type=_moduli_count, default=6)
-    acc.add_argument("--max-moduli", type=_moduli_count, default=20)
+    acc.add_argument("--min-moduli", type=moduli_count, default=6)
+    acc.add_argument("--max-moduli", type=moduli_count, default=20)
     acc.add_argument("--reference", choices=["auto", "exact", "dd"], default="auto")
     acc.add_argument("--seed", type=int, default=0)
     acc.set_defaults(handler=_accuracy)
 
-    from .bench import add_bench_parser, add_int8_parser, add_tune_parser
+    from .bench import add_bench_parser
+    from .int8 import add_int8_parser
+    from .tune import add_tune_parser
 
     add_int8_parser(commands)
     add_bench_parser(commands)
     add_tune_parser(commands)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _nonnegative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
-    return value
-
-
-def _moduli_count(text: str) -> int:
-    """A moduli count the emulation takes (2..20), checked where the library checks it."""
-    from .numerics import validate_moduli_count
-
-    try:
-        return validate_moduli_count(int(text))
-    except (TypeError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _shape(text: str) -> tuple[int, int, int]:
-    """'N' or 'MxNxK' (the benchmark's shapes)."""
-    from .bench import parse_shape
-
-    try:
-        return parse_shape(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # the command as given, for what records it (tune's table)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
-    from .dispatch import TuningTableError
+    from ..dispatch import TuningTableError
 
     try:
         return args.handler(args)
@@ -141,17 +111,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _target_arch(requested: str | None):
     """The arch to build: --arch, else the visible GPU's; None (after saying why) if neither."""
-    from .generator import Arch
+    from ..generator import Arch
 
     if requested is not None:
         return Arch(requested)
-    from . import _device
+    from ..device import arch as arch_module
 
-    capability = _device.compute_capability()
+    capability = arch_module.compute_capability()
     if capability is None:
         log.error("no GPU found: pass --arch sm_90a or --arch sm_80 to choose what to build")
         return None
-    arch = _device.arch_for_capability(*capability)
+    arch = arch_module.arch_for_capability(*capability)
     if arch is None:
         log.error("the GPU's compute capability %d.%d is not supported (8.0 or newer is "
                   "needed); pass --arch to build anyway", *capability)
@@ -168,7 +138,7 @@ def _patterns(patterns: str | Sequence[str] | None) -> list[str] | None:
 def _matching(arch, patterns: list[str], full: bool) -> list:
     """The catalogued variants (plain and fused) matching any of ``patterns``, each once, in
     the order of the patterns."""
-    from .generator import catalog
+    from ..generator import catalog
 
     found = []
     for pattern in patterns:
@@ -177,7 +147,7 @@ def _matching(arch, patterns: list[str], full: bool) -> list:
 
 
 def _select(arch, patterns: str | Sequence[str] | None, full: bool):
-    from .generator import catalog
+    from ..generator import catalog
 
     patterns = _patterns(patterns)
     if patterns is None:  # plain and fused families alike (what build compiles)
@@ -193,13 +163,13 @@ def _build_targets(arch, patterns: str | Sequence[str] | None):
     tune`'s candidates, do not compile on first use)."""
     import fnmatch
 
-    from .generator import StagesVariant, catalog
+    from ..generator import StagesVariant, catalog
 
     patterns = _patterns(patterns)
     targets = catalog(arch, None, full=False, epilogue=None) if patterns is None else _matching(arch, patterns, True)
     if patterns is None:
-        from .dispatch import builtin_candidates, candidates_from_table, load_table
-        from .reference import DEFAULT_MODULI
+        from ..dispatch import builtin_candidates, candidates_from_table, load_table
+        from ..options import DEFAULT_MODULI
 
         table, source = load_table()
         # the built-in candidates bring the fused kernels' siblings (15 moduli in groups of
@@ -211,14 +181,14 @@ def _build_targets(arch, patterns: str | Sequence[str] | None):
     if patterns is None or any(fnmatch.fnmatchcase(stages.name, p) for p in patterns):
         targets.append(stages)
     for pattern in patterns or ():  # the opt-in prologue prototype: only when a pattern names it
-        from .generator.prologue import prologue_catalog
+        from ..generator.prologue import prologue_catalog
 
         targets.extend(v for v in prologue_catalog(pattern) if v.arch is arch and v not in targets)
     return targets
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .generator import CompileError, ToolchainError, build, default_out_dir
+    from ..generator import CompileError, ToolchainError, build, default_out_dir
 
     arch = _target_arch(args.arch)
     if arch is None:
@@ -240,8 +210,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from .generator import Arch, ToolchainError, default_out_dir, list_artifacts, resolve_toolchain
-    from .generator.variants import EPILOGUE_TAGS
+    from ..generator import Arch, ToolchainError, default_out_dir, list_artifacts, resolve_toolchain
+    from ..generator.variants import EPILOGUE_TAGS
 
     variants = _select(args.arch, args.variants, full=args.full)
     if not variants:
@@ -279,7 +249,7 @@ def _list(args: argparse.Namespace) -> int:
 def _built_status(variant, keys: set[str], toolchain) -> str:
     """yes: built from the current sources and toolchain; stale: built from others;
     unverified: built, but the current key cannot be computed; no: never built."""
-    from .generator import ToolchainError, cache_key
+    from ..generator import ToolchainError, cache_key
 
     if not keys:
         return "no"

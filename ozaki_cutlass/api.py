@@ -1,0 +1,144 @@
+"""``ozaki_cutlass.gemm``: the public entry point.
+
+A call is validated once into a frozen :class:`~ozaki_cutlass.call.Call`
+(``ozaki_cutlass.call``), then runs one of the paths (``ozaki_cutlass.paths``): native
+DGEMM (cuBLASLt), or the emulation on the staged, fused or prologue path, each of which
+mirrors ``ozaki_cutlass.reference`` bit for bit. The common auto-policy call on a shape
+already decided native takes the native fast lane first
+(``ozaki_cutlass.paths.fast_lane``).
+"""
+
+from __future__ import annotations
+
+from . import config, dispatch
+from .call import Call, validate
+from .device import driver
+from .device.arch import visible_arch
+from .device.arrays import allocate_like, current_stream, upload
+from .device.workspace import WORKSPACES
+from .options import as_scalar
+from .paths.fast_lane import fast_lane
+from .paths.fused import run_fused
+from .paths.launch import KernelSet, Launch, PhaseTimer, resolve_kernels
+from .paths.native import NO_LAYOUT, decide, native_plan, run_native
+from .paths.prologue import run_prologue
+from .paths.scale import zero_result
+from .paths.staged import run_staged
+
+__all__ = ["gemm"]
+
+_RUNS = {"staged": run_staged, "fused": run_fused, "prologue": run_prologue}
+
+
+def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=None,
+         mode=None, out=None, stream=None, kernel=None, path=None, policy="auto", timings=None):
+    """C = alpha op(A) op(B) + beta C, FP64-accurate, on INT8 tensor cores.
+
+    Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,
+    ``b`` (and ``c``, ``out``) are NumPy arrays (copied to the GPU and back), CuPy arrays,
+    PyTorch CUDA tensors, or objects with ``__cuda_array_interface__``; all float64, any
+    positive strides. The result is of the kind given (a new array, or ``out``). Work runs
+    on ``stream`` (default: the framework's current stream, else the legacy default
+    stream). Device results come back without waiting for the GPU (the NaN/Inf pattern is
+    decided on the device); NumPy results, and ``timings``, wait. The dispatcher picks the kernel by
+    shape and arch (ozaki_cutlass.dispatch); ``kernel`` (a variant name or GemmVariant)
+    and ``path`` ("staged" or "fused") override it; ``path="prologue"`` runs the opt-in
+    tile-local prologue prototype (ozaki_cutlass.paths.prologue; never chosen otherwise). Every
+    choice gives the same bits.
+
+    ``policy``: "auto" (default) runs native cuBLAS DGEMM instead of the emulation where
+    that is measured (tuning table) or, on sm_90 outside any table, predicted (H200 cost
+    model) to be faster, so that calling this function never loses to DGEMM; it does so
+    only when ``moduli``, ``kernel`` and ``path`` are all left unset (an explicit moduli
+    count asks for that emulation) and cuBLAS can take the layouts. Native results carry
+    DGEMM's accuracy (the emulation at the default 15 moduli is about 10x more accurate
+    on the benchmark inputs) and cuBLAS's bits, not the reference's. A shape's decision is
+    remembered until ozaki_cutlass.dispatch.forget_tables() (call it after changing
+    OZAKI_TUNING_TABLE or rewriting the table in a running process). "emulate" always
+    emulates (bits equal to ozaki_cutlass.reference.gemm); "native" always runs cuBLAS.
+    ``timings``: a dict to fill with per-phase milliseconds (synchronizes); its "path" is
+    "staged", "fused" or "native" ("policy" says why for native).
+
+    ``a`` and ``b`` may be operands made by :func:`ozaki_cutlass.prepare` (side "left"
+    for ``a``, "right" for ``b``): their per-operand stages are not redone. Such a call
+    emulates on the staged path, takes ``moduli`` and ``mode`` from the prepared operand
+    when they are left unset, and refuses (ValueError) a mismatch of side, k, moduli,
+    mode, GPU or a trans flag. ``mode`` unset means "accurate" otherwise.
+    """
+    alpha = as_scalar(alpha, "alpha")
+    beta = as_scalar(beta, "beta")
+    if (policy == "auto" and c is None and out is None and moduli is None and kernel is None and path is None
+            and timings is None and stream is None and not trans_a and not trans_b and beta == 0.0
+            and mode in (None, "accurate", "fast")):
+        result = fast_lane(a, b, alpha, mode or "accurate")
+        if result is not None:
+            return result
+    call = validate(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
+                    out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings)
+    return _execute(call)
+
+
+def _execute(call: Call):
+    """Run a validated call on its GPU; the caller's current GPU is current again after."""
+    m, n, k = call.m, call.n, call.k
+    with driver.on_device(call.device):
+        arch = visible_arch(call.device)
+        if arch is None:
+            raise driver.NoGpuError(f"GPU {call.device} is not supported (compute capability 8.0 or newer needed)")
+        table = dispatch.load_table()
+        problem = dispatch.Problem(m, n, k, call.moduli, arch)
+        native, why = decide(call.policy, call.emulation_asked, problem, call.mode, call.device, table)
+        kern = None if native else resolve_kernels(call.variant, call.path, arch, problem, table)
+        sh = current_stream(call.kind, call.stream, call.device)
+        keep: list = []
+        A, B, C = call.A, call.B, call.C
+        if call.on_host:
+            A = A if "a" in call.prepared else upload(call.a, keep)
+            B = B if "b" in call.prepared else upload(call.b, keep)
+            C = upload(call.c, keep) if call.c is not None and call.beta != 0.0 else None  # beta == 0: c is not read
+        A = A.t() if call.trans_a else A
+        B = B.t() if call.trans_b else B
+        if call.out is not None and not call.on_host:
+            result, O = call.out, call.O
+        else:
+            result, O = allocate_like("numpy" if call.on_host else call.kind, m, n, call.device)
+        plan = native_plan(A, B, C, O, call.beta) if native else None
+        if native and plan is None:
+            if call.policy == "native":
+                raise ValueError(NO_LAYOUT)
+            native, why = False, "cuBLAS cannot take these layouts"
+            kern = resolve_kernels(call.variant, call.path, arch, problem, table)
+        timer = PhaseTimer(sh, call.timings is not None)
+        timer.mark("start")
+        if native:
+            run_native(plan, call.alpha, call.beta, sh)
+            timer.mark("native")
+        else:
+            if m and n:
+                launch = Launch(A=A, B=B, C=C, O=O, m=m, n=n, k=k, alpha=call.alpha, beta=call.beta,
+                                moduli=call.moduli, mode=call.mode, stream=sh, prepared=call.prepared)
+                _emulate(kern, launch, call.device, timer)
+            timer.mark("crt")
+        if call.timings is not None:
+            if native:
+                call.timings.update(timer.result(), path="native", kernel="cublasDgemm_v2", policy=why)
+            else:
+                call.timings.update(timer.result(), path=kern.path, kernel=kern.variant.name)
+        if call.on_host:
+            driver.synchronize(sh)
+            value = result.get()
+            if call.out is None:
+                return value
+            call.out[...] = value
+            return call.out
+        return result
+
+
+def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer) -> None:
+    ws = WORKSPACES.get(device, launch.stream)
+    with ws.lock:
+        if launch.alpha == 0.0 or launch.k == 0:
+            zero_result(kern.stages, launch, ws)
+            return
+        # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); the same bits either way
+        _RUNS[kern.path](kern, launch, ws, timer, config.overlap())

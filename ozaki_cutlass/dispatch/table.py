@@ -1,0 +1,182 @@
+"""Tuning tables: reading, checking and keeping them.
+
+The tuning table is JSON (``ozaki-cutlass tune`` writes it on a GPU; the package ships a
+default in ``ozaki_cutlass/data/tuning.json`` that says where and how it was measured):
+
+    {"gpu": ..., "driver": ..., "date": ..., "command": ...,
+     "entries": [{"arch": "sm_90a", "path": "fused", "kernel": "<variant name>",
+                  "m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}, ...]}
+
+Bounds are inclusive; entries are tried in order. Without a table (or when no entry
+fits) the built-in defaults for the arch are tried. A table that is not of this shape
+(see :func:`table_problem`) raises TuningTableError (a ValueError) when it is loaded,
+naming the file and how to fix it.
+
+Entries with ``"path": "native"`` (no kernel) are where ``ozaki-cutlass tune`` measured
+cuBLAS DGEMM faster than every emulated candidate: the ``auto`` policy of
+``ozaki_cutlass.gemm`` (``ozaki_cutlass.dispatch.policy.prefer_native``) sends such shapes
+to native DGEMM.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from importlib import resources
+from pathlib import Path
+
+from .. import config
+from ..generator import Arch
+from .variants import PATHS, path_of, variant_by_name
+
+__all__ = ["TuningTableError", "TableCache", "TABLES", "load_table", "table_problem", "PACKAGED"]
+
+PACKAGED = "ozaki_cutlass/data/tuning.json"
+
+
+class TuningTableError(ValueError):
+    """A tuning table that cannot be used (unreadable, not JSON, not of the documented
+    shape); the message names the file, what is wrong and how to fix it."""
+
+
+def table_problem(table: object) -> str | None:
+    """What makes ``table`` (parsed JSON) other than a tuning table of the shape in this
+    module's docstring, or None when nothing does. Keys the dispatcher does not read
+    ("measured", "tflops", the measurement's metadata) are not checked."""
+    if not isinstance(table, dict):
+        return f"the top level is a JSON {_json_type(table)}, not an object"
+    entries = table.get("entries")
+    if not isinstance(entries, list):
+        return ('no "entries" list' if entries is None
+                else f'"entries" is a JSON {_json_type(entries)}, not a list')
+    for i, e in enumerate(entries):
+        why = _entry_problem(e)
+        if why is not None:
+            return f"entry {i} {why}"
+    return None
+
+
+def _entry_problem(e: object) -> str | None:
+    if not isinstance(e, dict):
+        return f"is a JSON {_json_type(e)}, not an object"
+    paths = PATHS + ("native",)
+    if "path" not in e:
+        return f'has no "path" (one of {paths})'
+    if e["path"] not in paths:
+        return f"has path {e['path']!r}, expected one of {paths}"
+    arches = tuple(a.value for a in Arch)
+    if "arch" in e and e["arch"] not in arches:
+        return f"has arch {e['arch']!r}, expected one of {arches}"
+    for dim in "mnk":
+        if dim in e and not _is_bucket(e[dim]):
+            return f'has "{dim}": {e[dim]!r}, expected [lo, hi] with integers 0 <= lo <= hi'
+    for key in ("ms", "native_ms"):
+        if key in e and not (isinstance(e[key], (int, float)) and not isinstance(e[key], bool)):
+            return f'has "{key}": {e[key]!r}, expected milliseconds (a number)'
+    if e["path"] == "native":
+        return None
+    if "kernel" not in e:
+        return f'has no "kernel" (a {e["path"]} entry names the variant it runs)'
+    if not isinstance(e["kernel"], str):
+        return f'has "kernel": {e["kernel"]!r}, expected a variant name (a string)'
+    try:
+        variant = variant_by_name(e["kernel"], "names")
+    except ValueError as exc:
+        return str(exc)
+    if path_of(variant) != e["path"]:
+        return f"says path {e['path']!r}, but {variant.name} runs the {path_of(variant)} path"
+    if "arch" in e and variant.arch.value != e["arch"]:
+        return f"says arch {e['arch']!r}, but {variant.name} is built for {variant.arch.value}"
+    return None
+
+
+def _is_bucket(value: object) -> bool:
+    return (isinstance(value, list) and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            and 0 <= value[0] <= value[1])
+
+
+def _json_type(value: object) -> str:
+    for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"),
+                       ((int, float), "number")):
+        if isinstance(value, kind):
+            return name
+    return "null"
+
+
+class TableCache:
+    """The tables this process has read (each file once, a failed read not kept) and what
+    was derived from each (see ``candidates_from_table``); :meth:`clear` forgets them all,
+    so the next call reads the file again. A kept table lives, unchanged, until then, so
+    its ``id`` names it: a per-call lookup by identity instead of by content."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._read: dict[tuple, tuple[dict, str]] = {}
+        self._kept_ids: set[int] = set()
+        self.derived: dict = {}  # (id(table), source, what) -> what was made from a kept table
+
+    def read(self, path: str | None, where: str, fix: str) -> tuple[dict, str]:
+        key = (path, where, fix)
+        found = self._read.get(key)
+        if found is None:
+            found = _read_table(path, where, fix)
+            with self._lock:
+                found = self._read.setdefault(key, found)
+                self._kept_ids.add(id(found[0]))
+        return found
+
+    def is_kept(self, table: dict) -> bool:
+        return id(table) in self._kept_ids
+
+    def clear(self) -> None:
+        with self._lock:
+            self._read.clear()
+            self._kept_ids.clear()
+            self.derived.clear()
+
+
+#: The one TableCache of the process (cleared by ``ozaki_cutlass.dispatch.forget_tables``).
+TABLES = TableCache()
+
+
+def load_table(path: str | None = None) -> tuple[dict, str]:
+    """The tuning table: ``path`` if given, else ``OZAKI_TUNING_TABLE``, else the packaged
+    default (which may be absent: then only the built-in candidates are tried). A file
+    that cannot be read, is not JSON or not of the documented shape raises TuningTableError
+    saying which file, what is wrong and how to fix it."""
+    if path is not None:
+        return TABLES.read(str(path), f"tuning table {path}",
+                           f"regenerate it with `ozaki-cutlass tune --out {path}` on the GPU")
+    env = config.tuning_table()
+    if env is not None:
+        return TABLES.read(str(env), f"OZAKI_TUNING_TABLE={env}",
+                           "unset OZAKI_TUNING_TABLE to use the packaged table, or regenerate the "
+                           f"file with `ozaki-cutlass tune --out {env}` on the GPU")
+    return TABLES.read(None, f"the packaged table {PACKAGED}",
+                       "reinstall ozaki-cutlass, or set OZAKI_TUNING_TABLE to a table written by "
+                       "`ozaki-cutlass tune`")
+
+
+def _read_table(path: str | None, where: str, fix: str) -> tuple[dict, str]:
+    """``path``'s table (None: the packaged one), checked; ``where`` and ``fix`` word the
+    error. Only a table read without error is kept."""
+    try:
+        if path is None:
+            text, source = resources.files("ozaki_cutlass").joinpath("data/tuning.json").read_text(), PACKAGED
+        else:
+            text, source = Path(path).read_text(), path
+    except FileNotFoundError:
+        if path is not None:
+            raise TuningTableError(f"{where} cannot be read: no such file; {fix}") from None
+        text, source = '{"entries": []}', "no table"
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TuningTableError(f"{where} cannot be read ({exc}); {fix}") from None
+    try:
+        table = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TuningTableError(f"{where} is not JSON ({exc}); {fix}") from None
+    why = table_problem(table)
+    if why is not None:
+        raise TuningTableError(f"{where}: {why}; {fix}")
+    return table, source

@@ -1,0 +1,59 @@
+"""The settings of a GEMM call that the GPU path and the NumPy reference share: the
+default moduli count, the scaling modes, and the checks of scalars and flags.
+
+One home for them, so that ``ozaki_cutlass.gemm`` and ``ozaki_cutlass.reference.gemm``
+accept and refuse the same values with the same words.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .numerics.moduli import validate_moduli_count
+
+__all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_sizes", "resolve_moduli",
+           "validate_mode"]
+
+#: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
+#: gives a normwise error no larger than float64 ``@`` (docs/accuracy.md measures it).
+DEFAULT_MODULI = 15
+MODES = ("fast", "accurate")
+POLICIES = ("auto", "emulate", "native")
+
+
+def as_scalar(x, name: str) -> float:
+    """``x`` as a float, or TypeError naming ``name`` when it is not a real number."""
+    if type(x) is float:  # the common case, first: gemm's native lane counts microseconds
+        return x
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
+    return float(x)
+
+
+def as_flag(x, name: str) -> bool:
+    """``x`` as a bool, or TypeError naming ``name`` unless it is True or False."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(x).__name__}")
+    return bool(x)
+
+
+def validate_mode(mode: object) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def resolve_moduli(moduli: object) -> int:
+    return DEFAULT_MODULI if moduli is None else validate_moduli_count(moduli)
+
+
+#: The largest dimension the kernels take: they index with int, with room for padding.
+MAX_DIM = 2**31 - 1 - 256
+
+
+def check_sizes(**dims: int) -> None:
+    """ValueError for a dimension the kernels cannot index (they use int sizes, with room
+    for padding)."""
+    for dim, value in dims.items():
+        if value > MAX_DIM:
+            raise ValueError(f"{dim}={value} is out of range: the kernels take sizes up to {MAX_DIM}")

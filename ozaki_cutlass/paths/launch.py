@@ -1,0 +1,129 @@
+"""What every path takes: the call made ready for the GPU (:class:`Launch`), the kernels
+chosen for it (:class:`KernelSet`, from :func:`resolve_kernels`) and the phase timer
+behind ``timings=``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .. import dispatch
+from ..device import driver
+from ..device.arrays import Matrix
+from ..generator import Arch, GemmVariant, default_variant
+from ..kernels.gemm import Int8Gemm, load_int8_gemm
+from ..kernels.prologue import PrologueGemm, load_prologue_gemm
+from ..kernels.stages import Stages, load_stages
+
+__all__ = ["PHASES", "Launch", "KernelSet", "PhaseTimer", "resolve_kernels"]
+
+PHASES = ("scale", "residues", "int8_gemm", "crt", "total")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """One emulated product on the GPU: C = alpha op(A) op(B) + beta C into O.
+
+    A and B are already op(A) (m x k) and op(B) (k x n) as device matrices (a transpose is
+    in their strides), C is None when beta is 0, O is where the result goes. ``prepared``
+    maps "a"/"b" to the :class:`~ozaki_cutlass.operands.prepared.Prepared` operands of the
+    call. Sizes are those of the product; the stream is an int handle."""
+
+    A: Matrix
+    B: Matrix
+    C: Matrix | None
+    O: Matrix
+    m: int
+    n: int
+    k: int
+    alpha: float
+    beta: float
+    moduli: int
+    mode: str
+    stream: int
+    prepared: dict = field(default_factory=dict)
+
+    @property
+    def c_input(self) -> tuple[int, int, int]:
+        """(ptr, row stride, column stride) of the c the final kernel reads; zeros when it
+        reads none."""
+        if self.C is None or self.beta == 0.0:
+            return 0, 0, 0
+        return self.C.ptr, self.C.rs, self.C.cs
+
+
+@dataclass
+class KernelSet:
+    """The kernels of one call."""
+
+    path: str                      # "staged", "fused" or "prologue"
+    variant: object                # the GemmVariant chosen (prologue: the PrologueVariant)
+    stages: Stages
+    gemm: Int8Gemm | None = None   # staged: the INT8 GEMM; else the coarse-bound GEMM once loaded
+    prologue: PrologueGemm | None = None
+
+    def coarse_gemm(self) -> Int8Gemm:
+        """The plain INT8 GEMM that computes the accurate mode's coarse bound: the staged
+        path's own, else the arch's default one (loaded on first need)."""
+        if self.gemm is None:
+            self.gemm = load_int8_gemm(default_variant(self.variant.arch))
+        return self.gemm
+
+
+def resolve_kernels(variant: GemmVariant | None, path: str | None, arch: Arch, problem: dispatch.Problem,
+                    table: tuple[dict, str]) -> KernelSet:
+    """The kernels of a call: ``variant`` when the caller named one (checked against the
+    problem), else the dispatcher's choice under ``table`` (dispatch.load_table()'s
+    (table, source)) and ``path``; ``path="prologue"`` is the opt-in prototype."""
+    if path == "prologue":  # opt-in prototype, never dispatched
+        lib = load_prologue_gemm()
+        return KernelSet(path="prologue", variant=lib.variant, stages=load_stages(arch),
+                         gemm=load_int8_gemm(default_variant(arch)), prologue=lib)
+    if variant is None:
+        choice = dispatch.choose(problem, table=table[0], table_source=table[1], path=path)
+        variant, chosen_path = choice.variant, choice.path
+    else:
+        chosen_path = dispatch.path_of(variant)
+        why = dispatch.Candidate(path=chosen_path, variant=variant).rejection(problem)
+        if why is not None:
+            raise ValueError(f"kernel {variant.name} cannot run m={problem.m}, n={problem.n}, k={problem.k}: {why}")
+    stages = load_stages(variant.arch)
+    if chosen_path == "staged":
+        return KernelSet(path="staged", variant=variant, stages=stages, gemm=load_int8_gemm(variant))
+    return KernelSet(path="fused", variant=variant, stages=stages)
+
+
+def group_variant(variant: GemmVariant, size: int) -> GemmVariant:
+    """``variant``'s sibling for a group of ``size`` moduli (the fused path's kernels)."""
+    return variant if variant.group_size == size else dataclasses.replace(variant, group_size=size)
+
+
+@dataclass
+class PhaseTimer:
+    """CUDA events recorded on ``stream`` at each phase's end (when ``enabled``), read
+    into milliseconds per phase by :meth:`result` (which waits for the last)."""
+
+    stream: int
+    enabled: bool
+    marks: list = field(default_factory=list)
+
+    def mark(self, name: str) -> None:
+        if not self.enabled:
+            return
+        cu = driver.bindings()
+        ev = driver.check(cu.cuEventCreate(0), "cuEventCreate")
+        driver.check(cu.cuEventRecord(ev, driver.as_cu_stream(self.stream)), "cuEventRecord")
+        self.marks.append((name, ev))
+
+    def result(self) -> dict:
+        cu = driver.bindings()
+        driver.check(cu.cuEventSynchronize(self.marks[-1][1]), "cuEventSynchronize")
+        out = {p: 0.0 for p in PHASES}
+        for (_, e0), (name, e1) in zip(self.marks, self.marks[1:]):
+            out[name] = out.get(name, 0.0) + float(driver.check(cu.cuEventElapsedTime(e0, e1),
+                                                                "cuEventElapsedTime"))
+        out["total"] = float(driver.check(cu.cuEventElapsedTime(self.marks[0][1], self.marks[-1][1]),
+                                          "cuEventElapsedTime"))
+        for _, ev in self.marks:
+            cu.cuEventDestroy(ev)
+        return out

@@ -1,0 +1,41 @@
+"""The staged path: residues in (modulus, row, k) planes, one batched INT8 GEMM over the
+moduli per k chunk, then the CRT reconstruction with the unscaling, alpha and beta (and
+the NaN/Inf pattern where the inputs have non-finite values) in one kernel."""
+
+from __future__ import annotations
+
+from ..device.workspace import Workspace
+from ..numerics.moduli import K_CHUNK, crt_constants
+from ..operands.stages import round_up
+from .launch import KernelSet, Launch, PhaseTimer
+from .scale import nonfinite_source, residues, scale
+
+__all__ = ["run_staged"]
+
+
+def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> None:
+    st, m, n, count, sh = kern.stages, L.m, L.n, L.moduli, L.stream
+    consts = crt_constants(count)
+    kp = round_up(L.k, 16)
+    n_pad = round_up(n, 4)
+    sc = scale(kern, L, n_pad, ws, overlap)
+    timer.mark("scale")
+    made = {name for name, p in L.prepared.items() if p.residues}
+    ra = L.prepared["a"].residues if "a" in made else ws.get("ra", count * m * kp)
+    rb = L.prepared["b"].residues if "b" in made else ws.get("rb", count * n_pad * kp)
+    residues(kern, L, sc, ra, rb, n_pad, kp, None, ws, overlap, made)
+    timer.mark("residues")
+    # one batched INT8 GEMM over the moduli per k chunk
+    nchunks = -(-kp // K_CHUNK)
+    plane = m * n_pad
+    c32 = ws.get("c32", 4 * nchunks * count * plane)
+    ws_bytes = kern.gemm.workspace_size(m, n_pad, min(kp, K_CHUNK), count)
+    gws = ws.get("gemm_ws", ws_bytes) if ws_bytes else 0
+    for ch in range(nchunks):
+        k0 = ch * K_CHUNK
+        kl = min(K_CHUNK, kp - k0)
+        kern.gemm(m, n_pad, kl, count, ra + k0, kp, m * kp, rb + k0, kp, n_pad * kp,
+                  c32 + 4 * ch * count * plane, n_pad, plane, gws, ws_bytes, sh)
+    timer.mark("int8_gemm")
+    st.crt_unscale(c32, count, m, n, n_pad, plane, nchunks, count * plane, consts, sc.mu, sc.nu,
+                   L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)

@@ -1,0 +1,210 @@
+"""``ozaki-cutlass tune``: time every candidate kernel per shape bucket in alternation and
+write the tuning table the dispatcher reads (``ozaki_cutlass.dispatch.table``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import operator
+import statistics
+from datetime import datetime, timezone
+
+from ..api import gemm
+from ..device import driver
+from ..device.arch import visible_arch
+from ..dispatch import Candidate, builtin_candidates, candidates_from_table, load_table, path_of
+from ..generator import catalog
+from ..kernels.library import locate
+from ..options import resolve_moduli
+from .arguments import moduli_count, nonnegative_int, positive_int, shape
+from .measure import discarding, missing_tools, time_alternately
+
+__all__ = ["tune_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity", "add_tune_parser"]
+
+log = logging.getLogger(__name__)
+
+
+def tune_points(sizes, shapes) -> list[tuple[int, int, int, dict]]:
+    """What ``tune`` measures, in table order: (m, n, k, bucket). Each rectangular shape
+    first, with a bucket of a factor sqrt(2) around it in every dimension; then the
+    square sizes, whose buckets meet at the geometric midpoints and cover 1 .. 2^31 - 1."""
+    import math
+
+    points = []
+    for m, n, k in shapes:
+        points.append((m, n, k, {d: [max(1, math.ceil(v / math.sqrt(2))), math.floor(v * math.sqrt(2))]
+                                 for d, v in (("m", m), ("n", n), ("k", k))}))
+    sizes = sorted(sizes)
+    bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [2**31 - 1]
+    for i, n in enumerate(sizes):
+        lo, hi = bounds[i], bounds[i + 1] - 1 if i + 1 < len(sizes) else bounds[i + 1]
+        points.append((n, n, n, {"m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}))
+    return points
+
+
+def tune_candidates(arch, patterns, table) -> list:
+    """What ``ozaki-cutlass tune`` times, each kernel once: the built-in candidates (the
+    default INT8 GEMM on the staged path, the fused family), the arch's default staged
+    set, the kernels of ``table`` (dispatch.load_table()'s (table, source): a re-tune never
+    drops an earlier winner unseen) and the variants matching ``patterns``."""
+    cands = list(builtin_candidates(arch))
+
+    def add(cand):
+        if all(c.variant != cand.variant for c in cands):
+            cands.append(cand)
+
+    for v in catalog(arch):
+        add(Candidate(path="staged", variant=v))
+    for c in candidates_from_table(*table):
+        if c.variant.arch is arch:
+            add(Candidate(path=c.path, variant=c.variant, source="from the table in effect"))
+    for pattern in patterns:
+        for v in catalog(arch, pattern, full=True, epilogue=None):
+            add(Candidate(path=path_of(v), variant=v))
+    return cands
+
+
+def tune_main(args) -> int:
+    """``ozaki-cutlass tune``: time every candidate kernel per size bucket, write the table
+    the dispatcher reads (JSON, with GPU, driver, date and command)."""
+    unmatched = [g for g in args.variants or () if not catalog(None, g, full=True, epilogue=None)]
+    if unmatched:  # before any GPU work
+        log.error("--variants %s matches no variant (see `ozaki-cutlass list --full`)", " ".join(unmatched))
+        return 2
+    why = missing_tools("tune", False)
+    if why is not None:
+        log.error("%s", why)
+        return 2
+
+    import cupy as cp
+
+    driver.ensure_context()
+    arch = visible_arch()
+    moduli = resolve_moduli(args.moduli)
+    cands = tune_candidates(arch, args.variants or (), load_table())
+    unbuilt = {c: _unbuilt(c, moduli) for c in cands}  # looked up once, not per size
+    entries, report = [], []
+    for m, n, k, bucket in tune_points(args.sizes, args.shapes or ()):
+        label = f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k)
+        flops = 2.0 * m * n * k
+        rs = cp.random.default_rng(args.seed + m + 7 * n + 13 * k)
+        xa = (rs.random((m, k)) - 0.5) * cp.exp(0.5 * rs.standard_normal((m, k)))
+        xb = (rs.random((k, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((k, n)))
+        runnable = []
+        for c in cands:
+            missing = unbuilt[c]
+            if missing:
+                report.append((label, c.describe(), f"skipped: not built ({', '.join(missing)})"))
+                continue
+            call = functools.partial(discarding, xa, xb, moduli=moduli, kernel=c.variant, path=c.path)
+            try:
+                call()  # one untimed call: a candidate that cannot run at this shape is left out, said
+            except Exception as exc:  # noqa: BLE001
+                report.append((label, c.describe(), f"skipped: {exc}"))
+                continue
+            runnable.append((c, call))
+        if not runnable:
+            report.append((label, "no candidate", "skipped: none is built and runs here"))
+            continue
+        # every candidate in alternation, round after round: they share the clock and
+        # thermal state (timed one after the other, a 16384 candidate's time swung by 40 %)
+        times, _ = driver.event_times([call for _, call in runnable], args.warmup, args.reps)
+        timings = [(statistics.median(t), c) for (c, _), t in zip(runnable, times)]
+        report.extend((label, c.describe(), ms) for ms, c in timings)
+        _, best = min(timings, key=lambda t: t[0])
+        # the winner against native DGEMM, timed in alternation (no drift between them)
+        best_ms, native_ms = time_alternately(
+            functools.partial(gemm, xa, xb, moduli=moduli, kernel=best.variant, path=best.path),
+            functools.partial(operator.matmul, xa, xb), args.warmup, args.reps)
+        report.append((label, f"{best.describe()} again, alternating with native", best_ms))
+        report.append((label, "native DGEMM (cuBLAS via CuPy), alternating", native_ms))
+        entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best_ms, native_ms)
+        del xa, xb
+        cp.get_default_memory_pool().free_all_blocks()
+    gpu, driver_version = _gpu_identity()
+    table = {"gpu": gpu, "driver": driver_version,
+             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+             "command": " ".join(["ozaki-cutlass"] + args.argv),
+             "moduli": moduli, "inputs": "phi = 0.5; the shapes given, then square n x n x n", "entries": entries}
+    for label, name, ms in report:
+        print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
+    with open(args.out, "w") as f:
+        json.dump(table, f, indent=2)
+    print(f"wrote {args.out}: {len(entries)} entries")
+    return 0
+
+
+def bucket_entries(arch: str, box: dict, flops: float, timings: list, best_ms: float, native_ms: float) -> list[dict]:
+    """One size bucket's table entries from its candidates' ``timings`` [(ms, Candidate)]:
+    a "native" entry first where native DGEMM measured faster, then the fastest candidate
+    (``best_ms`` and ``native_ms``: the two timed in alternation; the auto policy reads
+    this entry), then the fastest of each other path, without ``native_ms``, for calls
+    that ask for that path (path="staged" gets the tuned staged kernel, not the default)."""
+    _, best = min(timings, key=lambda t: t[0])
+    entries = []
+    if native_ms <= best_ms:  # the auto policy's native bucket
+        entries.append({"arch": arch, "path": "native"} | box | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
+    entries.append({"arch": arch, "path": best.path, "kernel": best.variant.name} | box
+                   | {"ms": best_ms, "tflops": flops / best_ms / 1e9, "native_ms": native_ms})
+    for path in sorted({c.path for _, c in timings} - {best.path}):
+        ms, c = min((t for t in timings if t[1].path == path), key=lambda t: t[0])
+        entries.append({"arch": arch, "path": path, "kernel": c.variant.name} | box
+                       | {"ms": ms, "tflops": flops / ms / 1e9})
+    return entries
+
+
+def _gpu_identity(ordinal: int = 0) -> tuple[str, str]:
+    """(name, driver version) of CUDA device ``ordinal`` (the one timed), from nvidia-smi,
+    picked by its PCI bus id (nvidia-smi lists every GPU of the machine, in its own
+    order); ("unknown", "unknown") when either cannot be asked."""
+    import subprocess
+
+    try:
+        from cuda.bindings import driver as cu
+
+        status, dev = cu.cuDeviceGet(ordinal)
+        status2, bus = cu.cuDeviceGetPCIBusId(32, dev)
+        if status != cu.CUresult.CUDA_SUCCESS or status2 != cu.CUresult.CUDA_SUCCESS:
+            return "unknown", "unknown"
+        bus_id = (bus.decode(errors="replace") if isinstance(bus, bytes) else str(bus)).split("\0", 1)[0]
+        out = subprocess.run(["nvidia-smi", "-i", bus_id, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (ImportError, OSError, subprocess.SubprocessError):
+        return "unknown", "unknown"
+    return parse_gpu_identity(out)
+
+
+def parse_gpu_identity(text: str) -> tuple[str, str]:
+    """(name, driver) from nvidia-smi's "name, driver_version" CSV line (its first line)."""
+    fields = [f.strip() for f in text.splitlines()[0].split(",")] if text.strip() else []
+    if len(fields) != 2 or not all(fields):
+        return "unknown", "unknown"
+    return fields[0], fields[1]
+
+
+def _unbuilt(candidate, moduli) -> list[str]:
+    """Names of the kernels a candidate needs that are not built (tuning builds nothing)."""
+    missing = []
+    for v in candidate.kernels(moduli):
+        try:
+            locate(v, build_missing=False)
+        except FileNotFoundError:
+            missing.append(v.name)
+    return missing
+
+
+def add_tune_parser(sub) -> None:
+    p = sub.add_parser("tune", help="time the candidate kernels per size bucket, write the dispatcher's table (GPU)")
+    p.add_argument("--sizes", type=positive_int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    p.add_argument("--shapes", type=shape, nargs="+", default=None, metavar="MxNxK",
+                   help="rectangular shapes to measure too; each gets a bucket of a factor sqrt(2) "
+                        "around it in every dimension, tried before the square buckets")
+    p.add_argument("--moduli", type=moduli_count, default=None)
+    p.add_argument("--warmup", type=nonnegative_int, default=1)
+    p.add_argument("--reps", type=positive_int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--variants", nargs="+", default=None, metavar="GLOB",
+                   help="also time these catalogued variants (globs over the full catalog)")
+    p.add_argument("--out", default="tuning.json")
+    p.set_defaults(handler=tune_main)
