@@ -313,7 +313,7 @@ class LtDgemm:
         heuristic's first answer that needs no workspace. The heuristic is told a workspace
         of _HEURISTIC_WORKSPACE bytes is allowed (its ranking differs: at 4096^3 on the H200
         it then ranks first a workspace-free algorithm 0.7 % faster than the one it ranks
-        first when told none is; docs/bench/2026-11-29-run40-h200x2-lt-probe.log), but
+        first when told none is; docs/bench/2026-11-29-run40-h200x2-lt-probe.txt), but
         nothing that needs one is taken."""
         lt, pref = handles.lib.lt, ctypes.c_void_p()
         _check(lt.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "cublasLtMatmulPreferenceCreate")
