@@ -83,7 +83,7 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
 
     variant = StagesVariant(arch=Arch.SM90A)
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
-    st = Stages(artifact.library_path, artifact.symbol, variant.name)
+    st = Stages(artifact)
     with pytest.raises(UnsupportedProblem, match="k"):
         st.scan(1 << 20, 4, -1, 1, 1, 100, 1 << 20, 1 << 20, 1 << 20, 0)
 
