@@ -23,17 +23,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .arch import (
+    ARCH_TAGS,
+    MAX_REGISTERS_PER_THREAD,
+    REGISTER_FILE,
+    SM80_MMA_SHAPE,
+    SM80_SMEM_BYTES,
+    Arch,
+)
 from .errors import IllegalVariantError
 
 __all__ = [
+    # a variant's vocabulary, owned by arch.py and named here too for the templates' context
     "Arch",
+    "ARCH_TAGS",
+    "SM80_MMA_SHAPE",
+    # owned here
     "Schedule",
     "Epilogue",
     "ScheduleSpelling",
     "SCHEDULES",
     "EPILOGUE_TAGS",
-    "ARCH_TAGS",
-    "SM80_MMA_SHAPE",
     "GemmVariant",
     "StagesVariant",
     "Variant",
@@ -41,13 +51,6 @@ __all__ = [
     "catalog",
     "default_variant",
 ]
-
-
-class Arch(str, enum.Enum):
-    """Target architecture, spelled as nvcc's `code=` names it."""
-
-    SM90A = "sm_90a"
-    SM80 = "sm_80"
 
 
 class Schedule(str, enum.Enum):
@@ -100,25 +103,21 @@ SCHEDULES: Mapping[Schedule, ScheduleSpelling] = {
     ),
 }
 
-# Short forms in variant names.
-ARCH_TAGS: Mapping[Arch, str] = {Arch.SM90A: "sm90a", Arch.SM80: "sm80"}
+# Short forms in variant names (the arch's are in arch.py).
 EPILOGUE_TAGS: Mapping[Epilogue, str] = {Epilogue.INT32_STORE: "int32", Epilogue.PARTIAL_CRT: "pcrt"}
 
 # --- hardware and CUTLASS limits the legality rules use -------------------------------
-SM80_MMA_SHAPE = (16, 8, 32)  # mma.sync.m16n8k32.s32.s8.s8
+# (those the prologue prototype checks too, the sm_80 MMA shape among them, are in arch.py)
 _SM90_WGMMA_M = 64  # one warpgroup's wgmma M
 _SM90_TILE_K_MULTIPLE = 64  # two wgmma k=32 steps: at least a 64-byte swizzle row of int8
 _SM90_SMEM_BYTES = 232448  # 227 KiB: sm_90 dynamic shared memory per block
 _SM90_BARRIER_BYTES_PER_STAGE = 16  # full + empty mbarrier of PipelineTmaAsync
 _SM90_SMEM_SLACK_BYTES = 1024  # epilogue and scheduler barriers, load-order barrier
 _SM90_MAX_CLUSTER = 8  # portable cluster size
-_SM80_SMEM_BYTES = 166912  # 163 KiB: sm_80 dynamic shared memory per block
 _SM80_STAGES = range(3, 7)
 _SM80_MAX_WARPS = 16
 _SM80_LOAD_BYTES = 16  # one cp.async vector of int8
 _MAX_ACCUMULATOR_REGISTERS = 128  # int32 accumulators per thread before registers spill
-_REGISTER_FILE = 65536  # 32-bit registers per SM (one CTA must fit)
-_MAX_REGISTERS_PER_THREAD = 255
 _SM80_OTHER_REGISTERS = 64  # operand fragments, addresses and loop state besides accumulators
 _MAX_GROUP_SIZE = 4  # moduli per kernel: the product of 4 moduli <= 256 fits 32 bits
 # sm_90a partial-CRT fold: accumulators + kept residue words per consumer thread. ptxas
@@ -371,7 +370,7 @@ def _sm80_reason(v: GemmVariant) -> str:
     if registers > _MAX_ACCUMULATOR_REGISTERS:
         return (f"a {v.warp_m}x{v.warp_n} warp tile needs {registers} int32 accumulator "
                 f"registers per thread (at most {_MAX_ACCUMULATOR_REGISTERS} before spilling)")
-    budget = min(_MAX_REGISTERS_PER_THREAD, _REGISTER_FILE // (32 * v.warps))
+    budget = min(MAX_REGISTERS_PER_THREAD, REGISTER_FILE // (32 * v.warps))
     if registers + _SM80_OTHER_REGISTERS > budget:
         return (f"{v.warps} warps leave {budget} registers per thread, fewer than the "
                 f"{registers} accumulators + ~{_SM80_OTHER_REGISTERS} others a "
@@ -384,9 +383,9 @@ def _sm80_reason(v: GemmVariant) -> str:
         return (f"stages={v.stages} must be in {_SM80_STAGES.start}..{_SM80_STAGES.stop - 1} "
                 "for the multistage mainloop")
     needed = v.stages * v.smem_stage_bytes
-    if needed > _SM80_SMEM_BYTES:
+    if needed > SM80_SMEM_BYTES:
         return (f"shared memory: {v.stages} stages x {v.smem_stage_bytes} bytes = {needed} "
-                f"bytes exceeds the sm_80 limit of {_SM80_SMEM_BYTES}")
+                f"bytes exceeds the sm_80 limit of {SM80_SMEM_BYTES}")
     return ""
 
 
