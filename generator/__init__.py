@@ -4,21 +4,12 @@ Data flows one way: `GemmVariant` -> `render()` -> `build()` -> `Artifact` (a sh
 library plus its `artifact.json`). Nothing here imports the runtime.
 """
 
-from .build import (
-    ARTIFACT_ABI_VERSION,
-    Artifact,
-    BuildReport,
-    Toolchain,
-    build,
-    cache_key,
-    find_artifact,
-    list_artifacts,
-    load_metadata,
-    resolve_toolchain,
-)
+from .artifact import ARTIFACT_ABI_VERSION, Artifact, cache_key, find_artifact, list_artifacts, load_metadata
+from .build import BuildReport, build
 from .environment import default_out_dir
 from .errors import CompileError, GeneratorError, IllegalVariantError, ToolchainError
 from .render import render, write_if_different
+from .toolchain import Toolchain, resolve_toolchain
 from .variants import (Arch, Epilogue, GemmVariant, Schedule, StagesVariant, catalog, default_variant,
                        variants_named)
 

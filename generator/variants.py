@@ -47,7 +47,6 @@ __all__ = [
     "GemmVariant",
     "StagesVariant",
     "Variant",
-    "variant_from_dict",
     "catalog",
     "default_variant",
 ]
@@ -603,14 +602,3 @@ class StagesVariant:
 
 
 Variant = GemmVariant | StagesVariant
-
-
-def variant_from_dict(data: Mapping[str, Any]) -> Variant:
-    """The variant an artifact.json's `variant` entry describes (either kind)."""
-    if data.get("kind") == "stages":
-        return StagesVariant(arch=Arch(data["arch"]))
-    if data.get("kind") == "prologue":  # the opt-in prototype of generator/prologue.py
-        from .prologue import PrologueVariant
-
-        return PrologueVariant.from_dict(data)
-    return GemmVariant.from_dict(data)
