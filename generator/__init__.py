@@ -4,23 +4,15 @@ Data flows one way: `GemmVariant` -> `render()` -> `build()` -> `Artifact` (a sh
 library plus its `artifact.json`). Nothing here imports the runtime.
 """
 
-from .build import (
-    ARTIFACT_ABI_VERSION,
-    Artifact,
-    BuildReport,
-    Toolchain,
-    build,
-    cache_key,
-    find_artifact,
-    list_artifacts,
-    load_metadata,
-    resolve_toolchain,
-)
+from .arch import Arch
+from .artifact import ARTIFACT_ABI_VERSION, Artifact, cache_key, find_artifact, list_artifacts, load_metadata
+from .build import BuildReport, build
 from .environment import default_out_dir
 from .errors import CompileError, GeneratorError, IllegalVariantError, ToolchainError
+from .gemm_catalog import catalog, default_variant, variants_named
 from .render import render, write_if_different
-from .variants import (Arch, Epilogue, GemmVariant, Schedule, StagesVariant, catalog, default_variant,
-                       variants_named)
+from .toolchain import Toolchain, resolve_toolchain
+from .variants import Epilogue, GemmVariant, Schedule, StagesVariant
 
 __all__ = [
     "ARTIFACT_ABI_VERSION",

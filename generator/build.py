@@ -1,39 +1,22 @@
-"""Rendered source -> shared library, through nvcc, with a content-addressed cache.
-
-Layout of an output directory (`default_out_dir()` unless given):
-
-    <out>/<name>/.lock                  serializes builds of one variant across processes
-    <out>/<name>/<key[:16]>/            one finished artifact, moved into place atomically:
-        lib<name>.so  <name>.cu  build.log  artifact.json
-    <out>/<name>/<key[:16]>.failed/     the source and log of the last failed compile
-    <out>/.staging/<name>-<random>/     builds in progress
-
-The key is the SHA-256 of the canonical JSON of everything that changes the binary: the
-variant's fields, the rendered source, the content of each of our headers the source
-includes (directly or through another of ours), `nvcc --version`, the flags, the arch, the
-CUTLASS version, this package's version and the artifact ABI version. Anything else (paths,
-the time, the host) stays out, so a rebuild with nothing changed is a cache hit, and a
-header edit rebuilds exactly the variants that include it.
+"""Variants -> artifacts: parallel nvcc builds under a lock, with a progress display.
 
 `build()` compiles one translation unit per variant in parallel: by default as many nvcc
 processes as there are CPUs, capped by memory (about 3 GB per sm_90a compile, so 4 GiB per
-job are budgeted; 2 GiB for sm_80), or `OZAKI_BUILD_JOBS`.
+job are budgeted; 2 GiB for sm_80), or `OZAKI_BUILD_JOBS`. Where an artifact lives and
+what its key covers is artifact.py's; this module adds, in an output directory:
+
+    <out>/<name>/.lock                  serializes builds of one variant across processes
+    <out>/.staging/<name>-<random>/     builds in progress, moved into place when done
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import datetime
 import fcntl
-import functools
-import hashlib
-import importlib.util
 import json
 import logging
 import os
-import posixpath
-import re
 import shlex
 import shutil
 import subprocess
@@ -44,401 +27,33 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from . import environment
+from .arch import Arch
+from .artifact import (
+    LOG_FILE,
+    METADATA_FILE,
+    Artifact,
+    artifact_dir,
+    artifact_metadata,
+    cache_key,
+    current_artifact,
+    resolve_out_dir,
+)
 from .errors import CompileError, ToolchainError
-from .render import default_templates_dir, render, write_if_different
-from .variants import Arch, Variant, variant_from_dict
+from .render import render, write_if_different
+from .toolchain import Toolchain, nvcc_command, resolve_toolchain
+from .variants import Variant
 
-__all__ = [
-    "ARTIFACT_ABI_VERSION",
-    "COMMON_FLAGS",
-    "ARCH_FLAGS",
-    "Header",
-    "Toolchain",
-    "Artifact",
-    "BuildReport",
-    "resolve_toolchain",
-    "compile_flags",
-    "nvcc_command",
-    "cache_key",
-    "build",
-    "find_artifact",
-    "list_artifacts",
-    "load_metadata",
-    "default_jobs",
-]
+__all__ = ["BuildReport", "build", "default_jobs"]
 
 log = logging.getLogger(__name__)
 
-# The contract between a built library and the runtime that loads it: the entry points'
-# signatures and artifact.json's fields. Bump it with `ozaki::kAbiVersion` in
-# templates/include/ozaki/int8_gemm_entry.h; artifacts of another ABI are never used.
-ARTIFACT_ABI_VERSION = 1
-
-# -DNDEBUG matters: device asserts serialize wgmma.
-COMMON_FLAGS: tuple[str, ...] = (
-    "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
-    "-shared", "-Xcompiler", "-fPIC",
-)
-ARCH_FLAGS: Mapping[Arch, tuple[str, ...]] = {
-    Arch.SM90A: ("-gencode=arch=compute_90a,code=sm_90a",),
-    # compute_80 PTX too, so the sm_80 fallback also runs (JIT-compiled) on newer GPUs.
-    Arch.SM80: ("-gencode=arch=compute_80,code=[sm_80,compute_80]",),
-}
-
-_METADATA_FILE = "artifact.json"
-_LOG_FILE = "build.log"
 _STAGING_DIR = ".staging"
 _LOCK_FILE = ".lock"
-_KEY_PREFIX = 16  # hex digits of the key in the directory name
 _MEMORY_PER_JOB: Mapping[Arch, int] = {Arch.SM90A: 4 << 30, Arch.SM80: 2 << 30}
-_FALLBACK_NVCC = Path("/usr/local/cuda/bin/nvcc")
-_CUTLASS_WHEEL_MODULE = "cutlass_library"  # located, never imported
 
 
-# --- the toolchain ----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Header:
-    """One of our headers, as read when the toolchain was resolved."""
-
-    sha256: str
-    includes: tuple[str, ...]  # our headers it includes, relative to the include dir
-    opaque: bool  # it has an #include we cannot follow (a macro): assume it includes all
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Toolchain:
-    """Everything outside the variant that goes into a build, resolved once."""
-
-    nvcc: Path
-    nvcc_version: str  # the full `nvcc --version` output
-    cutlass_root: Path  # holds include/ and tools/util/include/
-    cutlass_version: str
-    templates_dir: Path
-    include_dir: Path  # our headers
-    headers: tuple[tuple[str, Header], ...]  # every file under include_dir, by relative path
-
-    @property
-    def include_dirs(self) -> tuple[Path, ...]:
-        return (self.include_dir, self.cutlass_root / "include",
-                self.cutlass_root / "tools" / "util" / "include")
-
-    def headers_included_by(self, source: str) -> dict[str, str]:
-        """{relative path: sha256} of our headers that `source` includes, transitively."""
-        headers = dict(self.headers)
-        pending = list(_our_includes(source, None, headers))
-        if _has_opaque_include(source):
-            pending = list(headers)
-        seen: dict[str, str] = {}
-        while pending:
-            name = pending.pop()
-            if name in seen:
-                continue
-            header = headers[name]
-            seen[name] = header.sha256
-            pending.extend(headers if header.opaque else header.includes)
-        return dict(sorted(seen.items()))
-
-
-def resolve_toolchain(*, nvcc: Path | str | None = None, cutlass_root: Path | str | None = None,
-                      templates_dir: Path | str | None = None,
-                      include_dir: Path | str | None = None) -> Toolchain:
-    """Find nvcc, CUTLASS, the templates and our headers; each argument overrides the lookup.
-
-    nvcc: `nvcc`, else `OZAKI_NVCC`, else `$CUDA_HOME/bin/nvcc`, else `nvcc` on PATH, else
-    /usr/local/cuda/bin/nvcc. CUTLASS: `cutlass_root`, else `CUTLASS_PATH`, else the
-    nvidia-cutlass wheel. Templates: the installed `ozaki_cutlass.templates`; headers: its
-    `include/`. Raises ToolchainError naming what is missing.
-    """
-    nvcc_path = _find_nvcc(nvcc)
-    cutlass = _find_cutlass(cutlass_root)
-    templates = Path(templates_dir) if templates_dir is not None else default_templates_dir()
-    templates = templates.resolve()
-    headers = Path(include_dir).resolve() if include_dir is not None else templates / "include"
-    if not templates.is_dir():
-        raise ToolchainError(f"templates folder {templates} does not exist")
-    return Toolchain(
-        nvcc=nvcc_path,
-        nvcc_version=_nvcc_version(nvcc_path),
-        cutlass_root=cutlass,
-        cutlass_version=_cutlass_version(cutlass),
-        templates_dir=templates,
-        include_dir=headers,
-        headers=_scan_headers(headers),
-    )
-
-
-def _find_nvcc(explicit: Path | str | None) -> Path:
-    if explicit is not None:
-        return _executable(Path(explicit), "the nvcc argument")
-    override = environment.nvcc_override()
-    if override is not None:
-        return _executable(override, "OZAKI_NVCC")
-    cuda_home = environment.cuda_home()
-    if cuda_home is not None:
-        return _executable(cuda_home / "bin" / "nvcc", "CUDA_HOME")
-    on_path = shutil.which("nvcc")
-    if on_path is not None:
-        return Path(on_path)
-    if _FALLBACK_NVCC.is_file():
-        return _FALLBACK_NVCC
-    raise ToolchainError(
-        "nvcc not found: set OZAKI_NVCC or CUDA_HOME, or put nvcc on PATH"
-    )
-
-
-def _executable(path: Path, source: str) -> Path:
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise ToolchainError(f"nvcc from {source} ({path}) is not an executable file")
-    return path.absolute()
-
-
-_version_lock = threading.Lock()
-_version_cache: dict[tuple[str, int, int, int], str] = {}
-
-
-def _nvcc_version(nvcc: Path) -> str:
-    """`nvcc --version`, run once per process and nvcc file (keyed by its stat)."""
-    stat = nvcc.stat()
-    cache_key = (str(nvcc), stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    with _version_lock:
-        if cache_key in _version_cache:
-            return _version_cache[cache_key]
-    try:
-        result = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True,
-                                stdin=subprocess.DEVNULL, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolchainError(f"cannot run {nvcc} --version: {exc}") from exc
-    if result.returncode != 0:
-        raise ToolchainError(f"{nvcc} --version exited {result.returncode}: "
-                             f"{(result.stderr or result.stdout).strip()}")
-    version = result.stdout.strip()
-    with _version_lock:
-        _version_cache[cache_key] = version
-    return version
-
-
-def _find_cutlass(explicit: Path | str | None) -> Path:
-    if explicit is not None:
-        return _cutlass_root(Path(explicit), "the cutlass_root argument")
-    override = environment.cutlass_path()
-    if override is not None:
-        return _cutlass_root(override, "CUTLASS_PATH")
-    spec = importlib.util.find_spec(_CUTLASS_WHEEL_MODULE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ToolchainError(
-            "CUTLASS not found: install nvidia-cutlass or set CUTLASS_PATH to a CUTLASS tree"
-        )
-    package = Path(next(iter(spec.submodule_search_locations)))
-    # The wheel ships the headers in <package>/source; a CUTLASS checkout with its python
-    # package installed in place has them two folders up (as cutlass_library.source_path).
-    for candidate in (package / "source", package.parent.parent):
-        if (candidate / "include" / "cutlass" / "cutlass.h").is_file():
-            return candidate.resolve()
-    raise ToolchainError(f"the {_CUTLASS_WHEEL_MODULE} package at {package} ships no CUTLASS headers")
-
-
-def _cutlass_root(path: Path, source: str) -> Path:
-    if not (path / "include" / "cutlass" / "cutlass.h").is_file():
-        raise ToolchainError(f"{source} ({path}) is not a CUTLASS tree: no include/cutlass/cutlass.h")
-    return path.resolve()
-
-
-def _cutlass_version(root: Path) -> str:
-    header = root / "include" / "cutlass" / "version.h"
-    try:
-        text = header.read_text()
-    except OSError as exc:
-        raise ToolchainError(f"cannot read the CUTLASS version from {header}: {exc}") from exc
-    parts = []
-    for part in ("MAJOR", "MINOR", "PATCH"):
-        match = re.search(rf"#define\s+CUTLASS_{part}\s+(\d+)", text)
-        if match is None:
-            raise ToolchainError(f"{header} defines no CUTLASS_{part}")
-        parts.append(match.group(1))
-    return ".".join(parts)
-
-
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\n]+)[">]', re.MULTILINE)
-_ANY_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b(.*)$", re.MULTILINE)
-
-
-def _scan_headers(root: Path) -> tuple[tuple[str, Header], ...]:
-    """Every file under `root` with its hash and the files under `root` it includes."""
-    if not root.is_dir():
-        raise ToolchainError(f"include folder {root} does not exist")
-    contents = {
-        path.relative_to(root).as_posix(): path.read_bytes()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts
-    }
-    headers = []
-    for name, data in contents.items():
-        text = data.decode(errors="replace")
-        headers.append((name, Header(
-            sha256=hashlib.sha256(data).hexdigest(),
-            includes=tuple(_our_includes(text, name, contents)),
-            opaque=_has_opaque_include(text),
-        )))
-    return tuple(headers)
-
-
-def _our_includes(text: str, including: str | None, ours: Mapping[str, object]) -> list[str]:
-    """The files of `ours` that the #include lines of `text` name, resolved as nvcc does:
-    a quoted name first next to the including file (`including`, relative to the include
-    dir; None for the translation unit), then in the include dir (the first -I)."""
-    found = []
-    for quote, name in _INCLUDE.findall(text):
-        if quote == '"' and including is not None:
-            sibling = posixpath.normpath(posixpath.join(posixpath.dirname(including), name))
-            if sibling in ours:
-                found.append(sibling)
-                continue
-        if posixpath.normpath(name) in ours:
-            found.append(posixpath.normpath(name))
-    return list(dict.fromkeys(found))
-
-
-def _has_opaque_include(text: str) -> bool:
-    """An #include of a macro (or anything but "name" or <name>): where it leads is unknown."""
-    return any(not argument.strip().startswith(('"', "<"))
-               for argument in _ANY_INCLUDE.findall(text))
-
-
-@functools.cache
-def _package_version() -> str:
-    import importlib.metadata  # only when a cache key is computed, not at import
-
-    try:
-        return importlib.metadata.version("ozaki-cutlass")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-# --- commands and keys ------------------------------------------------------------------
-def compile_flags(arch: Arch) -> list[str]:
-    """nvcc flags for `arch`, include directories aside."""
-    return [*ARCH_FLAGS[arch], *COMMON_FLAGS]
-
-
-def nvcc_command(variant: Variant, toolchain: Toolchain, *, source: str,
-                 output: str) -> list[str]:
-    """The nvcc argument list that compiles `source` into the shared library `output`."""
-    includes = [f"-I{directory}" for directory in toolchain.include_dirs]
-    return [str(toolchain.nvcc), *compile_flags(variant.arch), *includes, "-o", output, source]
-
-
-def cache_key(variant: Variant, toolchain: Toolchain, source: str | None = None) -> str:
-    """SHA-256 of everything that changes `variant`'s binary (`source`: its rendered text)."""
-    if source is None:
-        source = render(variant, templates_dir=toolchain.templates_dir)
-    payload = {
-        "abi_version": ARTIFACT_ABI_VERSION,
-        "package_version": _package_version(),
-        "variant": variant.to_dict(),
-        "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
-        "headers": toolchain.headers_included_by(source),
-        "nvcc_version": toolchain.nvcc_version,
-        "flags": compile_flags(variant.arch),
-        "arch": variant.arch.value,
-        "cutlass_version": toolchain.cutlass_version,
-    }
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-# --- artifacts --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Artifact:
-    """A built variant: its shared library exports `<symbol>_run` and friends."""
-
-    variant: Variant
-    key: str
-    directory: Path
-    library_path: Path
-    symbol: str
-
-    @classmethod
-    def from_directory(cls, directory: Path | str) -> Artifact:
-        """Read an artifact's `artifact.json`; ValueError if it is not a usable artifact."""
-        directory = Path(directory)
-        metadata = load_metadata(directory)
-        if metadata.get("abi_version") != ARTIFACT_ABI_VERSION:
-            raise ValueError(f"{directory} has ABI version {metadata.get('abi_version')}, "
-                             f"this package uses {ARTIFACT_ABI_VERSION}")
-        try:
-            variant = variant_from_dict(metadata["variant"])
-            library_path = directory / metadata["library"]
-            artifact = cls(variant=variant, key=metadata["key"], directory=directory,
-                           library_path=library_path, symbol=metadata["symbol"])
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"{directory / _METADATA_FILE} is incomplete: {exc!r}") from exc
-        if not library_path.is_file():
-            raise ValueError(f"{directory} has no {library_path.name}")
-        return artifact
-
-
-def load_metadata(directory: Path | str) -> dict[str, Any]:
-    """The `artifact.json` of an artifact directory (name, variant, key, flags, timings...)."""
-    path = Path(directory) / _METADATA_FILE
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} does not hold a JSON object")
-    return data
-
-
-def _current_artifact(directory: Path, key: str) -> Artifact | None:
-    """The artifact in `directory` if it is complete and built for exactly `key`."""
-    try:
-        artifact = Artifact.from_directory(directory)
-    except (OSError, ValueError):
-        return None
-    return artifact if artifact.key == key else None
-
-
-def _artifact_dir(out_dir: Path, variant: Variant, key: str) -> Path:
-    return out_dir / variant.name / key[:_KEY_PREFIX]
-
-
-def find_artifact(variant: Variant, out_dir: Path | str | None = None, *,
-                  toolchain: Toolchain | None = None) -> Artifact | None:
-    """The artifact built for `variant` with the current toolchain and templates, else None.
-
-    Never compiles; renders the variant and (once per process) runs `nvcc --version` to
-    compute the key. Pass a resolved `toolchain` when looking up many variants.
-    """
-    toolchain = toolchain if toolchain is not None else resolve_toolchain()
-    out = _out_dir(out_dir)
-    key = cache_key(variant, toolchain)
-    return _current_artifact(_artifact_dir(out, variant, key), key)
-
-
-def list_artifacts(out_dir: Path | str | None = None) -> list[Artifact]:
-    """Every complete artifact of this ABI under `out_dir`, whatever its key.
-
-    Needs no nvcc: for a machine that only runs kernels built elsewhere. An artifact whose
-    key is not current was built from other sources or another toolchain.
-    """
-    out = _out_dir(out_dir)
-    artifacts = []
-    for metadata in sorted(out.glob(f"*/*/{_METADATA_FILE}")):
-        try:
-            artifacts.append(Artifact.from_directory(metadata.parent))
-        except (OSError, ValueError) as exc:
-            log.debug("skipping %s: %s", metadata.parent, exc)
-    return artifacts
-
-
-def _out_dir(out_dir: Path | str | None) -> Path:
-    return (Path(out_dir) if out_dir is not None else environment.default_out_dir()).resolve()
-
-
-# --- building ---------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class BuildReport:
     """What `build()` did: the artifacts in the order asked for, and which were compiled."""
@@ -515,7 +130,7 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     ordered = list(dict.fromkeys(variants))  # drop repeats, keep order
     toolchain = toolchain if toolchain is not None else resolve_toolchain()
-    out = _out_dir(out_dir)
+    out = resolve_out_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
     tracker = _Progress(len(ordered), progress)
@@ -526,7 +141,7 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
     for variant in ordered:
         source = render(variant, templates_dir=toolchain.templates_dir)
         job = _Job(variant, source, cache_key(variant, toolchain, source))
-        artifact = _current_artifact(_artifact_dir(out, variant, job.key), job.key)
+        artifact = current_artifact(artifact_dir(out, variant, job.key), job.key)
         if artifact is None:
             pending.append(job)
         else:
@@ -594,9 +209,9 @@ def _build_locked(job: _Job, out: Path, toolchain: Toolchain) -> tuple[Artifact,
     """
     variant_dir = out / job.variant.name
     variant_dir.mkdir(parents=True, exist_ok=True)
-    final = _artifact_dir(out, job.variant, job.key)
+    final = artifact_dir(out, job.variant, job.key)
     with _exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
-        artifact = _current_artifact(final, job.key)
+        artifact = current_artifact(final, job.key)
         if artifact is not None:
             return artifact, None
         _remove_abandoned_staging(out, job.variant.name)
@@ -629,7 +244,7 @@ def _compile(job: _Job, out: Path, final: Path,
         library_file = f"lib{variant.name}.so"
         write_if_different(staging / source_file, job.source)
         command = nvcc_command(variant, toolchain, source=source_file, output=library_file)
-        log_path = staging / _LOG_FILE
+        log_path = staging / LOG_FILE
         started = time.monotonic()
         with open(log_path, "w") as log_file:
             log_file.write(f"# command, run in the folder of this log:\n{shlex.join(command)}\n\n")
@@ -648,27 +263,12 @@ def _compile(job: _Job, out: Path, final: Path,
         if returncode != 0:
             shutil.rmtree(failed, ignore_errors=True)
             os.replace(staging, failed)  # keep the source and the full log
-            raise CompileError(variant, command, failed / _LOG_FILE, returncode)
+            raise CompileError(variant, command, failed / LOG_FILE, returncode)
 
-        metadata = {
-            "abi_version": ARTIFACT_ABI_VERSION,
-            "name": variant.name,
-            "symbol": variant.symbol,
-            "key": job.key,
-            "variant": variant.to_dict(),
-            "library": library_file,
-            "source": source_file,
-            "log": _LOG_FILE,
-            "nvcc": str(toolchain.nvcc),
-            "nvcc_version": toolchain.nvcc_version,
-            "cutlass_version": toolchain.cutlass_version,
-            "package_version": _package_version(),
-            "flags": compile_flags(variant.arch),
-            "command": command,
-            "build_seconds": round(seconds, 2),
-            "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        }
-        write_if_different(staging / _METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
+        metadata = artifact_metadata(variant, key=job.key, toolchain=toolchain,
+                                     library=library_file, source=source_file,
+                                     command=command, seconds=seconds)
+        write_if_different(staging / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
         if final.exists():  # incomplete, or a different key with the same prefix
             shutil.rmtree(final)
         os.replace(staging, final)

@@ -5,15 +5,23 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .variants import GemmVariant
+from typing import Protocol
 
 __all__ = ["GeneratorError", "IllegalVariantError", "ToolchainError", "CompileError"]
 
 # How many lines at the end of an nvcc log a CompileError message quotes.
 LOG_TAIL_LINES = 20
+
+
+class _Named(Protocol):
+    """What an error needs of a variant (any kind: GEMM, stages, prologue): its name.
+
+    A protocol, not an import of the variant classes: the variants raise these errors,
+    so this module stays below them.
+    """
+
+    @property
+    def name(self) -> str: ...
 
 
 class GeneratorError(Exception):
@@ -35,7 +43,7 @@ class CompileError(GeneratorError):
     log, which survives the failure (it is kept next to where the artifact would have gone).
     """
 
-    def __init__(self, variant: GemmVariant, command: Sequence[str], log_path: Path,
+    def __init__(self, variant: _Named, command: Sequence[str], log_path: Path,
                  returncode: int) -> None:
         self.variant = variant
         self.command = list(command)

@@ -4,7 +4,7 @@ A `PrologueVariant` is one instantiation of templates/prologue_gemm.cu.j2: a ker
 CTAs read float64 tiles of op(A)'s rows and op(B)'s columns, make the int8 residues of
 their modulus on chip and run mma.sync m16n8k32 (wrap-around), writing the same int32
 planes as the staged path's batched INT8 GEMM. Opt-in only: never in the default build
-(`catalog()` of variants.py does not list it), never chosen by the dispatcher;
+(`catalog()` does not list it), never chosen by the dispatcher;
 `ozaki-cutlass build --arch sm_80 --variants 'prologue_*'` builds it, and
 `ozaki_cutlass.gemm(..., path="prologue")` runs it.
 
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .arch import ARCH_TAGS, MAX_REGISTERS_PER_THREAD, REGISTER_FILE, SM80_MMA_SHAPE, SM80_SMEM_BYTES, Arch
 from .errors import IllegalVariantError
-from .variants import ARCH_TAGS, SM80_MMA_SHAPE, Arch
 
 __all__ = ["PrologueVariant", "prologue_catalog", "default_prologue_variant", "prologue_variant_named"]
 
@@ -28,10 +28,7 @@ _MMA_M, _MMA_N, _MMA_K = SM80_MMA_SHAPE
 _HALVES = 2  # the register prefetch holds half a k-tile (templates/include/ozaki/prologue_gemm.h)
 _CHUNK = 4  # k entries one thread converts at once
 _MAX_THREADS = 1024
-_REGISTER_FILE = 65536
-_MAX_REGISTERS_PER_THREAD = 255
 _OTHER_REGISTERS = 64  # operand fragments, shifts, addresses, residue pieces
-_SMEM_BYTES = 166912  # sm_80 dynamic shared memory per block
 _STAGING_PAD = 4  # int32 words per row of the output staging (kStagingPad)
 
 
@@ -120,12 +117,12 @@ def _illegal_reason(v: PrologueVariant) -> str:
                 f"split evenly over {v.threads} threads (A and B apart)")
     accumulators = v.warp_m * v.warp_n // 32
     prefetch = 2 * (v.tile_m + v.tile_n) * (v.tile_k // _HALVES) // v.threads  # doubles, 2 regs each
-    budget = min(_MAX_REGISTERS_PER_THREAD, _REGISTER_FILE // v.threads)
+    budget = min(MAX_REGISTERS_PER_THREAD, REGISTER_FILE // v.threads)
     if accumulators + prefetch + _OTHER_REGISTERS > budget:
         return (f"{accumulators} accumulator + {prefetch} prefetch registers + ~{_OTHER_REGISTERS} others "
                 f"per thread exceed the {budget} a {v.threads}-thread CTA has")
-    if v.smem_bytes > _SMEM_BYTES:
-        return f"shared memory {v.smem_bytes} bytes exceeds the sm_80 limit of {_SMEM_BYTES}"
+    if v.smem_bytes > SM80_SMEM_BYTES:
+        return f"shared memory {v.smem_bytes} bytes exceeds the sm_80 limit of {SM80_SMEM_BYTES}"
     return ""
 
 

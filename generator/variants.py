@@ -5,49 +5,46 @@ int8, K contiguous (the TN layout INT8 tensor cores need), and C int32. Its fiel
 only inputs of its template; its legality is checked when it is made; its `name` is derived
 from every field and names the source file, the exported symbol and the cache entry.
 
-Adding a tile is one entry in `_DEFAULTS` (or nothing at all: `catalog(full=True)` sweeps
-tiles); adding an epilogue is one `Epilogue` member, its row in `EPILOGUE_TAGS` and the
-template code that wires it. The fused modulus-group kernels (`Epilogue.PARTIAL_CRT`,
-sm_90a and sm_80, group_size 1..4) are a family of their own: `catalog(arch, epilogue=...)`.
+Adding an epilogue is one `Epilogue` member, its row in `EPILOGUE_TAGS`, its legality rule
+here and the template code that wires it. Which variants are built is gemm_catalog.py's;
+`StagesVariant` names the stage kernels' library of an arch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import fnmatch
-import functools
-import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .arch import (
+    ARCH_TAGS,
+    MAX_REGISTERS_PER_THREAD,
+    REGISTER_FILE,
+    SM80_MMA_SHAPE,
+    SM80_SMEM_BYTES,
+    Arch,
+)
 from .errors import IllegalVariantError
 
 __all__ = [
+    # a variant's vocabulary, owned by arch.py and named here too for the templates' context
     "Arch",
+    "ARCH_TAGS",
+    "SM80_MMA_SHAPE",
+    # owned here
     "Schedule",
     "Epilogue",
     "ScheduleSpelling",
     "SCHEDULES",
     "EPILOGUE_TAGS",
-    "ARCH_TAGS",
-    "SM80_MMA_SHAPE",
     "GemmVariant",
     "StagesVariant",
     "Variant",
-    "variant_from_dict",
-    "catalog",
-    "default_variant",
+    "MAX_GROUP_SIZE",
 ]
-
-
-class Arch(str, enum.Enum):
-    """Target architecture, spelled as nvcc's `code=` names it."""
-
-    SM90A = "sm_90a"
-    SM80 = "sm_80"
 
 
 class Schedule(str, enum.Enum):
@@ -100,27 +97,23 @@ SCHEDULES: Mapping[Schedule, ScheduleSpelling] = {
     ),
 }
 
-# Short forms in variant names.
-ARCH_TAGS: Mapping[Arch, str] = {Arch.SM90A: "sm90a", Arch.SM80: "sm80"}
+# Short forms in variant names (the arch's are in arch.py).
 EPILOGUE_TAGS: Mapping[Epilogue, str] = {Epilogue.INT32_STORE: "int32", Epilogue.PARTIAL_CRT: "pcrt"}
 
 # --- hardware and CUTLASS limits the legality rules use -------------------------------
-SM80_MMA_SHAPE = (16, 8, 32)  # mma.sync.m16n8k32.s32.s8.s8
+# (those the prologue prototype checks too, the sm_80 MMA shape among them, are in arch.py)
 _SM90_WGMMA_M = 64  # one warpgroup's wgmma M
 _SM90_TILE_K_MULTIPLE = 64  # two wgmma k=32 steps: at least a 64-byte swizzle row of int8
 _SM90_SMEM_BYTES = 232448  # 227 KiB: sm_90 dynamic shared memory per block
 _SM90_BARRIER_BYTES_PER_STAGE = 16  # full + empty mbarrier of PipelineTmaAsync
 _SM90_SMEM_SLACK_BYTES = 1024  # epilogue and scheduler barriers, load-order barrier
 _SM90_MAX_CLUSTER = 8  # portable cluster size
-_SM80_SMEM_BYTES = 166912  # 163 KiB: sm_80 dynamic shared memory per block
 _SM80_STAGES = range(3, 7)
 _SM80_MAX_WARPS = 16
 _SM80_LOAD_BYTES = 16  # one cp.async vector of int8
 _MAX_ACCUMULATOR_REGISTERS = 128  # int32 accumulators per thread before registers spill
-_REGISTER_FILE = 65536  # 32-bit registers per SM (one CTA must fit)
-_MAX_REGISTERS_PER_THREAD = 255
 _SM80_OTHER_REGISTERS = 64  # operand fragments, addresses and loop state besides accumulators
-_MAX_GROUP_SIZE = 4  # moduli per kernel: the product of 4 moduli <= 256 fits 32 bits
+MAX_GROUP_SIZE = 4  # moduli per kernel: the product of 4 moduli <= 256 fits 32 bits
 # sm_90a partial-CRT fold: accumulators + kept residue words per consumer thread. ptxas
 # (CUDA 13.0, 168 registers per thread in a 384-thread CTA) compiles 64 + 48 (128x128
 # cooperative, group_size 4) without spilling; 128 + 32 (128x256, group_size 2) spills.
@@ -249,8 +242,8 @@ def _illegal_reason(v: GemmVariant) -> str:
     spelling = SCHEDULES[v.schedule]
     if spelling.arch is not v.arch:
         return f"schedule {v.schedule.value} belongs to {spelling.arch.value}"
-    if not 1 <= v.group_size <= _MAX_GROUP_SIZE:
-        return f"group_size must be in 1..{_MAX_GROUP_SIZE} (got {v.group_size})"
+    if not 1 <= v.group_size <= MAX_GROUP_SIZE:
+        return f"group_size must be in 1..{MAX_GROUP_SIZE} (got {v.group_size})"
     if v.epilogue is Epilogue.INT32_STORE and v.group_size != 1:
         return (f"the {v.epilogue.value} epilogue stores one modulus per launch: "
                 f"group_size must be 1 (got {v.group_size})")
@@ -371,7 +364,7 @@ def _sm80_reason(v: GemmVariant) -> str:
     if registers > _MAX_ACCUMULATOR_REGISTERS:
         return (f"a {v.warp_m}x{v.warp_n} warp tile needs {registers} int32 accumulator "
                 f"registers per thread (at most {_MAX_ACCUMULATOR_REGISTERS} before spilling)")
-    budget = min(_MAX_REGISTERS_PER_THREAD, _REGISTER_FILE // (32 * v.warps))
+    budget = min(MAX_REGISTERS_PER_THREAD, REGISTER_FILE // (32 * v.warps))
     if registers + _SM80_OTHER_REGISTERS > budget:
         return (f"{v.warps} warps leave {budget} registers per thread, fewer than the "
                 f"{registers} accumulators + ~{_SM80_OTHER_REGISTERS} others a "
@@ -384,9 +377,9 @@ def _sm80_reason(v: GemmVariant) -> str:
         return (f"stages={v.stages} must be in {_SM80_STAGES.start}..{_SM80_STAGES.stop - 1} "
                 "for the multistage mainloop")
     needed = v.stages * v.smem_stage_bytes
-    if needed > _SM80_SMEM_BYTES:
+    if needed > SM80_SMEM_BYTES:
         return (f"shared memory: {v.stages} stages x {v.smem_stage_bytes} bytes = {needed} "
-                f"bytes exceeds the sm_80 limit of {_SM80_SMEM_BYTES}")
+                f"bytes exceeds the sm_80 limit of {SM80_SMEM_BYTES}")
     return ""
 
 
@@ -413,173 +406,7 @@ def _sm80_fold_reason(v: GemmVariant, registers: int, budget: int) -> str:
     return ""
 
 
-# --- the catalog ------------------------------------------------------------------------
-def _sm90(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: Schedule,
-          stages: int = 0, *, epilogue: Epilogue = Epilogue.INT32_STORE,
-          group_size: int = 1, swizzle: int = 1) -> GemmVariant:
-    return GemmVariant(arch=Arch.SM90A, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2],
-                       cluster_m=cluster[0], cluster_n=cluster[1], schedule=schedule,
-                       stages=stages, epilogue=epilogue, group_size=group_size, swizzle=swizzle)
-
-
-def _sm90_fused(tile: tuple[int, int, int], cluster: tuple[int, int], schedule: Schedule,
-                group_size: int, stages: int = 0, swizzle: int = 1) -> GemmVariant:
-    return _sm90(tile, cluster, schedule, stages, epilogue=Epilogue.PARTIAL_CRT,
-                 group_size=group_size, swizzle=swizzle)
-
-
-def _sm80(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int, *,
-          epilogue: Epilogue = Epilogue.INT32_STORE, group_size: int = 1) -> GemmVariant:
-    return GemmVariant(arch=Arch.SM80, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2],
-                       warp_m=warp[0], warp_n=warp[1], warp_k=warp[2],
-                       schedule=Schedule.MULTISTAGE, stages=stages, epilogue=epilogue,
-                       group_size=group_size)
-
-
-def _sm80_fused(tile: tuple[int, int, int], warp: tuple[int, int, int], stages: int,
-                group_size: int) -> GemmVariant:
-    return _sm80(tile, warp, stages, epilogue=Epilogue.PARTIAL_CRT, group_size=group_size)
-
-
-# The small default set per arch: what `ozaki-cutlass build` compiles. The first entry of
-# each is the arch's default variant. Every entry is also in the full sweep.
-_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
-    Arch.SM90A: (
-        # first: the fastest measured on an H200 at n = 4096, 8192 and 16384
-        # (docs/benchmarks.md): 1490 TOP/s at 8192, 1513 at 16384
-        _sm90((256, 128, 128), (1, 2), Schedule.COOPERATIVE),
-        _sm90((128, 256, 128), (1, 1), Schedule.COOPERATIVE),
-        _sm90((128, 128, 128), (2, 1), Schedule.COOPERATIVE),
-        _sm90((128, 128, 128), (1, 1), Schedule.PINGPONG),
-    ),
-    Arch.SM80: (
-        _sm80((128, 256, 64), (64, 64, 64), 3),
-        _sm80((128, 128, 64), (64, 64, 64), 4),
-    ),
-}
-
-# The fused modulus-group kernels (partial-CRT epilogue), a default set of their own:
-# `catalog(arch, epilogue=Epilogue.PARTIAL_CRT)`. The first entry is the default.
-_FUSED_DEFAULTS: Mapping[Arch, tuple[GemmVariant, ...]] = {
-    Arch.SM90A: (
-        # one-modulus groups, every group in one batched launch: CUTLASS's mainloop at the
-        # plain kernel's 256x128 tile (nothing kept next to the accumulators), the epilogue
-        # stores X mod m as one byte, a quarter of the staged path's int32 plane for the
-        # CRT to read (97-101 % of the plain kernel's rate, layout_probe, 2026-11-29)
-        _sm90_fused((256, 128, 128), (1, 2), Schedule.COOPERATIVE, 1),
-        _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 4),
-        # its sibling for the last group of 4k-1 moduli (15 = 4 + 4 + 4 + 3)
-        _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 3),
-        _sm90_fused((128, 128, 128), (2, 1), Schedule.COOPERATIVE, 3),
-        _sm90_fused((128, 128, 128), (1, 1), Schedule.COOPERATIVE, 2),
-    ),
-    # mma.sync kernels (correct everywhere, not tuned): one tile for every group size, so
-    # any split of the moduli (15 = 4 + 4 + 4 + 3; 2 moduli: one group of 2) finds its
-    # siblings built. 64x32 warp tiles: 64 accumulators + 48 kept residue words for 4 moduli.
-    Arch.SM80: tuple(_sm80_fused((128, 128, 64), (64, 32, 64), 4, g) for g in (4, 3, 2, 1)),
-}
-
-_DEFAULTS_BY_EPILOGUE: Mapping[Epilogue, Mapping[Arch, tuple[GemmVariant, ...]]] = {
-    Epilogue.INT32_STORE: _DEFAULTS,
-    Epilogue.PARTIAL_CRT: _FUSED_DEFAULTS,
-}
-
-# The full sweep: the product of these axes, keeping the legal combinations.
-_SM90_SWEEP = {
-    "tile_m": (64, 128, 256),
-    "tile_n": (64, 128, 192, 256),
-    "tile_k": (64, 128),
-    "cluster": ((1, 1), (2, 1), (1, 2), (2, 2)),
-    "schedule": (Schedule.COOPERATIVE, Schedule.PINGPONG),
-    "stages": (0, 3, 4, 5, 6),
-    "swizzle": (1, 8),
-}
-_SM80_SWEEP = {
-    "tile_m": (64, 128, 256),
-    "tile_n": (64, 128, 256),
-    "tile_k": (32, 64, 128),
-    "warp_m": (32, 64),
-    "warp_n": (32, 64),
-    "stages": (3, 4, 5, 6),
-}
-
-
-_GROUP_SIZES = tuple(range(1, _MAX_GROUP_SIZE + 1))
-
-
-@functools.cache
-def _full_sweep(arch: Arch, epilogue: Epilogue = Epilogue.INT32_STORE) -> tuple[GemmVariant, ...]:
-    candidates: Iterable[GemmVariant | None]
-    if arch is Arch.SM90A:
-        # the plain store takes one modulus; the fused family every group size (last axis)
-        groups = _GROUP_SIZES if epilogue is Epilogue.PARTIAL_CRT else (1,)
-        candidates = (
-            _legal_or_none(_sm90, (m, n, k), cluster, schedule, stages, epilogue=epilogue, group_size=g,
-                           swizzle=sw)
-            for m, n, k, cluster, schedule, stages, sw, g in itertools.product(*_SM90_SWEEP.values(), groups)
-        )
-    else:
-        # as on sm_90a: the fused family is the plain sweep with a group-size axis (last)
-        groups = _GROUP_SIZES if epilogue is Epilogue.PARTIAL_CRT else (1,)
-        candidates = (
-            _legal_or_none(_sm80, (m, n, k), (wm, wn, k), stages, epilogue=epilogue, group_size=g)
-            for m, n, k, wm, wn, stages, g in itertools.product(*_SM80_SWEEP.values(), groups)
-        )
-    return tuple(v for v in candidates if v is not None)
-
-
-def _legal_or_none(make, *args, **kwargs) -> GemmVariant | None:
-    try:
-        return make(*args, **kwargs)
-    except IllegalVariantError:
-        return None
-
-
-def catalog(arch: Arch | str | None = None, pattern: str | None = None, *,
-            full: bool = False,
-            epilogue: Epilogue | str | None = Epilogue.INT32_STORE) -> list[GemmVariant]:
-    """The catalogued variants, in a fixed order.
-
-    `arch` restricts to one architecture (all by default); `full` swaps the small default
-    set for the sweep of every legal tile x cluster x schedule x stages (x group size)
-    combination; `pattern` keeps the variants whose name matches an fnmatch glob (e.g.
-    "*_coop_*"). `epilogue` picks the kernel family: the plain int32 store (default), the
-    fused modulus-group kernels (`Epilogue.PARTIAL_CRT`), or every family (None).
-    """
-    arches = list(Arch) if arch is None else [Arch(arch)]
-    epilogues = list(Epilogue) if epilogue is None else [Epilogue(epilogue)]
-    variants = [
-        v
-        for e in epilogues
-        for a in arches
-        for v in (_full_sweep(a, e) if full else _DEFAULTS_BY_EPILOGUE[e][a])
-    ]
-    if pattern is not None:
-        variants = [v for v in variants if fnmatch.fnmatchcase(v.name, pattern)]
-    return variants
-
-
-@functools.cache
-def _names() -> dict[str, tuple[GemmVariant, ...]]:
-    index: dict[str, list[GemmVariant]] = {}
-    for e in Epilogue:
-        for a in Arch:
-            for v in dict.fromkeys(_full_sweep(a, e) + tuple(_DEFAULTS_BY_EPILOGUE[e][a])):
-                index.setdefault(v.name, []).append(v)
-    return {name: tuple(vs) for name, vs in index.items()}
-
-
-def variants_named(name: str) -> tuple[GemmVariant, ...]:
-    """The catalogued variants (any arch, epilogue, default or full sweep) called `name`:
-    one, or none. Indexed once per process; a lookup costs no catalog walk."""
-    return _names().get(name, ())
-
-
-def default_variant(arch: Arch | str) -> GemmVariant:
-    """The variant to build when only the arch is known."""
-    return _DEFAULTS[Arch(arch)][0]
-
-
+# --- the stage kernels ------------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StagesVariant:
     """The stage kernels of the staged pipeline (scan, coarse, residues, CRT, ...) for one
@@ -604,14 +431,3 @@ class StagesVariant:
 
 
 Variant = GemmVariant | StagesVariant
-
-
-def variant_from_dict(data: Mapping[str, Any]) -> Variant:
-    """The variant an artifact.json's `variant` entry describes (either kind)."""
-    if data.get("kind") == "stages":
-        return StagesVariant(arch=Arch(data["arch"]))
-    if data.get("kind") == "prologue":  # the opt-in prototype of generator/prologue.py
-        from .prologue import PrologueVariant
-
-        return PrologueVariant.from_dict(data)
-    return GemmVariant.from_dict(data)

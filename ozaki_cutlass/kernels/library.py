@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from ..generator import environment
-from ..generator.build import Artifact, build, find_artifact, list_artifacts
+from ..generator import Artifact, build, find_artifact, list_artifacts
 from ..generator.errors import ToolchainError
 
 log = logging.getLogger(__name__)

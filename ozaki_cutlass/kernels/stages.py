@@ -12,7 +12,7 @@ import ctypes
 from pathlib import Path
 
 from ..generator import Arch, StagesVariant
-from ..generator.build import Artifact
+from ..generator.artifact import Artifact
 from ..numerics.moduli import MAX_MODULI, CRTConstants
 from .library import KernelError, load_library, open_library, raise_for_status
 

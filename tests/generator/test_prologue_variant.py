@@ -17,7 +17,7 @@ from ozaki_cutlass.generator import (Arch, IllegalVariantError, ToolchainError, 
 from ozaki_cutlass.generator.prologue import (PrologueVariant, default_prologue_variant,
                                               prologue_catalog, prologue_variant_named)
 from ozaki_cutlass.generator.render import PROLOGUE_TEMPLATE, context, default_templates_dir, template_name
-from ozaki_cutlass.generator.variants import variant_from_dict
+from ozaki_cutlass.generator.artifact import variant_from_dict
 
 DEFAULT = dict(tile_m=128, tile_n=128, tile_k=64, warp_m=64, warp_n=32)
 
