@@ -17,7 +17,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..reference import gemm as ref_gemm
 
 
 def same_bits(x, y) -> bool:
@@ -168,46 +167,3 @@ def elementwise_error(c, ref_hi, ref_lo=None) -> float:
 
 
 # --------------------------------------------------------------------------- tables
-
-def error_table(n: int, phis, counts, modes=("fast", "accurate"), *, seed: int = 0,
-                reference: str = "auto", gemm=None):
-    """Normwise errors of ``gemm`` (default: the NumPy reference) for each phi, moduli
-    count and mode, next to float64 ``@``, on n x n x n products.
-
-    Returns a list of dicts: {"phi", "reference", "native", (mode, count): error}.
-    ``reference``: "exact" (Python integers), "dd" (double-double) or "auto" (exact for
-    n <= 128).
-    """
-    if gemm is None:
-        gemm = ref_gemm
-    use_exact = reference == "exact" or (reference == "auto" and n <= 128)
-    rows = []
-    for i, phi in enumerate(phis):
-        rng = np.random.default_rng(seed + i)
-        a = random_matrix(n, n, phi, rng)
-        b = random_matrix(n, n, phi, rng)
-        hi, lo = exact_product(a, b) if use_exact else dd_product(a, b)
-        row = {"phi": phi, "reference": "exact" if use_exact else "double-double",
-               "native": normwise_error(a @ b, hi, lo)}
-        for mode in modes:
-            for count in counts:
-                row[(mode, count)] = normwise_error(gemm(a, b, moduli=count, mode=mode), hi, lo)
-        rows.append(row)
-    return rows
-
-
-def format_error_table(rows, counts, modes=("fast", "accurate")) -> str:
-    """A Markdown table: one row per (moduli count, mode), one column per phi."""
-    head = "| moduli | mode | " + " | ".join(f"phi = {r['phi']:g}" for r in rows) + " |"
-    sep = "| ---: | --- | " + " | ".join("---:" for _ in rows) + " |"
-    lines = [head, sep]
-    for count in counts:
-        for mode in modes:
-            cells = []
-            for r in rows:
-                err = r[(mode, count)]
-                mark = " *" if err <= r["native"] else ""
-                cells.append(f"{err:.2e}{mark}")
-            lines.append(f"| {count} | {mode} | " + " | ".join(cells) + " |")
-    lines.append("| float64 `@` | | " + " | ".join(f"{r['native']:.2e}" for r in rows) + " |")
-    return "\n".join(lines)

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from .. import reference
+from ..reference import gemm as reference_gemm
 from ..api import gemm
 from ..device import driver
 from ..device.arch import compute_capability
@@ -55,8 +56,8 @@ def main(args) -> int:
     print(f"Reference product: {'exact (Python integers)' if ref_kind == 'exact' else 'double-double'}; "
           "error = ||C - C_ref||_F / ||C_ref||_F. '*' marks errors at or below float64 @.")
     t0 = time.perf_counter()
-    rows = accuracy.error_table(n, DEMO_PHIS, DEMO_COUNTS, seed=seed, reference=ref_kind)
-    print(accuracy.format_error_table(rows, DEMO_COUNTS))
+    rows = error_table(n, DEMO_PHIS, DEMO_COUNTS, seed=seed, reference=ref_kind)
+    print(format_error_table(rows, DEMO_COUNTS))
     print(f"Default moduli count: {reference.DEFAULT_MODULI} (mode 'accurate'). "
           f"Done in {time.perf_counter() - t0:.1f} s.")
     return 0
@@ -71,8 +72,8 @@ def accuracy_main(args) -> int:
     counts = tuple(range(args.min_moduli, args.max_moduli + 1))
     phis = tuple(args.phi)
     t0 = time.perf_counter()
-    rows = accuracy.error_table(args.n, phis, counts, seed=args.seed, reference=args.reference)
-    table = accuracy.format_error_table(rows, counts)
+    rows = error_table(args.n, phis, counts, seed=args.seed, reference=args.reference)
+    table = format_error_table(rows, counts)
     print(f"n = {args.n}, reference: {rows[0]['reference']}, seed {args.seed}, "
           f"{time.perf_counter() - t0:.1f} s. '*': error <= float64 @.")
     print(table)
@@ -147,3 +148,47 @@ def gpu_demo(n: int, seed: int) -> int:
           "that is measured or predicted faster); kernels chosen by the shape dispatcher "
           "(ozaki_cutlass.dispatch).")
     return 0 if same else 1
+
+
+def error_table(n: int, phis, counts, modes=("fast", "accurate"), *, seed: int = 0,
+                reference: str = "auto", gemm=None):
+    """Normwise errors of ``gemm`` (default: the NumPy reference) for each phi, moduli
+    count and mode, next to float64 ``@``, on n x n x n products.
+
+    Returns a list of dicts: {"phi", "reference", "native", (mode, count): error}.
+    ``reference``: "exact" (Python integers), "dd" (double-double) or "auto" (exact for
+    n <= 128).
+    """
+    if gemm is None:
+        gemm = reference_gemm
+    use_exact = reference == "exact" or (reference == "auto" and n <= 128)
+    rows = []
+    for i, phi in enumerate(phis):
+        rng = np.random.default_rng(seed + i)
+        a = accuracy.random_matrix(n, n, phi, rng)
+        b = accuracy.random_matrix(n, n, phi, rng)
+        hi, lo = accuracy.exact_product(a, b) if use_exact else accuracy.dd_product(a, b)
+        row = {"phi": phi, "reference": "exact" if use_exact else "double-double",
+               "native": accuracy.normwise_error(a @ b, hi, lo)}
+        for mode in modes:
+            for count in counts:
+                row[(mode, count)] = accuracy.normwise_error(gemm(a, b, moduli=count, mode=mode), hi, lo)
+        rows.append(row)
+    return rows
+
+
+def format_error_table(rows, counts, modes=("fast", "accurate")) -> str:
+    """A Markdown table: one row per (moduli count, mode), one column per phi."""
+    head = "| moduli | mode | " + " | ".join(f"phi = {r['phi']:g}" for r in rows) + " |"
+    sep = "| ---: | --- | " + " | ".join("---:" for _ in rows) + " |"
+    lines = [head, sep]
+    for count in counts:
+        for mode in modes:
+            cells = []
+            for r in rows:
+                err = r[(mode, count)]
+                mark = " *" if err <= r["native"] else ""
+                cells.append(f"{err:.2e}{mark}")
+            lines.append(f"| {count} | {mode} | " + " | ".join(cells) + " |")
+    lines.append("| float64 `@` | | " + " | ".join(f"{r['native']:.2e}" for r in rows) + " |")
+    return "\n".join(lines)
