@@ -310,3 +310,29 @@ def test_build_and_list_take_several_globs():
         "stages_sm80", "prologue_sm80_128x128x64_w64x32"]
     assert [v.name for v in _select("sm_90a", [b, a], full=False)] == names[1:] + [a]
     assert _build_targets(Arch.SM90A, ["nomatch*"]) == []
+
+
+def test_python_dash_m_runs_the_cli():
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-m", "ozaki_cutlass", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "usage: ozaki-cutlass" in result.stdout
+
+
+def test_public_api():
+    """The names and the gemm signature users rely on (the README's): loaded on first use."""
+    import inspect
+
+    assert set(ozaki_cutlass.__all__) == {"gemm", "prepare", "Prepared", "reference", "DEFAULT_MODULI", "CudaError",
+                                          "NoGpuError", "KernelError", "UnsupportedProblem"}
+    for name in ozaki_cutlass.__all__:
+        assert getattr(ozaki_cutlass, name) is not None
+    params = inspect.signature(ozaki_cutlass.gemm).parameters
+    assert list(params) == ["a", "b", "c", "alpha", "beta", "trans_a", "trans_b", "moduli", "mode", "out", "stream",
+                            "kernel", "path", "policy", "timings"]
+    assert params["policy"].default == "auto" and params["mode"].default is None
+    assert list(inspect.signature(ozaki_cutlass.prepare).parameters) == ["x", "side", "trans", "moduli", "mode",
+                                                                         "stream"]
+    assert ozaki_cutlass.reference.gemm is not ozaki_cutlass.gemm and ozaki_cutlass.DEFAULT_MODULI == 15
+    with pytest.raises(AttributeError):
+        ozaki_cutlass.no_such_name  # noqa: B018
