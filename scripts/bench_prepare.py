@@ -8,8 +8,6 @@ import json
 import statistics
 from datetime import datetime, timezone
 
-import cupy as cp
-
 import ozaki_cutlass
 from ozaki_cutlass.device.driver import event_times
 
@@ -20,10 +18,12 @@ def timed(fn, warmup=2, reps=5):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    import cupy as cp
+
     rows = []
     print(f"{'n':>6} {'mode':>9} {'plain ms':>9} {'prepared ms':>12} {'speed-up':>9} {'prepare ms':>11}  same bits")
     for n in args.sizes:

@@ -3,8 +3,8 @@
 For each n (square n x n x n, phi-family inputs made on the GPU, fresh per size): the
 staged path's residues + INT8 GEMM phases against the prologue kernel (which replaces
 both), and whole calls of both paths. Whole calls: CUDA events around the Python call,
-warm-up, median (ozaki_cutlass.bench._time_gemm); phases: the medians of calls with
-timings= (which synchronize). Also checks that both paths give the same bits.
+warm-up, median (ozaki_cutlass.device.driver.event_times); phases: the medians of calls
+with timings= (which synchronize). Also checks that both paths give the same bits.
     python scripts/bench_prologue.py [--sizes 4096 8192 16384] [--moduli N] [--mode accurate]
                                      [--warmup 2] [--reps 5] [--json FILE]
 """
@@ -15,14 +15,15 @@ import json
 import statistics
 from datetime import datetime, timezone
 
-import cupy as cp
-
+import ozaki_cutlass
 from ozaki_cutlass.device import driver
-from ozaki_cutlass.bench import _call_gemm, _time_gemm
 from ozaki_cutlass.options import resolve_moduli
+from ozaki_cutlass.tools.arguments import nonnegative_int, positive_int
 
 
 def _inputs(n, phi, seed):
+    import cupy as cp
+
     rs = cp.random.default_rng(seed)
     a = (rs.random((n, n)) - 0.5) * cp.exp(phi * rs.standard_normal((n, n)))
     b = (rs.random((n, n)) - 0.5) * cp.exp(phi * rs.standard_normal((n, n)))
@@ -30,11 +31,17 @@ def _inputs(n, phi, seed):
 
 
 def _measure(a, b, path, moduli, mode, warmup, reps, phase_reps):
-    ms, phases, out = _time_gemm(functools.partial(_call_gemm, a, b, moduli=moduli, mode=mode, path=path),
-                                 warmup, reps, phase_reps=phase_reps)
+    """One path's whole calls (events around each, median) and its phases (the medians of
+    ``phase_reps`` calls with timings=, which synchronize); and its last result."""
+    call = functools.partial(ozaki_cutlass.gemm, a, b, moduli=moduli, mode=mode, path=path)
+    (times,), (out,) = driver.event_times([call], warmup, reps)
+    phases = []
+    for _ in range(phase_reps):
+        phases.append({})
+        call(timings=phases[-1])
     names = sorted({name for t in phases for name, v in t.items() if isinstance(v, float)})
     med = {name: statistics.median(t.get(name, 0.0) for t in phases) for name in names}
-    return {"kernel": phases[-1]["kernel"], "call_ms": ms, "phases_ms": med}, out
+    return {"kernel": phases[-1]["kernel"], "call_ms": statistics.median(times), "phases_ms": med}, out
 
 
 def main():
@@ -43,12 +50,14 @@ def main():
     p.add_argument("--moduli", type=int, default=None, help="moduli count (default: the package default)")
     p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
     p.add_argument("--phi", type=float, default=0.5)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--phase-reps", type=int, default=3)
+    p.add_argument("--warmup", type=nonnegative_int, default=2)
+    p.add_argument("--reps", type=positive_int, default=5)
+    p.add_argument("--phase-reps", type=positive_int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the results here as JSON")
     args = p.parse_args()
+    import cupy as cp
+
     driver.ensure_context()
     moduli = resolve_moduli(args.moduli)
     print(f"prologue prototype vs staged, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; "

@@ -12,14 +12,14 @@ X = A'B' through the reference's residues and CRT, C = 2^-(e_i+e_j) (X / (f_i f_
 Prints normwise errors against a double-double product for 14 moduli (and 15) next to
 float64 @ and the shipped integer-shift result.
     python scripts/fractional_scaling_experiment.py [n]   (CPU; n = 1024: a few minutes)"""
+import argparse
 import math
-import sys
 
 import numpy as np
 
 from ozaki_cutlass import reference as R
 from ozaki_cutlass.numerics.accuracy import dd_product, normwise_error, random_matrix
-from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.numerics.moduli import COARSE_BITS, crt_constants
 
 
 def fractional_scales(a, b, consts, frac_bits):
@@ -28,7 +28,7 @@ def fractional_scales(a, b, consts, frac_bits):
     mu, nu = R.fast_shifts(a, 1, ea, pb), R.fast_shifts(b, 0, eb, pb)
     g = R.coarse_bound(R.coarse_magnitudes(a, 1, ea), R.coarse_magnitudes(b, 0, eb)).astype(np.float64)
     with np.errstate(divide="ignore"):
-        c = pb + 2 * R.COARSE_BITS - ea[:, None] - eb[None, :] - np.log2(g)
+        c = pb + 2 * COARSE_BITS - ea[:, None] - eb[None, :] - np.log2(g)
     slack = np.where(g > 0, c - mu[:, None] - nu[None, :], np.inf)
     cap_a, cap_b = pb - ea - mu, pb - eb - nu
     d = np.clip(slack.min(axis=1) / 2, 0, np.maximum(cap_a, 0))
@@ -55,18 +55,25 @@ def no_wrap(ai, bi, consts, rows):
     return all(int(A[r].dot(B).max()) <= half for r in range(len(rows)))
 
 
-rng = np.random.default_rng(13)
-n = int(sys.argv[1]) if len(sys.argv) > 1 else 512
-for phi in (0.5, 2.0):
-    a, b = random_matrix(n, n, phi, rng), random_matrix(n, n, phi, rng)
-    hi, lo = dd_product(a, b)
-    print(f"n = {n}, phi = {phi}: float64 @ error {normwise_error(a @ b, hi, lo):.2e}")
-    for count in (14, 15):
-        consts = crt_constants(count)
-        line = [f"integer shifts {normwise_error(R.gemm(a, b, moduli=count, mode='accurate'), hi, lo):.2e}"]
-        for fbits in (1, 2, 4):
-            c, ai, bi = gemm_fractional(a, b, consts, fbits)
-            ok = no_wrap(ai, bi, consts, range(0, n, max(1, n // 6)))
-            line.append(f"{fbits} fraction bit{'s' if fbits > 1 else ''} {normwise_error(c, hi, lo):.2e}"
-                        f"{'' if ok else ' (WRAPS)'}")
-        print(f"  {count} moduli: " + ", ".join(line), flush=True)
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("n", type=int, nargs="?", default=512, help="square size (default 512)")
+    n = p.parse_args().n
+    rng = np.random.default_rng(13)
+    for phi in (0.5, 2.0):
+        a, b = random_matrix(n, n, phi, rng), random_matrix(n, n, phi, rng)
+        hi, lo = dd_product(a, b)
+        print(f"n = {n}, phi = {phi}: float64 @ error {normwise_error(a @ b, hi, lo):.2e}")
+        for count in (14, 15):
+            consts = crt_constants(count)
+            line = [f"integer shifts {normwise_error(R.gemm(a, b, moduli=count, mode='accurate'), hi, lo):.2e}"]
+            for fbits in (1, 2, 4):
+                c, ai, bi = gemm_fractional(a, b, consts, fbits)
+                ok = no_wrap(ai, bi, consts, range(0, n, max(1, n // 6)))
+                line.append(f"{fbits} fraction bit{'s' if fbits > 1 else ''} {normwise_error(c, hi, lo):.2e}"
+                            f"{'' if ok else ' (WRAPS)'}")
+            print(f"  {count} moduli: " + ", ".join(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()

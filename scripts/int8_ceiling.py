@@ -23,9 +23,6 @@ import statistics
 import subprocess
 import time
 
-import cupy as cp
-import torch
-
 from ozaki_cutlass import dispatch
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.kernels.gemm import load_int8_gemm
@@ -38,6 +35,8 @@ TARGETS = {4096: "75 (issue 5), 85 (issue 6)", 8192: "90 (issue 5)", 16384: "100
 
 
 def measure(n: int, count: int) -> dict:
+    import torch
+
     plain = load_int8_gemm(dispatch.variant_by_name(PLAIN, "int8 ceiling"))
     a = torch.randint(-127, 128, (count, n, n), dtype=torch.int8, device="cuda")
     b = torch.randint(-127, 128, (count, n, n), dtype=torch.int8, device="cuda")  # rows of B^T
@@ -79,6 +78,8 @@ def sustained(call, ms_each: list, seconds: float = 2.0) -> dict | None:
     """Run ``call`` back to back for about ``seconds`` while nvidia-smi samples every 50 ms;
     the median SM clock and power of the samples taken while it ran, the share of samples
     with a throttle reason active, and the call's mean time. None without nvidia-smi."""
+    import torch
+
     reps = max(3, int(seconds * 1e3 / statistics.median(ms_each)))
     try:
         smi = subprocess.Popen(["nvidia-smi", "-i", "0", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
@@ -106,11 +107,14 @@ def sustained(call, ms_each: list, seconds: float = 2.0) -> dict | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384])
     ap.add_argument("--count", type=int, default=15)
     ap.add_argument("--json")
     args = ap.parse_args()
+    import cupy as cp
+    import torch
+
     cp.cuda.Device(0).use()
     print(f"{args.count} INT8 products of N x N x N, median of 5 after 2 warm-up, in alternation; "
           f"ceiling = 2 N^3 / (INT8 time): the emulated DGEMM rate if every other stage were free")

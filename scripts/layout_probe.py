@@ -15,8 +15,6 @@ import argparse
 import json
 import statistics
 
-import cupy as cp
-
 import ozaki_cutlass
 from ozaki_cutlass import dispatch
 from ozaki_cutlass.device import driver
@@ -34,6 +32,8 @@ def med(xs):
 
 
 def gemm_only(n: int) -> dict:
+    import cupy as cp
+
     plain = load_int8_gemm(dispatch.variant_by_name(PLAIN, "probe"))
     fused = load_group_gemm(dispatch.variant_by_name(FUSED1, "probe"))
     moduli = crt_constants(COUNT).moduli
@@ -84,6 +84,8 @@ def gemm_only(n: int) -> dict:
 
 
 def phases(n: int) -> dict:
+    import cupy as cp
+
     a, b = cp.random.rand(n, n) - 0.5, cp.random.rand(n, n) - 0.5
     out = {}
     for label, kw in (("staged", {"kernel": PLAIN}), ("fused_g1", {"kernel": FUSED1}),
@@ -99,10 +101,12 @@ def phases(n: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[8192, 16384])
     ap.add_argument("--json")
     args = ap.parse_args()
+    import cupy as cp
+
     res = []
     for n in args.sizes:
         g = gemm_only(n)

@@ -16,17 +16,20 @@ import ctypes
 import statistics
 import time
 
-import cupy as cp
 import numpy as np
 
 import ozaki_cutlass
-from ozaki_cutlass.device import cublas, driver, pipeline
-from ozaki_cutlass.generator import environment
+from ozaki_cutlass import config
+from ozaki_cutlass.device import cublas, driver
+from ozaki_cutlass.dispatch.policy import DECISIONS
+from ozaki_cutlass.paths.fast_lane import fast_lane
 
 
 def _host_times(fn, warmup: int, calls: int) -> tuple[float, float]:
     """Microseconds per call of ``calls`` calls back to back after ``warmup`` (the GPU
     drained first): until the last is enqueued, and until the GPU has finished them."""
+    import cupy as cp
+
     for _ in range(warmup):
         fn()
     cp.cuda.Device().synchronize()
@@ -53,17 +56,19 @@ def lane_of(a, b):
     ozaki_cutlass.gemm(a, b)  # the general path decides the shape (native), the next call makes the lane
     ozaki_cutlass.gemm(a, b)
     shape = (a.shape[0], b.shape[1])
-    lanes = [lane for lane in pipeline._FAST_LANES.values() if lane is not None and lane.shape == shape]
+    lanes = [lane for lane in DECISIONS.lanes.values() if lane is not None and lane.shape == shape]
     if not lanes:
         raise SystemExit(f"no fast lane for {a.shape} @ {b.shape}: the auto policy did not decide native DGEMM")
     return lanes[0]
 
 
 def host_costs(n: int, calls: int) -> None:
+    import cupy as cp
+
     a, b = cp.random.rand(n, n) - 0.5, cp.random.rand(n, n) - 0.5
     out = cp.empty((n, n))
     lane = lane_of(a, b)
-    handles = _cublas.handles(lane.context)
+    handles = cublas.handles(lane.context)
     stream = cp.cuda.get_current_stream().ptr
     lib = handles.lib.blas
     blas = handles.blas()
@@ -76,12 +81,12 @@ def host_costs(n: int, calls: int) -> None:
         ("the lane's cublasLtMatmul alone (LtDgemm.run)",
          lambda: lane.lt.run(handles, b.data.ptr, a.data.ptr, out.data.ptr, 1.0, 0.0, stream)),
         ("ctypes cublasDgemm_v2 alone (the former call)", lambda: lib.cublasDgemm_v2(*dgemm_args)),
-        ("pipeline._native_fast_lane(a, b, 1.0, 'accurate') (the lane without gemm's entry)",
-         lambda: pipeline._native_fast_lane(a, b, 1.0, "accurate")),
+        ("paths.fast_lane.fast_lane(a, b, 1.0, 'accurate') (the lane without gemm's entry)",
+         lambda: fast_lane(a, b, 1.0, "accurate")),
         (f"cupy.empty(({n}, {n}))", lambda: cp.empty((n, n))),
         (f"cupy.ndarray(({n}, {n}), numpy.float64)", lambda: cp.ndarray((n, n), np.float64)),
-        ("_cublas.handles(context)", lambda: _cublas.handles(lane.context)),
-        ('environment.setting("OZAKI_TUNING_TABLE")', lambda: environment.setting("OZAKI_TUNING_TABLE")),
+        ("cublas.handles(context)", lambda: cublas.handles(lane.context)),
+        ("config.tuning_table_setting()", config.tuning_table_setting),
         ("cupy.cuda.runtime.getDevice()", cp.cuda.runtime.getDevice),
         ("cupy.cuda.get_current_stream().ptr", lambda: cp.cuda.get_current_stream().ptr),
     ]
@@ -99,6 +104,8 @@ def host_costs(n: int, calls: int) -> None:
 
 
 def event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
+    import cupy as cp
+
     print(f"\nCUDA events around each call, the two in alternation, {warmup} warm-up rounds, median of {reps} "
           "(the bench's auto metric); ratio = a @ b time / gemm time")
     for n in shapes:
@@ -127,7 +134,7 @@ def torch_event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
                 for _ in range(2))
         ozaki_cutlass.gemm(a, b)  # decides; the next call makes the lane
         ozaki_cutlass.gemm(a, b)
-        if pipeline._native_fast_lane(a, b, 1.0, "accurate") is None:
+        if fast_lane(a, b, 1.0, "accurate") is None:
             raise SystemExit(f"no fast lane for {n}^3 on PyTorch tensors")
         (ours, theirs), (got, want) = driver.event_times([lambda: ozaki_cutlass.gemm(a, b), lambda: a @ b],
                                                         warmup, reps)
@@ -138,7 +145,7 @@ def torch_event_ratios(shapes, warmup: int = 10, reps: int = 200) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=7000)
     ap.add_argument("--torch", action="store_true", help="also against torch.matmul on PyTorch tensors")
     args = ap.parse_args()

@@ -18,12 +18,9 @@ import argparse
 import ctypes
 import statistics
 
-import cupy as cp
-from cuda import pathfinder
-
 from native_call_cost import per_call_us  # scripts/, next to this one
 from ozaki_cutlass.device import cublas, driver
-from ozaki_cutlass.bench import parse_shape
+from ozaki_cutlass.tools.arguments import shape
 
 CUDA_R_64F, COMPUTE_64F = 1, 70
 DESC_TRANSA, DESC_TRANSB = 3, 4
@@ -44,19 +41,28 @@ def ok(status, what):
         raise RuntimeError(f"{what}: status {status}")
 
 
-lt = ctypes.CDLL(pathfinder.load_nvidia_dynamic_lib("cublasLt").abs_path)
 P = ctypes.c_void_p
-lt.cublasLtMatmul.argtypes = [P, P, P, P, P, P, P, P, P, P, P, P, P, P, ctypes.c_size_t, P]
-for fn in ("cublasLtCreate", "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute",
-           "cublasLtMatrixLayoutCreate", "cublasLtMatmulPreferenceCreate",
-           "cublasLtMatmulPreferenceSetAttribute", "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmul"):
-    getattr(lt, fn).restype = ctypes.c_int
+
+
+def open_lt() -> ctypes.CDLL:
+    """libcublasLt, opened here with this probe's own signatures (its own CDLL object: the
+    package's ctypes settings on its copy are left alone)."""
+    from cuda import pathfinder
+
+    lt = ctypes.CDLL(pathfinder.load_nvidia_dynamic_lib("cublasLt").abs_path)
+    lt.cublasLtMatmul.argtypes = [P, P, P, P, P, P, P, P, P, P, P, P, P, P, ctypes.c_size_t, P]
+    for fn in ("cublasLtCreate", "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute",
+               "cublasLtMatrixLayoutCreate", "cublasLtMatmulPreferenceCreate",
+               "cublasLtMatmulPreferenceSetAttribute", "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmul"):
+        getattr(lt, fn).restype = ctypes.c_int
+    return lt
 
 
 class LtPlan:
     """Row-major C (m x n) = A (m x k) @ B (k x n) as column-major C^T = B^T A^T."""
 
-    def __init__(self, handle, m, n, k, workspace_bytes, ws_ptr):
+    def __init__(self, lt, handle, m, n, k, workspace_bytes, ws_ptr):
+        self.lt = lt
         self.desc = P()
         ok(lt.cublasLtMatmulDescCreate(ctypes.byref(self.desc), COMPUTE_64F, CUDA_R_64F), "desc")
         self.la, self.lb, self.lc = P(), P(), P()
@@ -81,31 +87,34 @@ class LtPlan:
         self.algo = ctypes.byref(self.result.algo)
 
     def __call__(self, a_ptr, b_ptr, c_ptr, stream):
-        ok(lt.cublasLtMatmul(self.handle, self.desc, ctypes.byref(self.one), b_ptr, self.la, a_ptr, self.lb,
-                             ctypes.byref(self.zero), c_ptr, self.lc, c_ptr, self.lc, self.algo, self.ws_ptr,
-                             self.result.workspace, stream), "cublasLtMatmul")
+        ok(self.lt.cublasLtMatmul(self.handle, self.desc, ctypes.byref(self.one), b_ptr, self.la, a_ptr, self.lb,
+                                  ctypes.byref(self.zero), c_ptr, self.lc, c_ptr, self.lc, self.algo, self.ws_ptr,
+                                  self.result.workspace, stream), "cublasLtMatmul")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", type=parse_shape, nargs="+",
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", type=shape, nargs="+", metavar="N|MxNxK",
                     default=[(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (16384, 16384, 1024),
                              (65536, 1024, 4096), (512, 512, 512), (4096, 4096, 256)])
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args()
+    import cupy as cp
+
+    lt = open_lt()
     driver.ensure_context(0)
     handle = P()
     ok(lt.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
     ws = cp.empty(32 << 20, dtype=cp.uint8)
-    lib = _cublas._library().blas
-    bh = _cublas.handles().blas()
+    lib = cublas.library().blas
+    bh = cublas.handles().blas()
     stream = cp.cuda.get_current_stream().ptr
     lib.cublasSetStream_v2(bh, P(stream))
     one, zero = ctypes.c_double(1.0), ctypes.c_double(0.0)
 
     def candidates(m, n, k):
-        lt0 = LtPlan(handle, m, n, k, 0, None)
-        lt32 = LtPlan(handle, m, n, k, 32 << 20, ws.data.ptr)
+        lt0 = LtPlan(lt, handle, m, n, k, 0, None)
+        lt32 = LtPlan(lt, handle, m, n, k, 32 << 20, ws.data.ptr)
 
         def dgemm(a, b):
             c = cp.empty((m, n))
