@@ -40,7 +40,7 @@ from math import copysign
 from . import driver
 from .layouts import CopyPlan, DgemmPlan, call_pointers, plan_copy
 
-__all__ = ["NativeUnavailable", "CublasError", "LtDgemm", "available", "version", "library", "handles",
+__all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
            "lt_dgemm", "dgemm", "copy_matrix", "run_copy"]
 
 _OP_N, _OP_T = 0, 1                 # cublasOperation_t
@@ -225,7 +225,7 @@ def _current_context() -> int:
     return current
 
 
-class _Handles:
+class Handles:
     """The cuBLASLt handle of one (context, thread), and its cuBLAS handle made on first need."""
 
     __slots__ = ("lib", "lt", "_blas")
@@ -245,11 +245,11 @@ class _Handles:
         return self._blas
 
 
-_HANDLES: dict[tuple[int, int], _Handles] = {}
-_MINE = threading.local()  # .handles: this thread's {context: _Handles}, the same objects as in _HANDLES
+_HANDLES: dict[tuple[int, int], Handles] = {}
+_MINE = threading.local()  # .handles: this thread's {context: Handles}, the same objects as in _HANDLES
 
 
-def handles(context: int | None = None) -> _Handles:
+def handles(context: int | None = None) -> Handles:
     """The handles of (current context, this thread), created on first use (one driver
     query per call otherwise, none when the caller passes the ``context`` it knows is
     current). Keyed by thread ident: a thread that ends leaves its handles to the next
@@ -262,7 +262,7 @@ def handles(context: int | None = None) -> _Handles:
         key = (context, threading.get_ident())
         found = _HANDLES.get(key)
         if found is None:
-            found = _Handles(library())
+            found = Handles(library())
             with _LOCK:
                 _HANDLES[key] = found
         if mine is None:
@@ -308,7 +308,7 @@ class LtDgemm:
         except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone already
             pass
 
-    def _choose(self, handles: _Handles, alignment: int):
+    def _choose(self, handles: Handles, alignment: int):
         """The algorithm for pointers aligned to ``alignment`` bytes, or None: the
         heuristic's first answer that needs no workspace. The heuristic is told a workspace
         of _HEURISTIC_WORKSPACE bytes is allowed (its ranking differs: at 4096^3 on the H200
@@ -335,7 +335,7 @@ class LtDgemm:
         _check(status, f"cublasLtMatmulAlgoGetHeuristic(m={self.plan.m}, n={self.plan.n}, k={self.plan.k})")
         return next((r.algo for r in results[:count.value] if r.state == 0 and r.workspace_size == 0), None)
 
-    def run(self, handles: _Handles, a_ptr: int, b_ptr: int, c_ptr: int, alpha: float, beta: float,
+    def run(self, handles: Handles, a_ptr: int, b_ptr: int, c_ptr: int, alpha: float, beta: float,
             stream: int) -> None:
         """Enqueue C = alpha op(A) op(B) + beta C on the CUstream handle ``stream`` with the
         plan's layouts and these pointers (the plan's own are not used; a transposed plan's
@@ -387,7 +387,7 @@ def lt_dgemm(plan: DgemmPlan, context: int) -> LtDgemm:
     return found
 
 
-def _blas_dgemm(handles: _Handles, plan: DgemmPlan, a_ptr, b_ptr, c_ptr, alpha, beta, stream) -> None:
+def _blas_dgemm(handles: Handles, plan: DgemmPlan, a_ptr, b_ptr, c_ptr, alpha, beta, stream) -> None:
     lib, handle = handles.lib.blas, handles.blas()
     _check(lib.cublasSetStream_v2(handle, stream), "cublasSetStream_v2")
     status = lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,

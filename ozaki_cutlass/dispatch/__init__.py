@@ -11,8 +11,8 @@ from .policy import DECISIONS, H200_MODEL, CostModel, prefer_native
 from .table import TABLES, TuningTableError, load_table, table_problem
 from .variants import PATHS, path_of, runs_on, variant_by_name
 
-__all__ = ["ANY", "PATHS", "Candidate", "Choice", "CostModel", "H200_MODEL", "NoKernelError", "Problem",
-           "TuningTableError", "builtin_candidates", "candidates_from_table", "choose", "forget_tables", "load_table",
+__all__ = ["ANY", "DECISIONS", "PATHS", "TABLES", "Candidate", "Choice", "CostModel", "H200_MODEL", "NoKernelError",
+           "Problem", "TuningTableError", "builtin_candidates", "candidates_from_table", "choose", "forget_tables", "load_table",
            "path_of", "prefer_native", "runs_on", "table_problem", "variant_by_name"]
 
 
