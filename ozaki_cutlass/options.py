@@ -11,8 +11,8 @@ import numpy as np
 
 from .numerics.moduli import validate_moduli_count
 
-__all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_sizes", "resolve_moduli",
-           "validate_mode"]
+__all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_dtype", "check_host_matrix",
+           "check_sizes", "resolve_moduli", "validate_mode"]
 
 #: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
 #: gives a normwise error no larger than float64 ``@`` (docs/accuracy.md measures it).
@@ -37,7 +37,32 @@ def as_flag(x, name: str) -> bool:
     return bool(x)
 
 
+def check_dtype(dtype, name: str) -> None:
+    """TypeError unless ``dtype`` is float64: no silent casts, in either direction."""
+    if np.dtype(dtype) != np.float64:
+        raise TypeError(f"{name} must be float64, got {np.dtype(dtype)} "
+                        "(the emulation is FP64; convert explicitly if a lower precision is intended)")
+
+
+def check_host_matrix(x, name: str) -> np.ndarray:
+    """``x`` if it is a 2-D float64 NumPy array (TypeError or ValueError naming ``name``
+    otherwise). A masked array is refused: its mask would be ignored (np.ma.dot honours
+    it), so a result would be silently wrong."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name} is a masked array: the mask would be ignored; pass {name}.filled(value) "
+                        f"or {name}.data explicitly")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
+    check_dtype(x.dtype, name)
+    return x
+
+
 def validate_mode(mode: object) -> str:
+    """``mode`` checked; None means "accurate" (the default of ``gemm`` and the reference)."""
+    if mode is None:
+        return "accurate"
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return mode  # type: ignore[return-value]

@@ -28,7 +28,7 @@ from functools import lru_cache
 import numpy as np
 
 from .numerics.moduli import COARSE_BITS, K_CHUNK, CRTConstants, crt_constants
-from .options import DEFAULT_MODULI, MODES, as_scalar, resolve_moduli, validate_mode
+from .options import DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, resolve_moduli, validate_mode
 
 __all__ = ["DEFAULT_MODULI", "MODES", "gemm", "choose_scaling", "Scaling", "split_nonfinite", "exponents",
            "fast_shifts", "fast_bound_bits", "coarse_magnitudes", "coarse_bound", "accurate_shifts",
@@ -36,18 +36,6 @@ __all__ = ["DEFAULT_MODULI", "MODES", "gemm", "choose_scaling", "Scaling", "spli
 
 #: Sentinel slack for (i, j) pairs the coarse bound does not constrain (G_ij = 0).
 _NO_CONSTRAINT = 1 << 30
-
-
-# --------------------------------------------------------------------------- checks
-
-def _as_matrix(x, name: str) -> np.ndarray:
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
-    if x.dtype.kind != "f":
-        raise TypeError(f"{name} must have a floating dtype (float64 preferred), got {x.dtype}")
-    return np.asarray(x, dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -294,19 +282,21 @@ def choose_scaling(a: np.ndarray, b: np.ndarray, consts: CRTConstants, mode: str
 
 
 def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-         moduli=None, mode="accurate") -> np.ndarray:
+         moduli=None, mode=None) -> np.ndarray:
     """C = alpha op(A) op(B) + beta C with the Ozaki scheme II, in NumPy.
 
-    a, b: 2-D floating NumPy arrays (computed in float64). ``moduli``: number of moduli
-    (2..20; None = DEFAULT_MODULI). ``mode``: "accurate" (extra coarse GEMM, larger
-    shifts) or "fast" (Cauchy-Schwarz bound only). Both bounds are rigorous: the integer
+    a, b (and c): 2-D float64 NumPy arrays (other dtypes and masked arrays are refused,
+    as ``ozaki_cutlass.gemm`` refuses them). ``moduli``: number of moduli (2..20; None =
+    DEFAULT_MODULI). ``mode``: "accurate" (extra coarse GEMM, larger shifts; None means
+    it) or "fast" (Cauchy-Schwarz bound only). ``trans_a``, ``trans_b``: True or False. Both bounds are rigorous: the integer
     product is always reconstructed exactly. alpha == 0 does not read a or b; beta == 0
     does not read c. Returns a new float64 array; c is not modified.
     """
-    a = _as_matrix(a, "a")
-    b = _as_matrix(b, "b")
+    a = check_host_matrix(a, "a")
+    b = check_host_matrix(b, "b")
     alpha = as_scalar(alpha, "alpha")
     beta = as_scalar(beta, "beta")
+    trans_a, trans_b = as_flag(trans_a, "trans_a"), as_flag(trans_b, "trans_b")
     count = resolve_moduli(moduli)
     mode = validate_mode(mode)
     a = a.T if trans_a else a
@@ -316,7 +306,7 @@ def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
         raise ValueError(f"inner dimensions differ: op(a) is {a.shape}, op(b) is {b.shape}")
     n = b.shape[1]
     if c is not None:
-        c = _as_matrix(c, "c")
+        c = check_host_matrix(c, "c")
         if c.shape != (m, n):
             raise ValueError(f"c must have shape {(m, n)}, got {c.shape}")
     elif beta != 0.0:

@@ -260,8 +260,18 @@ def test_no_wraparound_on_hostile_inputs(rng, mode):
         (dict(a=np.ones(3), b=np.ones((3, 2))), ValueError, "a must be 2-D"),
         (dict(a=np.ones((2, 3)), b=np.ones((2, 2, 2))), ValueError, "b must be 2-D"),
         (dict(a=np.ones((2, 3)), b=np.ones((4, 2))), ValueError, "inner dimensions"),
-        (dict(a=np.ones((2, 3), dtype=np.int64), b=np.ones((3, 2))), TypeError, "a must have a floating dtype"),
-        (dict(a=np.ones((2, 3)), b=np.ones((3, 2), dtype=complex)), TypeError, "b must have a floating dtype"),
+        (dict(a=np.ones((2, 3), dtype=np.int64), b=np.ones((3, 2))), TypeError, "a must be float64, got int64"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2), dtype=complex)), TypeError, "b must be float64, got complex128"),
+        (dict(a=np.ones((2, 3), dtype=np.float32), b=np.ones((3, 2))), TypeError, "a must be float64, got float32"),
+        (dict(a=np.ones((2, 3), dtype=np.float16), b=np.ones((3, 2))), TypeError, "a must be float64, got float16"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2), dtype=np.longdouble)), TypeError, "b must be float64"),
+        (dict(a=np.ma.masked_array(np.ones((2, 3)), mask=np.eye(2, 3)), b=np.ones((3, 2))), TypeError,
+         "a is a masked array"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), c=np.ones((2, 2), dtype=np.float32), beta=1.0), TypeError,
+         "c must be float64"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), trans_a="yes"), TypeError, "trans_a must be True or False"),
+        (dict(a=np.ones((3, 2)), b=np.ones((3, 2)), trans_a=1), TypeError, "trans_a must be True or False"),
+        (dict(a=np.ones((2, 3)), b=np.ones((2, 3)), trans_b=None), TypeError, "trans_b must be True or False"),
         (dict(a=[[1.0]], b=np.ones((1, 1))), TypeError, "a must be a numpy.ndarray"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), moduli=1), ValueError, "moduli=1"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), moduli=21), ValueError, "moduli=21"),
@@ -275,6 +285,32 @@ def test_no_wraparound_on_hostile_inputs(rng, mode):
 def test_bad_input(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         R.gemm(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(a=np.ones((2, 3), dtype=np.float32), b=np.ones((3, 2))),
+    dict(a=np.ma.masked_array(np.ones((2, 3)), mask=np.eye(2, 3)), b=np.ones((3, 2))),
+    dict(a=np.ones((2, 3)), b=np.ones((3, 2)), trans_a="yes"),
+    dict(a=np.ones((2, 3)), b=np.ones((2, 3)), trans_b=None),
+    dict(a=np.ones((2, 3)), b=np.ones((3, 2)), mode="exact"),
+])
+def test_reference_and_gpu_api_refuse_alike(kwargs):
+    """The reference and ozaki_cutlass.gemm take the same inputs: the same error, type and
+    words, before any GPU work (the GPU path checks all of these before touching a GPU)."""
+    import ozaki_cutlass
+
+    with pytest.raises(Exception) as ref:
+        R.gemm(**kwargs)
+    with pytest.raises(Exception) as gpu:
+        ozaki_cutlass.gemm(**kwargs, policy="emulate")
+    assert type(ref.value) is type(gpu.value) and str(ref.value) == str(gpu.value)
+
+
+def test_mode_none_is_the_default_accurate_mode(rng):
+    a, b = random_matrix(6, 9, 2.0, rng), random_matrix(9, 5, 2.0, rng)
+    bits = lambda x: x.view(np.int64)  # noqa: E731
+    assert np.array_equal(bits(R.gemm(a, b, mode=None)), bits(R.gemm(a, b, mode="accurate")))
+    assert np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, mode="accurate")))
 
 
 def test_default_moduli_documented():

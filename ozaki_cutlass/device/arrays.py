@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..options import check_dtype, check_host_matrix
 from .driver import DeviceBuffer, stream_handle
 
 _F64 = np.dtype(np.float64)
@@ -53,18 +54,12 @@ def kind_of(x) -> str:
     return "unknown"
 
 
-def _check_dtype(dtype, name: str) -> None:
-    if np.dtype(dtype) != _F64:
-        raise TypeError(f"{name} must be float64, got {np.dtype(dtype)} "
-                        "(the emulation is FP64; convert explicitly if a lower precision is intended)")
-
-
 def _from_cai(x, name: str, kind: str) -> Matrix:
     cai = x.__cuda_array_interface__
     shape = tuple(cai["shape"])
     if len(shape) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {shape}")
-    _check_dtype(np.dtype(cai["typestr"]), name)
+    check_dtype(np.dtype(cai["typestr"]), name)
     strides = cai.get("strides")
     if strides is None:
         strides = (shape[1] * 8, 8)
@@ -89,10 +84,7 @@ def describe_input(x, name: str) -> Matrix | np.ndarray:
     uploads them); device arrays as a :class:`Matrix` view (no copy)."""
     kind = kind_of(x)
     if kind == "numpy":
-        if x.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
-        _check_dtype(x.dtype, name)
-        return x
+        return check_host_matrix(x, name)
     if kind == "torch":
         import torch
 
