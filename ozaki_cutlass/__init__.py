@@ -3,6 +3,8 @@
     ozaki_cutlass.gemm(a, b, ...)             the GPU path (CUTLASS INT8 kernels)
     ozaki_cutlass.prepare(a, side="left")     an operand quantized once, for many gemm calls
     ozaki_cutlass.reference.gemm(a, b, ...)   the NumPy reference: the same bits on the CPU
+    ozaki_cutlass.workspace_bytes(m, n, k)    device memory the emulation keeps for such a call
+    ozaki_cutlass.empty_cache()               release it (memory_held() says how much is held)
 
 Importing does no work: the public names are loaded on first use (so that importing
 ``ozaki_cutlass.generator`` loads no runtime module), and the CUDA driver is touched on
@@ -32,11 +34,15 @@ _PUBLIC = {
     "NoGpuError": "ozaki_cutlass.device.driver",
     "KernelError": "ozaki_cutlass.kernels.library",
     "UnsupportedProblem": "ozaki_cutlass.kernels.library",
+    "OutOfMemoryError": "ozaki_cutlass.device.driver",
+    "empty_cache": "ozaki_cutlass.api",
+    "memory_held": "ozaki_cutlass.api",
+    "workspace_bytes": "ozaki_cutlass.paths.footprint",
 }
 _SUBMODULES = ("reference", "dispatch")
 
 __all__ = ["gemm", "prepare", "Prepared", "reference", "DEFAULT_MODULI", "CudaError", "NoGpuError", "KernelError",
-           "UnsupportedProblem"]
+           "UnsupportedProblem", "OutOfMemoryError", "empty_cache", "memory_held", "workspace_bytes"]
 
 
 def __getattr__(name: str):

@@ -25,7 +25,7 @@ from .paths.prologue import run_prologue
 from .paths.scale import zero_result
 from .paths.staged import run_staged
 
-__all__ = ["gemm"]
+__all__ = ["gemm", "empty_cache", "memory_held"]
 
 _RUNS = {"staged": run_staged, "fused": run_fused, "prologue": run_prologue}
 
@@ -142,3 +142,15 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer) ->
             return
         # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); the same bits either way
         _RUNS[kern.path](kern, launch, ws, timer, config.overlap())
+
+
+def empty_cache() -> int:
+    """Free the device memory the emulation keeps between calls (its workspaces, on every
+    GPU and stream), after the work already enqueued there; returns the bytes freed. Later
+    calls allocate again what they need. Kernels, tuning tables and cuBLAS handles stay."""
+    return WORKSPACES.clear()
+
+
+def memory_held() -> int:
+    """Bytes of device memory the emulation's workspaces hold now (what empty_cache frees)."""
+    return WORKSPACES.nbytes()

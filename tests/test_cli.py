@@ -324,7 +324,8 @@ def test_public_api():
     import inspect
 
     assert set(ozaki_cutlass.__all__) == {"gemm", "prepare", "Prepared", "reference", "DEFAULT_MODULI", "CudaError",
-                                          "NoGpuError", "KernelError", "UnsupportedProblem"}
+                                          "NoGpuError", "KernelError", "UnsupportedProblem", "OutOfMemoryError",
+                                          "empty_cache", "memory_held", "workspace_bytes"}
     for name in ozaki_cutlass.__all__:
         assert getattr(ozaki_cutlass, name) is not None
     params = inspect.signature(ozaki_cutlass.gemm).parameters

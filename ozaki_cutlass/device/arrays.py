@@ -91,6 +91,10 @@ def describe_input(x, name: str) -> Matrix | np.ndarray:
         if x.layout is not torch.strided:
             raise TypeError(f"{name} is a PyTorch tensor with layout {x.layout}; pass a dense (strided) "
                             f"tensor, e.g. {name}.to_dense()")
+        if x.requires_grad:
+            raise TypeError(f"{name} is a PyTorch tensor that requires grad, and ozaki_cutlass.gemm does not "
+                            f"record gradients; pass {name}.detach() (or call it under torch.no_grad() with "
+                            "detached inputs)")
         if not x.is_cuda:
             raise ValueError(f"{name} is a PyTorch tensor on {x.device}; pass a CUDA tensor or a NumPy array")
     if kind in ("cupy", "torch", "cai"):

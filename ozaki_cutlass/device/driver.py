@@ -21,9 +21,14 @@ class NoGpuError(RuntimeError):
     """No usable CUDA driver or device."""
 
 
+class OutOfMemoryError(MemoryError):
+    """The GPU had not enough free memory for an allocation of ours; the message says how
+    much was asked and what to do. Nothing is left half-done: the next call works."""
+
+
 _DRIVER = None
 
-__all__ = ["CudaError", "NoGpuError", "bindings", "check", "ensure_context", "primary_context", "on_device",
+__all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "bindings", "check", "ensure_context", "primary_context", "on_device",
            "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
            "event_times"]
 
@@ -120,7 +125,13 @@ class DeviceBuffer:
     def __init__(self, nbytes: int):
         cu = bindings()
         self.nbytes = int(nbytes)
-        self._ptr = check(cu.cuMemAlloc(max(self.nbytes, 1)), f"cuMemAlloc({self.nbytes})")
+        self._ptr = None
+        err, *rest = cu.cuMemAlloc(max(self.nbytes, 1))
+        if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            raise OutOfMemoryError(f"out of GPU memory: {self.nbytes / 2**30:.2f} GiB asked for; free memory "
+                                   "held elsewhere (ozaki_cutlass.empty_cache() releases the emulation's "
+                                   "workspaces, CuPy and PyTorch have their own) or use a smaller problem")
+        self._ptr = check((err, *rest), f"cuMemAlloc({self.nbytes})")
 
     @property
     def ptr(self) -> int:

@@ -25,6 +25,25 @@ class Workspace:
         self._moduli: driver.DeviceBuffer | None = None
         self._side = None
 
+    @property
+    def nbytes(self) -> int:
+        """Device memory held by the buffers."""
+        return sum(b.nbytes for b in self._buffers.values())
+
+    def release(self) -> int:
+        """Free every buffer, after the GPU (whose context is current) has finished the work
+        already enqueued, which may still read them; returns the bytes freed. Held under the
+        lock, so no call enqueues in between. The workspace stays usable: buffers are made
+        again on demand."""
+        with self.lock:
+            held = self.nbytes
+            if held:
+                driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
+                for buf in self._buffers.values():
+                    buf.close()
+                self._buffers.clear()
+            return held
+
     def side_stream(self) -> tuple[int, object, object]:
         """A second stream (non-blocking) and two events for forking work off the main
         stream and joining it back; created on first use, kept."""
@@ -51,17 +70,21 @@ class Workspace:
                 del self._buffers[name]
             try:
                 buf = driver.DeviceBuffer(max(nbytes, 16))
-            except driver.CudaError as exc:
+            except driver.OutOfMemoryError as exc:
                 held = sum(b.nbytes for b in self._buffers.values())
-                raise MemoryError(f"the emulation needs {nbytes / 2**30:.2f} GiB more device memory for "
-                                  f"'{name}' (its workspace already holds {held / 2**30:.2f} GiB): {exc}") from exc
+                raise driver.OutOfMemoryError(
+                    f"out of GPU memory: the emulation needs {nbytes / 2**30:.2f} GiB more for its workspace "
+                    f"buffer '{name}' (it already holds {held / 2**30:.2f} GiB on this GPU and stream; "
+                    "ozaki_cutlass.workspace_bytes(m, n, k) says what a call needs). Free memory held "
+                    "elsewhere, call ozaki_cutlass.empty_cache() to release the emulation's workspaces, "
+                    "or use a smaller problem, fewer moduli or policy='native'") from exc
             self._buffers[name] = buf
         return buf.ptr
 
 
 class WorkspacePool:
-    """The process's workspaces, one per (GPU, stream); :meth:`clear` drops them (their
-    memory is freed once no call still holds one)."""
+    """The process's workspaces, one per (GPU, stream). :meth:`clear` frees their buffers
+    (after the work already enqueued on each stream) and reports how much it freed."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -71,9 +94,22 @@ class WorkspacePool:
         with self._lock:
             return self._spaces.setdefault((device, stream), Workspace())
 
-    def clear(self) -> None:
+    def nbytes(self) -> int:
+        """Device memory the workspaces hold, all GPUs and streams together."""
         with self._lock:
-            self._spaces.clear()
+            return sum(ws.nbytes for ws in self._spaces.values())
+
+    def clear(self) -> int:
+        """Free every workspace buffer; returns the bytes freed. The GPU of each is
+        synchronized first (a stream handle the caller may have destroyed since is never
+        touched)."""
+        with self._lock:
+            spaces = [(device, ws) for (device, _), ws in self._spaces.items() if ws.nbytes]
+        freed = 0
+        for device, ws in spaces:
+            with driver.on_device(device):
+                freed += ws.release()
+        return freed
 
 
 #: The one WorkspacePool of the process.

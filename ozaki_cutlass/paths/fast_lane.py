@@ -95,7 +95,8 @@ def _torch_lane(current_device, current_stream, a, b, alpha, mode):
         import torch
 
         lane = _new_lane(key, 8, key[2] is key[6] is torch.float64 and key[3] >= 0)
-    if lane is None or current_device() != key[3]:
+    # a tensor that requires grad: the general path refuses it (no gradient is recorded)
+    if lane is None or current_device() != key[3] or a.requires_grad or b.requires_grad:
         return None
     out = a.new_empty(lane.shape)  # a's dtype (float64) and GPU
     pa, pb = (b.data_ptr(), a.data_ptr()) if lane.swap else (a.data_ptr(), b.data_ptr())

@@ -1,0 +1,75 @@
+"""How much device memory the emulation's workspace holds for a call: the buffers the
+paths ask their workspace for (``Workspace.get``), by name, summed. A workspace keeps its
+buffers after the call (grow-only, per GPU and stream) until ``ozaki_cutlass.empty_cache``.
+
+Upper bounds where the call's details are not known here: both operands are counted as
+packed (copied contiguous along k, which a call makes only for an operand whose k stride
+is not 1), and the fused path's k is padded to 128 (the longest k tile of any variant).
+Not counted: the INT8 kernels' own workspaces (CUTLASS's; none for the shipped kernels),
+the device copies of NumPy inputs and the result.
+"""
+
+from __future__ import annotations
+
+from ..generator.variants import MAX_GROUP_SIZE
+from ..numerics.moduli import K_CHUNK, group_sizes, partial_bytes
+from ..operands.stages import round_up
+from ..options import resolve_moduli, validate_mode
+
+__all__ = ["workspace_buffers", "workspace_bytes", "MAX_TILE_K"]
+
+#: The longest k tile of any catalogued variant: the fused path pads k to its tile.
+MAX_TILE_K = 128
+
+
+def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
+                      group_size: int = 1, tile_k: int = MAX_TILE_K) -> dict[str, int]:
+    """The workspace buffers (name -> bytes) an emulated m x n x k call asks for on
+    ``path`` ("staged", "fused" or "prologue"), each operand counted as packed."""
+    if m == 0 or n == 0:
+        return {}
+    if k == 0:
+        return {"zero_c": 8 * m * n, "zero_shift": 4 * max(m, n)}
+    accurate = mode == "accurate"
+    k16 = round_up(k, 16)
+    n_pad = round_up(n, 16 if path == "fused" else 4)
+    out: dict[str, int] = {}
+    for name, nvec, rows_pad in (("a", m, m), ("b", n, n_pad)):
+        out |= {f"pack_{name}": 8 * nvec * k, f"e{name}": 4 * nvec, f"fast_{name}": 4 * nvec,
+                f"nf_{name}": 4 * nvec, f"shift_{name}": 4 * nvec}
+        if accurate:
+            out[f"bar_{name}"] = rows_pad * k16
+    if accurate:
+        out["gpart"] = 4 * m * n_pad
+        out["dgain"] = 4 * m
+        if k16 > K_CHUNK:
+            out["g"] = 8 * m * n
+    plane = m * n_pad
+    if path == "fused":
+        kp = round_up(k, tile_k)
+        out["ra"], out["rb"] = m * moduli * kp, n_pad * moduli * kp
+        out["x"] = sum(partial_bytes(size) for size in group_sizes(moduli, group_size)) * plane
+    else:
+        nchunks = -(-k16 // K_CHUNK)
+        if path == "staged":
+            out["ra"], out["rb"] = moduli * m * k16, moduli * n_pad * k16
+        out["c32"] = 4 * nchunks * moduli * plane
+    return {name: max(size, 16) for name, size in out.items()}
+
+
+def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str | None = None) -> int:
+    """Bytes of device memory the emulation's workspace holds after an m x n x k call
+    with ``moduli`` (default 15) and ``mode`` (default "accurate") on ``path`` ("staged",
+    "fused"; None: the larger of the two, what the dispatcher may choose), for any of the
+    fused kernels' group sizes. An upper bound (see the module docstring); the native DGEMM
+    path needs none."""
+    count, mode = resolve_moduli(moduli), validate_mode(mode)
+    for dim, value in (("m", m), ("n", n), ("k", k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{dim} must be a non-negative int, got {value!r}")
+    paths = ("staged", "fused") if path is None else (path,)
+    for p in paths:
+        if p not in ("staged", "fused", "prologue"):
+            raise ValueError(f"path must be 'staged', 'fused', 'prologue' or None, got {p!r}")
+    return max(sum(workspace_buffers(m, n, k, count, mode, p, group_size=g).values())
+               for p in paths for g in range(1, min(MAX_GROUP_SIZE, count) + 1))

@@ -1,0 +1,87 @@
+"""GPU memory on the GPU: an out-of-memory call raises our error and the library stays
+usable, empty_cache gives the workspaces' memory back, workspace_bytes bounds what a call
+keeps, and PyTorch tensors that require grad are refused on every path (issue 17)."""
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import reference
+from ozaki_cutlass.device import driver
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
+
+pytestmark = pytest.mark.gpu
+
+
+def _free_bytes() -> int:
+    free, _ = driver.check(driver.bindings().cuMemGetInfo(), "cuMemGetInfo")
+    return int(free)
+
+
+def test_out_of_memory_then_the_next_call_works(rng):
+    cp = pytest.importorskip("cupy")
+    # int32 planes of 15 x 65536 x 65536 (257 GB) cannot fit: the staged path runs out
+    # in its workspace, after the small buffers and the residues
+    a = cp.asarray(random_matrix(65536, 256, 0.5, rng))
+    b = cp.asarray(random_matrix(256, 65536, 0.5, rng))
+    with pytest.raises(ozaki_cutlass.OutOfMemoryError, match="out of GPU memory.*'c32'.*empty_cache") as info:
+        ozaki_cutlass.gemm(a, b, path="staged")
+    assert isinstance(info.value, MemoryError)
+    del a, b
+    cp.get_default_memory_pool().free_all_blocks()
+    ha, hb = random_matrix(96, 80, 1.0, rng), random_matrix(80, 72, 1.0, rng)
+    got = ozaki_cutlass.gemm(cp.asarray(ha), cp.asarray(hb), path="staged")
+    assert same_bits(cp.asnumpy(got), reference.gemm(ha, hb))
+
+
+def test_empty_cache_gives_the_memory_back(rng):
+    cp = pytest.importorskip("cupy")
+    m = n = k = 2048
+    ha, hb = random_matrix(m, k, 0.5, rng), random_matrix(k, n, 0.5, rng)
+    a, b = cp.asarray(ha), cp.asarray(hb)
+    ozaki_cutlass.empty_cache()
+    with cp.cuda.Stream(non_blocking=True) as stream:  # a fresh workspace: only this call's buffers
+        for path in ("staged", "fused"):
+            ozaki_cutlass.gemm(a, b, path=path, moduli=15)
+        stream.synchronize()
+    held = ozaki_cutlass.memory_held()
+    assert 0 < held <= ozaki_cutlass.workspace_bytes(m, n, k, moduli=15) * 2
+    cp.cuda.Device().synchronize()
+    before = _free_bytes()
+    assert ozaki_cutlass.empty_cache() >= held
+    assert ozaki_cutlass.memory_held() == 0
+    assert _free_bytes() - before >= 0.9 * held  # the driver has the memory back
+    got = ozaki_cutlass.gemm(a, b, path="fused")  # buffers made again on demand
+    assert same_bits(cp.asnumpy(got), reference.gemm(ha, hb))
+
+
+def test_workspace_bytes_bounds_one_call(rng):
+    cp = pytest.importorskip("cupy")
+    ozaki_cutlass.empty_cache()
+    for path, (m, n, k) in (("staged", (300, 200, 500)), ("fused", (256, 384, 1000))):
+        a = cp.asarray(random_matrix(m, k, 0.5, rng))
+        b = cp.asarray(np.asfortranarray(random_matrix(k, n, 0.5, rng)))
+        with cp.cuda.Stream(non_blocking=True):
+            ozaki_cutlass.gemm(a, b, path=path, mode="accurate")
+        held = ozaki_cutlass.memory_held()
+        assert 0 < held <= ozaki_cutlass.workspace_bytes(m, n, k, path=path)
+        ozaki_cutlass.empty_cache()
+
+
+def test_tensors_that_require_grad_are_refused(rng):
+    torch = pytest.importorskip("torch")
+    ha, hb = random_matrix(64, 48, 1.0, rng), random_matrix(48, 40, 1.0, rng)
+    a, b = torch.from_numpy(ha).cuda(), torch.from_numpy(hb).cuda()
+    ga = a.clone().requires_grad_()
+    for policy in ("auto", "emulate", "native"):
+        with pytest.raises(TypeError, match=r"a is a PyTorch tensor that requires grad.*a\.detach\(\)"):
+            ozaki_cutlass.gemm(ga, b, policy=policy)
+    with pytest.raises(TypeError, match=r"x is a PyTorch tensor that requires grad"):
+        ozaki_cutlass.prepare(ga)
+    # the native fast lane: a shape decided native, then the same shape with a tensor that
+    # requires grad must not be computed without its gradient
+    first = ozaki_cutlass.gemm(a, b)
+    assert ozaki_cutlass.gemm(a, b).equal(first)
+    with pytest.raises(TypeError, match="requires grad"):
+        ozaki_cutlass.gemm(a, b.clone().requires_grad_())
+    assert same_bits(ozaki_cutlass.gemm(ga.detach(), b, policy="emulate").cpu().numpy(), reference.gemm(ha, hb))

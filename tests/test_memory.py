@@ -1,0 +1,172 @@
+"""GPU memory on the CPU, with the driver replaced: the workspace footprint a call asks for
+(ozaki_cutlass.workspace_bytes) against what the paths really ask their workspace for, the
+out-of-memory error of ours, and empty_cache. On the GPU: tests/gpu/test_memory.py."""
+
+import itertools
+import threading
+import types
+
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass.device import driver
+from ozaki_cutlass.device.arrays import Matrix
+from ozaki_cutlass.device.workspace import Workspace, WorkspacePool
+from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
+from ozaki_cutlass.numerics.moduli import K_CHUNK
+from ozaki_cutlass.paths.footprint import workspace_buffers
+
+
+class Recorder:
+    def __getattr__(self, name):
+        return lambda *args: None
+
+
+class FakeGemm:
+    def __init__(self, variant):
+        self.variant = variant
+
+    def workspace_size(self, *args):
+        return 0
+
+    def __call__(self, *args):
+        pass
+
+
+class RecordingWorkspace:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.asked: dict[str, int] = {}
+
+    def get(self, name, nbytes):
+        self.asked[name] = max(self.asked.get(name, 0), max(nbytes, 16))
+        return 1 << 30
+
+    def moduli(self):
+        return 1 << 20
+
+    def side_stream(self):
+        return 7, "fork", "join"
+
+
+class Dev:
+    def __init__(self, shape, order="C"):
+        rows, cols = shape
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f8", "data": (1 << 40, False), "version": 3,
+                                         "strides": None if order == "C" else (8, 8 * rows)}
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Every GPU piece replaced: the call runs its orchestration into a recording workspace."""
+    from ozaki_cutlass import api
+    from ozaki_cutlass.paths import fused, launch
+
+    ws = RecordingWorkspace()
+    cu = types.SimpleNamespace(CUresult=types.SimpleNamespace(CUDA_SUCCESS=0), CUstream=lambda s: s,
+                               cuCtxGetCurrent=lambda: (0, 1), cuEventRecord=lambda *a: (0,),
+                               cuStreamWaitEvent=lambda *a: (0,), cuMemsetD8Async=lambda *a: (0,))
+    monkeypatch.setattr(driver, "bindings", lambda: cu)
+    monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)
+    monkeypatch.setattr(api, "visible_arch", lambda ordinal=0: Arch.SM90A)
+    monkeypatch.setattr(api, "allocate_like", lambda kind, m, n, device: (None, Matrix(1 << 41, m, n, n, 1, "cai", 0, None)))
+    monkeypatch.setattr(api, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(launch, "load_stages", lambda arch: Recorder())
+    monkeypatch.setattr(launch, "load_int8_gemm", FakeGemm)
+    monkeypatch.setattr(launch, "load_prologue_gemm", lambda: FakeGemm(default_variant("sm_80")))
+    monkeypatch.setattr(fused, "load_group_gemm", FakeGemm)
+    return ws
+
+
+@pytest.mark.parametrize("path, group_size", [("staged", 1), ("fused", 1), ("fused", 3), ("prologue", 1)])
+@pytest.mark.parametrize("mode", ["accurate", "fast"])
+@pytest.mark.parametrize("shape", [(40, 24, 72), (33, 17, 5), (16, 8, K_CHUNK + 300)])
+def test_footprint_is_what_the_paths_ask_for(fake_gpu, path, group_size, mode, shape):
+    m, n, k = shape
+    if path != "staged" and k > K_CHUNK:
+        pytest.skip("the fused and prologue paths take one k chunk")
+    kernel = None
+    if path == "fused":
+        kernel = next(v for v in catalog("sm_90a", full=True, epilogue=Epilogue.PARTIAL_CRT)
+                      if v.group_size == group_size and v.tile_k == 128)
+    # both operands packed (k strided): A column-major, B row-major
+    ozaki_cutlass.gemm(Dev((m, k), "F"), Dev((k, n)), moduli=13, mode=mode, path=path,
+                       kernel=kernel.name if kernel else None)
+    assert fake_gpu.asked == workspace_buffers(m, n, k, 13, mode, path, group_size=group_size)
+
+
+def test_workspace_bytes_bounds_every_path_and_group():
+    for m, n, k, moduli, mode in itertools.product((1, 100), (3, 64), (1, 200, K_CHUNK + 1), (2, 15, 20),
+                                                   ("fast", "accurate")):
+        total = ozaki_cutlass.workspace_bytes(m, n, k, moduli=moduli, mode=mode)
+        for path, g in (("staged", 1), ("fused", 1), ("fused", 2), ("fused", 4)):
+            assert total >= sum(workspace_buffers(m, n, k, moduli, mode, path, group_size=g).values())
+    assert ozaki_cutlass.workspace_bytes(0, 5, 5) == 0
+    # 8192^3, 15 moduli, accurate, staged (the larger path): int32 planes 3.75 GiB,
+    # residues 1.875, packed operands 1, coarse bound and magnitudes 0.375, vectors ~0
+    gib = 2**30
+    assert ozaki_cutlass.workspace_bytes(8192, 8192, 8192) == ozaki_cutlass.workspace_bytes(8192, 8192, 8192,
+                                                                                            path="staged")
+    assert 7.0 * gib < ozaki_cutlass.workspace_bytes(8192, 8192, 8192) < 7.01 * gib
+    with pytest.raises(ValueError, match="m must be a non-negative int"):
+        ozaki_cutlass.workspace_bytes(-1, 2, 3)
+    with pytest.raises(ValueError, match="path must be"):
+        ozaki_cutlass.workspace_bytes(1, 2, 3, path="native")
+    with pytest.raises(ValueError, match="moduli=30"):
+        ozaki_cutlass.workspace_bytes(1, 2, 3, moduli=30)
+
+
+class FakeAlloc:
+    """cuMemAlloc that fails with out-of-memory above ``limit`` bytes in all."""
+
+    def __init__(self, limit):
+        self.limit, self.held, self.synced = limit, 0, 0
+        self.CUresult = types.SimpleNamespace(CUDA_SUCCESS=0, CUDA_ERROR_OUT_OF_MEMORY=2)
+        self.ptrs = itertools.count(1 << 20, 1 << 20)
+
+    def cuMemAlloc(self, nbytes):
+        if self.held + nbytes > self.limit:
+            return (2, None)
+        self.held += nbytes
+        return (0, next(self.ptrs))
+
+    def cuMemFree(self, ptr):
+        return (0,)
+
+    def cuCtxSynchronize(self):
+        self.synced += 1
+        return (0,)
+
+    def cuCtxGetCurrent(self):
+        return (0, 1)
+
+
+def test_out_of_memory_is_ours_and_says_what_to_do(monkeypatch):
+    cu = FakeAlloc(limit=1 << 30)
+    monkeypatch.setattr(driver, "bindings", lambda: cu)
+    ws = Workspace()
+    ws.get("ra", 1 << 29)
+    with pytest.raises(ozaki_cutlass.OutOfMemoryError) as info:
+        ws.get("rb", 1 << 30)
+    message = str(info.value)
+    assert isinstance(info.value, MemoryError)
+    assert "1.00 GiB more" in message and "'rb'" in message and "0.50 GiB" in message
+    assert "empty_cache()" in message and "workspace_bytes" in message
+    with pytest.raises(ozaki_cutlass.OutOfMemoryError, match="2.00 GiB asked for"):
+        driver.DeviceBuffer(2 << 30)
+    assert ws.get("rb", 1 << 28)  # the workspace is still usable
+
+
+def test_empty_cache_synchronizes_then_frees(monkeypatch):
+    cu = FakeAlloc(limit=1 << 40)
+    monkeypatch.setattr(driver, "bindings", lambda: cu)
+    monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)
+    pool = WorkspacePool()
+    pool.get(0, 11).get("ra", 1000)
+    pool.get(0, 12).get("rb", 3000)
+    pool.get(1, 11)  # holds nothing: its GPU is not touched
+    assert pool.nbytes() == 4000
+    assert pool.clear() == 4000 and pool.nbytes() == 0 and cu.synced == 2
+    assert pool.clear() == 0 and cu.synced == 2
+    pool.get(0, 11).get("ra", 500)  # made again on demand
+    assert pool.nbytes() == 500
