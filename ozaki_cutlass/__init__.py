@@ -21,8 +21,12 @@ bench, tune, demo); ``generator`` renders and builds the kernels.
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 
-__version__ = "0.1.0"
+try:
+    __version__ = metadata.version("ozaki-cutlass")
+except metadata.PackageNotFoundError:  # run from a tree that is not installed
+    __version__ = "0+unknown"
 
 # public name -> the module that owns it
 _PUBLIC = {

@@ -337,3 +337,8 @@ def test_public_api():
     assert ozaki_cutlass.reference.gemm is not ozaki_cutlass.gemm and ozaki_cutlass.DEFAULT_MODULI == 15
     with pytest.raises(AttributeError):
         ozaki_cutlass.no_such_name  # noqa: B018
+    from importlib import metadata
+
+    assert ozaki_cutlass.__version__ == metadata.version("ozaki-cutlass")  # pyproject's, one source
+    package = Path(ozaki_cutlass.__file__).parent
+    assert (package / "py.typed").is_file() and (package.parent / "LICENSE").is_file()
