@@ -1,0 +1,124 @@
+"""Bad flags and broken environments end `ozaki-cutlass` with one line, never a traceback.
+
+Each case runs the command as a user does (``cli.main``, or a fresh interpreter where
+the environment must be faked before anything is imported) and checks the exit status
+(2: the input is wrong, 1: the environment is), that exactly one error line names the
+problem and the fix, and that no traceback reaches stderr.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from ozaki_cutlass.device import arch as arch_module
+from ozaki_cutlass.tools import cli
+
+
+def _run(argv, capsys, caplog) -> tuple[int, list[str]]:
+    """`ozaki-cutlass argv` in this process: (exit status, error lines). The error lines
+    are what the command logged at ERROR and what argparse said ("...: error: ...")."""
+    caplog.clear()
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_:  # argparse refusing an argument
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    return code, errors + [line for line in err.splitlines() if ": error: " in line]
+
+
+def _run_fresh(argv, env_updates, tmp_path) -> subprocess.CompletedProcess:
+    """`python -m ozaki_cutlass argv` in a fresh interpreter, with the environment changed."""
+    env = dict(os.environ) | env_updates
+    if "PYTHONPATH" in env_updates and os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
+    return subprocess.run([sys.executable, "-m", "ozaki_cutlass", *argv], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300)
+
+
+# --------------------------------------------------------------------------- cuda-bindings
+
+_BROKEN_BINDINGS = {
+    # the package fails to import with something other than ImportError
+    "import": 'raise RuntimeError("cuda-bindings 99 needs a newer driver")\n',
+    # it imports, but asking it for the driver module raises
+    "attribute": 'def __getattr__(name):\n    raise RuntimeError("broken cuda-bindings")\n',
+}
+
+
+def _fake_bindings(root, how: str):
+    """A `cuda.bindings` package under ``root`` that raises RuntimeError (see above);
+    "driver": the driver module imports, and any attribute of it raises."""
+    package = root / "cuda" / "bindings"
+    package.mkdir(parents=True)
+    (root / "cuda" / "__init__.py").write_text("")
+    if how == "driver":
+        (package / "__init__.py").write_text("")
+        (package / "driver.py").write_text(_BROKEN_BINDINGS["attribute"])
+    else:
+        (package / "__init__.py").write_text(_BROKEN_BINDINGS[how])
+    return root
+
+
+class _RaisingFinder(importlib.abc.MetaPathFinder):
+    """Importing cuda.bindings raises RuntimeError (as a broken install can)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "cuda.bindings":
+            raise RuntimeError("cuda-bindings 99 needs a newer driver")
+        return None
+
+
+def _raising_module(name):
+    module = types.ModuleType(name)
+
+    def __getattr__(attr):
+        raise RuntimeError(f"broken {name}: {attr}")
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+@pytest.mark.parametrize("how", ["import", "attribute", "driver"])
+def test_visible_arch_never_raises_with_broken_cuda_bindings(how, monkeypatch, caplog):
+    """The docstring's promise: no driver, no GPU or broken bindings all answer None."""
+    monkeypatch.setattr(arch_module, "_CAPABILITIES", {})
+    for name in ("cuda.bindings", "cuda.bindings.driver"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    if how == "import":
+        monkeypatch.setattr(sys, "meta_path", [_RaisingFinder(), *sys.meta_path])
+    elif how == "attribute":
+        monkeypatch.setitem(sys.modules, "cuda.bindings", _raising_module("cuda.bindings"))
+    else:
+        bindings = types.ModuleType("cuda.bindings")
+        bindings.driver = _raising_module("cuda.bindings.driver")
+        monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    with caplog.at_level(logging.DEBUG, logger=arch_module.log.name):
+        assert arch_module.compute_capability() is None
+        assert arch_module.visible_arch() is None
+    assert "RuntimeError" in caplog.text  # said at debug level, for -vv
+
+
+@pytest.mark.parametrize("how", ["import", "attribute", "driver"])
+def test_build_without_arch_and_broken_cuda_bindings_says_pass_arch(how, tmp_path):
+    fake = _fake_bindings(tmp_path / "fake", how)
+    result = _run_fresh(["build", "--out", str(tmp_path / "out")], {"PYTHONPATH": str(fake)}, tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "ERROR: no GPU found: pass --arch sm_90a or --arch sm_80 to choose what to build"]
+
+
+@pytest.mark.parametrize("how", ["import", "attribute", "driver"])
+def test_demo_with_broken_cuda_bindings_runs_the_cpu_reference(how, tmp_path):
+    fake = _fake_bindings(tmp_path / "fake", how)
+    result = _run_fresh(["demo", "--n", "16"], {"PYTHONPATH": str(fake)}, tmp_path)
+    assert result.returncode == 0 and result.stderr == ""
+    assert "GPU: none found" in result.stdout and "| float64 `@` |" in result.stdout
