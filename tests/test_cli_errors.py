@@ -122,3 +122,15 @@ def test_demo_with_broken_cuda_bindings_runs_the_cpu_reference(how, tmp_path):
     result = _run_fresh(["demo", "--n", "16"], {"PYTHONPATH": str(fake)}, tmp_path)
     assert result.returncode == 0 and result.stderr == ""
     assert "GPU: none found" in result.stdout and "| float64 `@` |" in result.stdout
+
+
+# --------------------------------------------------------------------------- tuning table
+
+def test_a_100000_deep_tuning_table_is_one_line(tmp_path, monkeypatch, capsys, caplog):
+    table = tmp_path / "deep.json"
+    table.write_text("[" * 100000 + "]" * 100000)
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", str(table))
+    code, (error,) = _run(["build", "--arch", "sm_80", "--out", str(tmp_path / "out")], capsys, caplog)
+    assert code == 2
+    assert error.startswith(f"OZAKI_TUNING_TABLE={table}: it nests more than 32 levels deep")
+    assert "unset OZAKI_TUNING_TABLE" in error and f"ozaki-cutlass tune --out {table}" in error
