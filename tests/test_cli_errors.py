@@ -21,18 +21,18 @@ from ozaki_cutlass.device import arch as arch_module
 from ozaki_cutlass.tools import cli
 
 
-def _run(argv, capsys, caplog) -> tuple[int, list[str]]:
-    """`ozaki-cutlass argv` in this process: (exit status, error lines). The error lines
-    are what the command logged at ERROR and what argparse said ("...: error: ...")."""
+def _run(argv, capsys, caplog) -> tuple[int, list[str], str]:
+    """`ozaki-cutlass argv` in this process: (exit status, error lines, stdout). The error
+    lines are what the command logged at ERROR and what argparse said ("...: error: ...")."""
     caplog.clear()
     try:
         code = cli.main(argv)
     except SystemExit as exit_:  # argparse refusing an argument
         code = exit_.code
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "Traceback" not in err
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    return code, errors + [line for line in err.splitlines() if ": error: " in line]
+    return code, errors + [line for line in err.splitlines() if ": error: " in line], out
 
 
 def _run_fresh(argv, env_updates, tmp_path) -> subprocess.CompletedProcess:
@@ -130,7 +130,37 @@ def test_a_100000_deep_tuning_table_is_one_line(tmp_path, monkeypatch, capsys, c
     table = tmp_path / "deep.json"
     table.write_text("[" * 100000 + "]" * 100000)
     monkeypatch.setenv("OZAKI_TUNING_TABLE", str(table))
-    code, (error,) = _run(["build", "--arch", "sm_80", "--out", str(tmp_path / "out")], capsys, caplog)
+    code, (error,), _ = _run(["build", "--arch", "sm_80", "--out", str(tmp_path / "out")], capsys, caplog)
     assert code == 2
     assert error.startswith(f"OZAKI_TUNING_TABLE={table}: it nests more than 32 levels deep")
     assert "unset OZAKI_TUNING_TABLE" in error and f"ozaki-cutlass tune --out {table}" in error
+
+
+# --------------------------------------------------------------------------- accuracy table
+
+_ROWS = [  # an infinite and a NaN error, next to finite, infinite and NaN float64 errors
+    {"phi": 0.5, "reference": "exact", "native": 1e-16, ("fast", 8): 1e-17, ("fast", 9): float("inf")},
+    {"phi": 1.0, "reference": "exact", "native": float("inf"), ("fast", 8): float("nan"), ("fast", 9): float("inf")},
+    {"phi": 2.0, "reference": "exact", "native": float("nan"), ("fast", 8): 1e-17, ("fast", 9): float("nan")},
+]
+
+
+def test_the_error_table_never_marks_an_infinite_or_nan_error():
+    """'*' means "at or below float64 @": an inf or NaN error never is, shown as inf/nan."""
+    from ozaki_cutlass.tools.demo import format_error_table
+
+    lines = format_error_table(_ROWS, (8, 9), modes=("fast",)).splitlines()
+    assert lines[2] == "| 8 | fast | 1.00e-17 * | nan | 1.00e-17 |"
+    assert lines[3] == "| 9 | fast | inf | inf | nan |"
+    assert lines[4] == "| float64 `@` | | 1.00e-16 | inf | nan |"
+
+
+def test_accuracy_prints_an_infinite_error_unmarked(monkeypatch, capsys, caplog):
+    from ozaki_cutlass.tools import demo
+
+    rows = [{k: v for k, v in r.items() if k != ("fast", 9)} | {("accurate", 8): r[("fast", 9)]} for r in _ROWS]
+    monkeypatch.setattr(demo, "error_table", lambda *args, **kwargs: rows)
+    code, errors, out = _run(["accuracy", "--min-moduli", "8", "--max-moduli", "8"], capsys, caplog)
+    assert code == 0 and errors == []
+    assert "| 8 | fast | 1.00e-17 * | nan | 1.00e-17 |" in out
+    assert "| 8 | accurate | inf | inf | nan |" in out
