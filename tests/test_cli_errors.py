@@ -164,3 +164,54 @@ def test_accuracy_prints_an_infinite_error_unmarked(monkeypatch, capsys, caplog)
     assert code == 0 and errors == []
     assert "| 8 | fast | 1.00e-17 * | nan | 1.00e-17 |" in out
     assert "| 8 | accurate | inf | inf | nan |" in out
+
+
+# --------------------------------------------------------------------------- arguments
+
+@pytest.mark.parametrize("argv, message", [
+    (["demo", "--cpu", "--seed", "-1"], "argument --seed: must be a non-negative integer, got -1"),
+    (["accuracy", "--seed", "-1"], "argument --seed: must be a non-negative integer, got -1"),
+    (["bench", "--seed", "-1"], "argument --seed: must be a non-negative integer, got -1"),
+    (["bench-int8", "--seed", "-1"], "argument --seed: must be a non-negative integer, got -1"),
+    (["accuracy", "--phi", "nan"], "argument --phi: must be a finite number from 0 to 50, got nan"),
+    (["accuracy", "--phi", "0.5", "inf"], "argument --phi: must be a finite number from 0 to 50, got inf"),
+    (["accuracy", "--phi=-inf"], "argument --phi: must be a finite number from 0 to 50, got -inf"),
+    (["accuracy", "--phi", "x"], "argument --phi: must be a finite number from 0 to 50, got x"),
+    (["accuracy", "--phi", "800"], "argument --phi: 800 is above 50: entries are (U - 0.5) exp(phi N(0,1))"),
+    (["accuracy", "--phi", "-1"], "argument --phi: must be from 0 to 50, got -1"),
+    (["bench", "--phi", "800"], "argument --phi: 800 is above 50"),
+    (["accuracy", "--n", "100000"], "argument --n: 100000 is above 4096, the largest n the CPU reference"),
+])
+def test_bad_arguments_are_one_usage_line(argv, message, capsys, caplog):
+    code, (error,), _ = _run(argv, capsys, caplog)
+    assert code == 2 and error.startswith(f"ozaki-cutlass {argv[0]}: error: ") and message in error
+    assert "pass" in error or "must be" in error  # the fix, or the range to choose from
+
+
+def test_phi_and_n_bounds_are_inclusive_and_explained_in_the_help(capsys):
+    from ozaki_cutlass.tools.arguments import CPU_MAX_N, PHI_MAX
+
+    args = cli._parser().parse_args(["accuracy", "--n", str(CPU_MAX_N), "--phi", "0", str(PHI_MAX)])
+    assert args.n == CPU_MAX_N and args.phi == [0.0, PHI_MAX]
+    with pytest.raises(SystemExit):
+        cli.main(["accuracy", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"0 to {PHI_MAX:g}: entries are (U - 0.5) exp(phi N(0,1))" in help_text
+    assert f"1 to {CPU_MAX_N}" in help_text
+
+
+def test_demo_on_the_cpu_shares_the_accuracy_commands_size_cap(capsys, caplog):
+    from ozaki_cutlass.tools.arguments import CPU_MAX_N
+
+    code, (error,), out = _run(["demo", "--cpu", "--n", str(CPU_MAX_N + 1)], capsys, caplog)
+    assert code == 2 and out == ""
+    assert error == (f"demo on the CPU: --n {CPU_MAX_N + 1} is above {CPU_MAX_N}, the largest n the CPU "
+                     "reference takes (its memory grows as n^2 and its time as n^3); pass --n "
+                     f"{CPU_MAX_N} or less (on a GPU the demo takes larger n)")
+
+
+def test_phi_at_the_cap_gives_finite_errors(capsys, caplog):
+    code, errors, out = _run(["accuracy", "--n", "32", "--phi", "50", "--min-moduli", "20"], capsys, caplog)
+    assert code == 0 and errors == []
+    cells = [line.split("|")[3].split()[0] for line in out.splitlines() if line.startswith("| 20 ")]
+    assert len(cells) == 2 and all(float(c) < 1e-10 for c in cells)

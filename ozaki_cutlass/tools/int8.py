@@ -115,6 +115,6 @@ def add_int8_parser(sub) -> None:
     p.add_argument("--size", type=positive_int, default=8192)
     p.add_argument("--warmup", type=nonnegative_int, default=5)
     p.add_argument("--reps", type=positive_int, default=20)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0 or more)")
     p.add_argument("--json", default=None, help="write the results here as JSON")
     p.set_defaults(handler=int8_main)
