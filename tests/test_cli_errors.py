@@ -215,3 +215,39 @@ def test_phi_at_the_cap_gives_finite_errors(capsys, caplog):
     assert code == 0 and errors == []
     cells = [line.split("|")[3].split()[0] for line in out.splitlines() if line.startswith("| 20 ")]
     assert len(cells) == 2 and all(float(c) < 1e-10 for c in cells)
+
+
+# --------------------------------------------------------------------------- no GPU
+
+_NO_GPU_FIX = ("; run it on such a machine (`ozaki-cutlass accuracy` and `ozaki-cutlass demo --cpu` run "
+               "on the CPU)")
+
+
+def test_bench_int8_without_a_gpu_is_one_line(monkeypatch, capsys, caplog):
+    from ozaki_cutlass.device import driver
+
+    def no_driver():
+        raise RuntimeError("libcuda.so.1: cannot open shared object file.\n(searched the system)")
+
+    monkeypatch.setattr(driver, "bindings", no_driver)
+    monkeypatch.setattr(driver, "_CONTEXTS", {})
+    code, (error,), out = _run(["bench-int8", "--size", "64"], capsys, caplog)
+    assert code == 1 and out == ""
+    assert error == ("ozaki-cutlass bench-int8 needs an NVIDIA GPU (compute capability 8.0 or newer) and "
+                     "its driver, and none is usable here: libcuda.so.1: cannot open shared object file. "
+                     "(searched the system)" + _NO_GPU_FIX)
+
+
+def test_bench_int8_without_a_gpu_in_a_fresh_interpreter(tmp_path):
+    fake = _fake_bindings(tmp_path / "fake", "import")
+    result = _run_fresh(["bench-int8", "--size", "64"], {"PYTHONPATH": str(fake)}, tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "ERROR: ozaki-cutlass bench-int8 needs an NVIDIA GPU (compute capability 8.0 or newer) and its "
+        "driver, and none is usable here: cuda-bindings 99 needs a newer driver" + _NO_GPU_FIX]
+
+
+def test_bench_int8_pattern_matching_nothing_is_said_before_looking_for_a_gpu(capsys, caplog):
+    code, (error,), _ = _run(["bench-int8", "--arch", "sm_80", "--variants", "*_coop_*"], capsys, caplog)
+    assert code == 2
+    assert error == "no sm_80 variant matches '*_coop_*' (see `ozaki-cutlass list --full --arch sm_80`)"

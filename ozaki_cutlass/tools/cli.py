@@ -27,7 +27,7 @@ log = logging.getLogger("ozaki_cutlass.cli")
 
 # Exit statuses.
 _OK = 0
-_FAILED = 1  # a build failed or the toolchain is missing
+_FAILED = 1  # a build failed, the toolchain or the GPU is missing
 _USAGE = 2  # what to do is unclear: missing --arch without a GPU, a pattern matching nothing
 
 _ARCHES = ("sm_90a", "sm_80")
@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # the command as given, for what records it (tune's table)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    from ..device.driver import NoGpuError
     from ..dispatch import TuningTableError
 
     try:
@@ -115,6 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TuningTableError as exc:  # the user's table: say what is wrong, no traceback
         log.error("%s", exc)
         return _USAGE
+    except NoGpuError as exc:  # a GPU command (bench-int8, bench, tune) on a machine without one
+        why = exc.__cause__ if exc.__cause__ is not None else exc
+        log.error("ozaki-cutlass %s needs an NVIDIA GPU (compute capability 8.0 or newer) and its "
+                  "driver, and none is usable here: %s; run it on such a machine (`ozaki-cutlass "
+                  "accuracy` and `ozaki-cutlass demo --cpu` run on the CPU)", args.command,
+                  " ".join(str(why).split()).rstrip("."))
+        return _FAILED
 
 
 def _target_arch(requested: str | None):

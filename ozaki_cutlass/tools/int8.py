@@ -54,12 +54,16 @@ def _cublaslt(a: np.ndarray, b: np.ndarray, warmup: int, reps: int):
 
 
 def int8_main(args) -> int:
-    driver.ensure_context()
+    """The benchmark; without a usable GPU ``driver.ensure_context`` raises NoGpuError,
+    which the command line turns into one line (exit status 1)."""
     m = n = k = int(args.size)
     arch = Arch(args.arch)
     variants = catalog(arch, args.variants, full=bool(args.variants))
     if not variants:
-        raise SystemExit(f"no {arch.value} variant matches {args.variants!r}")
+        log.error("no %s variant matches %r (see `ozaki-cutlass list --full --arch %s`)",
+                  arch.value, args.variants, arch.value)
+        return 2
+    driver.ensure_context()
     rng = np.random.default_rng(args.seed)
     a = rng.integers(-128, 128, (m, k), dtype=np.int8)
     b = rng.integers(-128, 128, (n, k), dtype=np.int8)
