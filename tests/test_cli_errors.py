@@ -13,7 +13,9 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import types
+from pathlib import Path
 
 import pytest
 
@@ -251,3 +253,97 @@ def test_bench_int8_pattern_matching_nothing_is_said_before_looking_for_a_gpu(ca
     code, (error,), _ = _run(["bench-int8", "--arch", "sm_80", "--variants", "*_coop_*"], capsys, caplog)
     assert code == 2
     assert error == "no sm_80 variant matches '*_coop_*' (see `ozaki-cutlass list --full --arch sm_80`)"
+
+
+# --------------------------------------------------------------------------- artifact directory
+
+@pytest.fixture
+def no_nvcc(tmp_path, monkeypatch):
+    """A build that gets past the directory check stops at the toolchain (exit 1, naming
+    OZAKI_NVCC): nothing is compiled, and the two failures cannot be confused."""
+    for name in ("OZAKI_CACHE_DIR", "CUDA_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OZAKI_NVCC", str(tmp_path / "no-nvcc"))
+
+
+def _unusable_dirs(tmp_path):
+    """{case: (path, what the error says is wrong)}, made under tmp_path."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    return {
+        "under /proc": ("/proc/ozaki-cutlass-test", "cannot create the directory /proc/ozaki-cutlass-test ("),
+        "a regular file": (str(afile), f"{afile} is not a directory (a file is there)"),
+        "under a regular file": (str(afile / "sub"), f"{afile} is not a directory (a file is there)"),
+    }
+
+
+@pytest.mark.parametrize("case", ["under /proc", "a regular file", "under a regular file"])
+@pytest.mark.parametrize("setting", ["--out", "OZAKI_CACHE_DIR"])
+def test_build_into_an_unusable_directory_is_one_line(case, setting, tmp_path, monkeypatch, no_nvcc,
+                                                      capsys, caplog):
+    if case == "under /proc" and not os.path.isdir("/proc"):
+        pytest.skip("no /proc here")
+    path, wrong = _unusable_dirs(tmp_path)[case]
+    argv = ["build", "--arch", "sm_80"]
+    if setting == "--out":
+        argv += ["--out", path]
+    else:
+        monkeypatch.setenv("OZAKI_CACHE_DIR", path)
+    code, (error,), out = _run(argv, capsys, caplog)
+    assert code == 1 and out == ""
+    if setting == "--out":
+        assert error.startswith(f"--out {path} cannot hold the artifacts: {wrong}")
+        assert error.endswith("; pass --out a writable directory")
+    else:
+        assert error.startswith(f"OZAKI_CACHE_DIR={path} cannot hold the artifacts: {wrong}")
+        assert error.endswith("; set OZAKI_CACHE_DIR to a writable directory (or unset it), or pass --out DIR")
+
+
+def _can_create_in(path) -> bool:
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            return True
+    except OSError:
+        return False
+
+
+def _unwritable_dir(tmp_path):
+    """A directory this process cannot create files in, or None (root writes where chmod
+    forbids it; sysfs refuses new files even to root)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    if not _can_create_in(locked):
+        return locked
+    if os.path.isdir("/sys") and not _can_create_in("/sys"):
+        return "/sys"
+    return None
+
+
+def test_build_into_an_unwritable_directory_is_one_line(tmp_path, no_nvcc, capsys, caplog):
+    path = _unwritable_dir(tmp_path)
+    if path is None:
+        pytest.skip("no directory here that this process cannot write")
+    code, (error,), _ = _run(["build", "--arch", "sm_80", "--out", str(path)], capsys, caplog)
+    assert code == 1
+    assert error.startswith(f"--out {path} cannot hold the artifacts: cannot create a file in {path} (")
+    assert error.endswith("; pass --out a writable directory")
+
+
+def test_build_into_an_unusable_default_directory_says_how_to_choose_another(tmp_path, monkeypatch, no_nvcc,
+                                                                             capsys, caplog):
+    import ozaki_cutlass.generator
+
+    path, wrong = _unusable_dirs(tmp_path)["a regular file"]
+    monkeypatch.setattr(ozaki_cutlass.generator, "default_out_dir", lambda: Path(path))
+    code, (error,), _ = _run(["build", "--arch", "sm_80"], capsys, caplog)
+    assert code == 1
+    assert error == (f"the default artifact directory {path} cannot hold the artifacts: {wrong}; "
+                     "set OZAKI_CACHE_DIR to a writable directory, or pass --out DIR")
+
+
+def test_build_into_a_usable_directory_gets_past_the_check_and_leaves_nothing(tmp_path, no_nvcc, capsys, caplog):
+    out = tmp_path / "new" / "out"
+    code, (error,), _ = _run(["build", "--arch", "sm_80", "--out", str(out)], capsys, caplog)
+    assert code == 1 and "OZAKI_NVCC" in error  # the toolchain check, after the directory's
+    assert out.is_dir() and list(out.iterdir()) == []

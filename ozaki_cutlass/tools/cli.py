@@ -27,7 +27,7 @@ log = logging.getLogger("ozaki_cutlass.cli")
 
 # Exit statuses.
 _OK = 0
-_FAILED = 1  # a build failed, the toolchain or the GPU is missing
+_FAILED = 1  # a build failed, the toolchain or the GPU is missing, the artifact directory is unusable
 _USAGE = 2  # what to do is unclear: missing --arch without a GPU, a pattern matching nothing
 
 _ARCHES = ("sm_90a", "sm_80")
@@ -204,7 +204,7 @@ def _build_targets(arch, patterns: str | Sequence[str] | None):
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..generator import CompileError, ToolchainError, build, default_out_dir
+    from ..generator import CompileError, ToolchainError, build
 
     arch = _target_arch(args.arch)
     if arch is None:
@@ -214,7 +214,11 @@ def _build(args: argparse.Namespace) -> int:
         log.error("no %s variant matches %s (see `ozaki-cutlass list --full --arch %s`)",
                   arch.value, " ".join(map(repr, args.variants or ())), arch.value)
         return _USAGE
-    out = (args.out or default_out_dir()).resolve()
+    out, setting, fix = _artifact_dir(args.out)
+    why = _directory_problem(out)
+    if why is not None:
+        log.error("%s cannot hold the artifacts: %s; %s", setting, why, fix)
+        return _FAILED
     try:
         report = build(variants, out, jobs=args.jobs)
     except (CompileError, ToolchainError) as exc:
@@ -223,6 +227,50 @@ def _build(args: argparse.Namespace) -> int:
     print(report.summary())
     print(f"artifacts in {out}")
     return _OK
+
+
+def _artifact_dir(requested: Path | None) -> tuple[Path, str, str]:
+    """The artifact directory to build into (``--out``, else the generator's default), the
+    setting that chose it and how to choose another, as an error message says them."""
+    from ..generator import default_out_dir
+    from ..generator.environment import cache_dir
+
+    if requested is not None:
+        out, setting, fix = requested, f"--out {requested}", "pass --out a writable directory"
+    elif cache_dir() is not None:
+        out, setting = default_out_dir(), f"OZAKI_CACHE_DIR={cache_dir()}"
+        fix = "set OZAKI_CACHE_DIR to a writable directory (or unset it), or pass --out DIR"
+    else:
+        out = default_out_dir()
+        setting = f"the default artifact directory {out}"
+        fix = "set OZAKI_CACHE_DIR to a writable directory, or pass --out DIR"
+    try:
+        out = out.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: the check below says what is wrong
+        out = out.absolute()
+    return out, setting, fix
+
+
+def _directory_problem(path: Path) -> str | None:
+    """Why artifacts cannot be written in ``path`` (made with its parents when missing),
+    or None: the directory is made, then a file is created in it and removed."""
+    import tempfile
+
+    existing = path
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{existing} is not a directory" + (" (a file is there)" if existing.is_file() else "")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the directory {path} ({exc.strerror or exc})"
+    try:
+        with tempfile.TemporaryFile(dir=path, prefix=".ozaki-write-probe-"):
+            pass
+    except OSError as exc:
+        return f"cannot create a file in {path} ({exc.strerror or exc})"
+    return None
 
 
 def _list(args: argparse.Namespace) -> int:
