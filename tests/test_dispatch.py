@@ -100,6 +100,17 @@ _MALFORMED_TABLES = {
     "bucket upside down": ({"entries": [_STAGED | {"k": [64, 1]}]}, "entry 0 has \"k\": [64, 1]"),
     "time not a number": ({"entries": [_STAGED | {"ms": "fast", "native_ms": 2.0}]}, "entry 0 has \"ms\": 'fast'"),
     "second entry": ({"entries": [_STAGED, {"path": "native", "m": [1]}]}, "entry 1 has \"m\": [1]"),
+    # nesting beyond what json.loads or repr can recurse through, or beyond what a table needs
+    "100000-deep array": ("[" * 100000 + "]" * 100000, "nests more than 32 levels deep"),
+    "100000-deep bucket": ('{"entries": [{"path": "native", "m": ' + "[" * 100000 + "]" * 100000 + "}]}",
+                           "nests more than 32 levels deep"),
+    "900-deep bucket": ('{"entries": [{"path": "native", "m": ' + "[" * 900 + "]" * 900 + "}]}",
+                        "nests more than 32 levels deep"),
+    "900-deep metadata": ('{"gpu": ' + "[" * 900 + "]" * 900 + ', "entries": []}', "nests more than 32 levels deep"),
+    # a value in the message is shortened: the table is the user's, of any size
+    "long kernel list": ({"entries": [_STAGED | {"kernel": list(range(100000))}]},
+                         "entry 0 has \"kernel\": [0, 1, 2, 3, 4, 5, ...], expected"),
+    "nested bucket": ({"entries": [_STAGED | {"m": [[[[[1, 2]]]], "x" * 1000]}]}, "has \"m\": [[[[...]]], 'xxx"),
 }
 
 
@@ -126,6 +137,7 @@ def test_malformed_table_from_the_environment_says_what_and_how_to_fix(tmp_path,
     text = str(err.value)
     assert f"OZAKI_TUNING_TABLE={path}" in text and wrong in text
     assert "unset OZAKI_TUNING_TABLE" in text and "ozaki-cutlass tune" in text
+    assert len(text.replace(path, "")) < 300 and "\n" not in text  # one line, whatever the table holds
 
 
 def test_missing_table_from_the_environment(tmp_path, monkeypatch):

@@ -30,33 +30,37 @@ def compute_capability(ordinal: int = 0) -> tuple[int, int] | None:
 
 
 def _query_capability(ordinal: int) -> tuple[int, int] | None:
+    """The driver's answer, or None: any exception (cuda-bindings that fail to import with
+    something other than ImportError, a driver library that is missing or too old, a call
+    that raises) is logged at debug level and means "cannot be queried"."""
     try:
         from cuda.bindings import driver
-    except ImportError as exc:
-        log.debug("cuda.bindings unavailable: %s", exc)
+    except Exception as exc:  # noqa: BLE001 - not only ImportError: broken installs raise anything
+        log.debug("cuda.bindings unavailable: %s: %s", type(exc).__name__, exc)
         return None
-    attribute = driver.CUdevice_attribute
     try:
+        attribute = driver.CUdevice_attribute
+        success = driver.CUresult.CUDA_SUCCESS
         (status,) = driver.cuInit(0)
-        if status != driver.CUresult.CUDA_SUCCESS:
+        if status != success:
             log.debug("cuInit failed: %s", status)
             return None
         status, count = driver.cuDeviceGetCount()
-        if status != driver.CUresult.CUDA_SUCCESS or count <= ordinal:
+        if status != success or count <= ordinal:
             log.debug("cuDeviceGetCount: %s, %s device(s)", status, count)
             return None
         status, device = driver.cuDeviceGet(ordinal)
-        if status != driver.CUresult.CUDA_SUCCESS:
+        if status != success:
             return None
         capability = []
         for which in (attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
                       attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
             status, value = driver.cuDeviceGetAttribute(which, device)
-            if status != driver.CUresult.CUDA_SUCCESS:
+            if status != success:
                 return None
             capability.append(int(value))
     except Exception as exc:  # noqa: BLE001 - no driver library raises its own types
-        log.debug("CUDA driver unavailable: %s", exc)
+        log.debug("CUDA driver unavailable: %s: %s", type(exc).__name__, exc)
         return None
     return capability[0], capability[1]
 

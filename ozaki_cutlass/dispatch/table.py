@@ -21,6 +21,7 @@ to native DGEMM.
 from __future__ import annotations
 
 import json
+import reprlib
 import threading
 from importlib import resources
 from pathlib import Path
@@ -33,6 +34,11 @@ __all__ = ["TuningTableError", "TableCache", "TABLES", "load_table", "table_prob
 
 PACKAGED = "ozaki_cutlass/data/tuning.json"
 
+#: How deeply a table's JSON may nest. A tuning table needs 4 levels (the table, its
+#: entries, an entry, a bucket); metadata may add a few. Deeper values are refused when
+#: loaded, so that nothing walking the table later (json.dumps, repr) can recurse too far.
+MAX_DEPTH = 32
+
 
 class TuningTableError(ValueError):
     """A tuning table that cannot be used (unreadable, not JSON, not of the documented
@@ -42,7 +48,10 @@ class TuningTableError(ValueError):
 def table_problem(table: object) -> str | None:
     """What makes ``table`` (parsed JSON) other than a tuning table of the shape in this
     module's docstring, or None when nothing does. Keys the dispatcher does not read
-    ("measured", "tflops", the measurement's metadata) are not checked."""
+    ("measured", "tflops", the measurement's metadata) are not checked, except that no
+    value nests more than MAX_DEPTH levels."""
+    if _deeper_than(table, MAX_DEPTH):
+        return f"it nests more than {MAX_DEPTH} levels deep (a tuning table needs 4)"
     if not isinstance(table, dict):
         return f"the top level is a JSON {_json_type(table)}, not an object"
     entries = table.get("entries")
@@ -63,22 +72,22 @@ def _entry_problem(e: object) -> str | None:
     if "path" not in e:
         return f'has no "path" (one of {paths})'
     if e["path"] not in paths:
-        return f"has path {e['path']!r}, expected one of {paths}"
+        return f"has path {_show(e['path'])}, expected one of {paths}"
     arches = tuple(a.value for a in Arch)
     if "arch" in e and e["arch"] not in arches:
-        return f"has arch {e['arch']!r}, expected one of {arches}"
+        return f"has arch {_show(e['arch'])}, expected one of {arches}"
     for dim in "mnk":
         if dim in e and not _is_bucket(e[dim]):
-            return f'has "{dim}": {e[dim]!r}, expected [lo, hi] with integers 0 <= lo <= hi'
+            return f'has "{dim}": {_show(e[dim])}, expected [lo, hi] with integers 0 <= lo <= hi'
     for key in ("ms", "native_ms"):
         if key in e and not (isinstance(e[key], (int, float)) and not isinstance(e[key], bool)):
-            return f'has "{key}": {e[key]!r}, expected milliseconds (a number)'
+            return f'has "{key}": {_show(e[key])}, expected milliseconds (a number)'
     if e["path"] == "native":
         return None
     if "kernel" not in e:
         return f'has no "kernel" (a {e["path"]} entry names the variant it runs)'
     if not isinstance(e["kernel"], str):
-        return f'has "kernel": {e["kernel"]!r}, expected a variant name (a string)'
+        return f'has "kernel": {_show(e["kernel"])}, expected a variant name (a string)'
     try:
         variant = variant_by_name(e["kernel"], "names")
     except ValueError as exc:
@@ -88,6 +97,28 @@ def _entry_problem(e: object) -> str | None:
     if "arch" in e and variant.arch.value != e["arch"]:
         return f"says arch {e['arch']!r}, but {variant.name} is built for {variant.arch.value}"
     return None
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether lists and dicts nest in ``value`` more than ``limit`` levels deep (walked
+    without recursion, so any depth is answered)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxlist, _SHOW.maxdict, _SHOW.maxstring, _SHOW.maxother = 3, 6, 4, 60, 60
+
+
+def _show(value: object) -> str:
+    """A value in an error message: its repr, shortened (a table is the user's, of any size)."""
+    return _SHOW.repr(value)
 
 
 def _is_bucket(value: object) -> bool:
@@ -176,6 +207,9 @@ def _read_table(path: str | None, where: str, fix: str) -> tuple[dict, str]:
         table = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TuningTableError(f"{where} is not JSON ({exc}); {fix}") from None
+    except RecursionError:  # the parser recurses per level of nesting
+        raise TuningTableError(f"{where}: it nests more than {MAX_DEPTH} levels deep (a tuning table "
+                               f"needs 4), too deep to read; {fix}") from None
     why = table_problem(table)
     if why is not None:
         raise TuningTableError(f"{where}: {why}; {fix}")

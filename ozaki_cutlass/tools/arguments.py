@@ -4,10 +4,25 @@ where the library checks it."""
 from __future__ import annotations
 
 import argparse
+import math
 
 from ..numerics.moduli import validate_moduli_count
 
-__all__ = ["positive_int", "nonnegative_int", "moduli_count", "shape", "parse_shape"]
+__all__ = ["CPU_MAX_N", "PHI_MAX", "positive_int", "nonnegative_int", "cpu_matrix_size", "cpu_size_problem",
+           "spread", "moduli_count", "shape", "parse_shape"]
+
+#: The largest n x n x n product the CPU reference commands take (``accuracy``, and
+#: ``demo`` where it runs without a GPU): their memory grows as n^2 and their time as n^3
+#: (the double-double reference loops over k), and beyond this both are unreasonable.
+CPU_MAX_N = 4096
+
+#: The largest phi (spread of the inputs' exponents) the commands take. Entries are
+#: (U - 0.5) exp(phi N(0, 1)); the normal draws of the largest inputs (2 x 2^28 of them in
+#: `bench`) stay within +-6.5 (p = 8e-11 per draw beyond), so at phi = 50 entries stay
+#: within about 10^+-141 and products of two within 10^+-282, inside float64's 10^308.
+#: Not far beyond, products overflow, then exp itself (above 709.8), and the error
+#: measured means nothing.
+PHI_MAX = 50.0
 
 
 def positive_int(text: str) -> int:
@@ -21,6 +36,43 @@ def nonnegative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def cpu_size_problem(n: int) -> str | None:
+    """Why the CPU reference cannot take an n x n x n product (above CPU_MAX_N), or None."""
+    if n <= CPU_MAX_N:
+        return None
+    return (f"{n} is above {CPU_MAX_N}, the largest n the CPU reference takes (its memory grows "
+            f"as n^2 and its time as n^3); pass --n {CPU_MAX_N} or less")
+
+
+def cpu_matrix_size(text: str) -> int:
+    """A matrix size for the CPU reference: 1 .. CPU_MAX_N."""
+    value = positive_int(text)
+    why = cpu_size_problem(value)
+    if why is not None:
+        raise argparse.ArgumentTypeError(why)
+    return value
+
+
+def spread(text: str) -> float:
+    """phi, the spread of the inputs' exponents: a number from 0 to PHI_MAX (see there)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number from 0 to {PHI_MAX:g}, got {text}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be from 0 to {PHI_MAX:g}, got {text} (a spread: -phi draws from the same "
+            "distribution as phi)")
+    if value > PHI_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text} is above {PHI_MAX:g}: entries are (U - 0.5) exp(phi N(0,1)), about 10^+-141 "
+            f"at phi = {PHI_MAX:g}, and not far beyond their products overflow float64; pass "
+            f"{PHI_MAX:g} or less")
     return value
 
 

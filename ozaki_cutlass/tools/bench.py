@@ -22,7 +22,7 @@ from ..device import driver
 from ..device.arch import compute_capability
 from ..options import resolve_moduli
 from ..paths.launch import PHASES
-from .arguments import moduli_count, nonnegative_int, positive_int, shape
+from .arguments import PHI_MAX, moduli_count, nonnegative_int, positive_int, shape, spread
 from .measure import missing_tools, native_dgemm, sample_error, sample_reference
 
 __all__ = ["DEFAULT_SHAPES", "CSV_FIELDS", "bench_main", "add_bench_parser", "csv_rows", "write_csv", "write_plot"]
@@ -217,12 +217,14 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--moduli", type=moduli_count, default=None)
     p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
     p.add_argument("--paths", nargs="+", choices=["staged", "fused"], default=["staged", "fused"])
-    p.add_argument("--phi", type=float, default=0.5)
+    p.add_argument("--phi", type=spread, default=0.5,
+                   help=f"spread of the inputs' exponents, 0 to {PHI_MAX:g}: entries are (U - 0.5) "
+                        "exp(phi N(0,1)) (default: %(default)s)")
     p.add_argument("--no-auto", dest="auto", action="store_false",
                    help="skip timing ozaki_cutlass.gemm with its defaults (the auto policy)")
     p.add_argument("--warmup", type=nonnegative_int, default=2)
     p.add_argument("--reps", type=positive_int, default=5)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0 or more)")
     p.add_argument("--json", default=None, help="write all numbers here (JSON)")
     p.add_argument("--csv", default=None, help="write one record per shape and path here (CSV)")
     p.add_argument("--plot", default=None, help="write TFLOP/s against n here (PNG; needs matplotlib)")

@@ -18,7 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .arguments import moduli_count, positive_int
+from .arguments import (CPU_MAX_N, PHI_MAX, cpu_matrix_size, moduli_count, nonnegative_int, positive_int,
+                        spread)
 
 __all__ = ["main"]
 
@@ -26,7 +27,7 @@ log = logging.getLogger("ozaki_cutlass.cli")
 
 # Exit statuses.
 _OK = 0
-_FAILED = 1  # a build failed or the toolchain is missing
+_FAILED = 1  # a build failed, the toolchain or the GPU is missing, the artifact directory is unusable
 _USAGE = 2  # what to do is unclear: missing --arch without a GPU, a pattern matching nothing
 
 _ARCHES = ("sm_90a", "sm_80")
@@ -68,20 +69,27 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="multiply random matrices and check the result")
     demo.add_argument("--n", type=positive_int, metavar="INT",
-                      help="matrix size (default: 8192 on a GPU, 256 for the CPU reference)")
-    demo.add_argument("--seed", type=int, metavar="INT", help="random seed")
+                      help=f"matrix size (default: 8192 on a GPU, 256 for the CPU reference, which "
+                           f"takes at most {CPU_MAX_N})")
+    demo.add_argument("--seed", type=nonnegative_int, metavar="INT", help="random seed (0 or more)")
     demo.add_argument("--cpu", action="store_true", help="use the NumPy reference only")
     demo.set_defaults(handler=_demo)
 
     acc = commands.add_parser("accuracy", help="error table: moduli count x mode x phi (CPU)",
                               description="Normwise error of the NumPy reference against an exact "
                                           "(n <= 128) or double-double product, next to float64 @.")
-    acc.add_argument("--n", type=positive_int, default=256, metavar="INT")
-    acc.add_argument("--phi", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    acc.add_argument("--n", type=cpu_matrix_size, default=256, metavar="INT",
+                     help=f"matrix size, 1 to {CPU_MAX_N} (default: %(default)s; memory grows as n^2, "
+                          "time as n^3)")
+    acc.add_argument("--phi", type=spread, nargs="+", default=[0.5, 1.0, 2.0, 4.0],
+                     help=f"spreads of the entries' exponents, 0 to {PHI_MAX:g}: entries are (U - 0.5) "
+                          f"exp(phi N(0,1)) (default: %(default)s); at {PHI_MAX:g} they reach about "
+                          "10^+-141 and their products 10^+-282, and not far beyond the products "
+                          "overflow float64")
     acc.add_argument("--min-moduli", type=moduli_count, default=6)
     acc.add_argument("--max-moduli", type=moduli_count, default=20)
     acc.add_argument("--reference", choices=["auto", "exact", "dd"], default="auto")
-    acc.add_argument("--seed", type=int, default=0)
+    acc.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0 or more)")
     acc.set_defaults(handler=_accuracy)
 
     from .bench import add_bench_parser
@@ -100,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # the command as given, for what records it (tune's table)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    from ..device.driver import NoGpuError
     from ..dispatch import TuningTableError
 
     try:
@@ -107,6 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TuningTableError as exc:  # the user's table: say what is wrong, no traceback
         log.error("%s", exc)
         return _USAGE
+    except NoGpuError as exc:  # a GPU command (bench-int8, bench, tune) on a machine without one
+        why = exc.__cause__ if exc.__cause__ is not None else exc
+        log.error("ozaki-cutlass %s needs an NVIDIA GPU (compute capability 8.0 or newer) and its "
+                  "driver, and none is usable here: %s; run it on such a machine (`ozaki-cutlass "
+                  "accuracy` and `ozaki-cutlass demo --cpu` run on the CPU)", args.command,
+                  " ".join(str(why).split()).rstrip("."))
+        return _FAILED
 
 
 def _target_arch(requested: str | None):
@@ -188,7 +204,7 @@ def _build_targets(arch, patterns: str | Sequence[str] | None):
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..generator import CompileError, ToolchainError, build, default_out_dir
+    from ..generator import CompileError, ToolchainError, build
 
     arch = _target_arch(args.arch)
     if arch is None:
@@ -198,7 +214,11 @@ def _build(args: argparse.Namespace) -> int:
         log.error("no %s variant matches %s (see `ozaki-cutlass list --full --arch %s`)",
                   arch.value, " ".join(map(repr, args.variants or ())), arch.value)
         return _USAGE
-    out = (args.out or default_out_dir()).resolve()
+    out, setting, fix = _artifact_dir(args.out)
+    why = _directory_problem(out)
+    if why is not None:
+        log.error("%s cannot hold the artifacts: %s; %s", setting, why, fix)
+        return _FAILED
     try:
         report = build(variants, out, jobs=args.jobs)
     except (CompileError, ToolchainError) as exc:
@@ -207,6 +227,50 @@ def _build(args: argparse.Namespace) -> int:
     print(report.summary())
     print(f"artifacts in {out}")
     return _OK
+
+
+def _artifact_dir(requested: Path | None) -> tuple[Path, str, str]:
+    """The artifact directory to build into (``--out``, else the generator's default), the
+    setting that chose it and how to choose another, as an error message says them."""
+    from ..generator import default_out_dir
+    from ..generator.environment import cache_dir
+
+    if requested is not None:
+        out, setting, fix = requested, f"--out {requested}", "pass --out a writable directory"
+    elif cache_dir() is not None:
+        out, setting = default_out_dir(), f"OZAKI_CACHE_DIR={cache_dir()}"
+        fix = "set OZAKI_CACHE_DIR to a writable directory (or unset it), or pass --out DIR"
+    else:
+        out = default_out_dir()
+        setting = f"the default artifact directory {out}"
+        fix = "set OZAKI_CACHE_DIR to a writable directory, or pass --out DIR"
+    try:
+        out = out.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: the check below says what is wrong
+        out = out.absolute()
+    return out, setting, fix
+
+
+def _directory_problem(path: Path) -> str | None:
+    """Why artifacts cannot be written in ``path`` (made with its parents when missing),
+    or None: the directory is made, then a file is created in it and removed."""
+    import tempfile
+
+    existing = path
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{existing} is not a directory" + (" (a file is there)" if existing.is_file() else "")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the directory {path} ({exc.strerror or exc})"
+    try:
+        with tempfile.TemporaryFile(dir=path, prefix=".ozaki-write-probe-"):
+            pass
+    except OSError as exc:
+        return f"cannot create a file in {path} ({exc.strerror or exc})"
+    return None
 
 
 def _list(args: argparse.Namespace) -> int:

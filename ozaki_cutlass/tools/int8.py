@@ -54,12 +54,16 @@ def _cublaslt(a: np.ndarray, b: np.ndarray, warmup: int, reps: int):
 
 
 def int8_main(args) -> int:
-    driver.ensure_context()
+    """The benchmark; without a usable GPU ``driver.ensure_context`` raises NoGpuError,
+    which the command line turns into one line (exit status 1)."""
     m = n = k = int(args.size)
     arch = Arch(args.arch)
     variants = catalog(arch, args.variants, full=bool(args.variants))
     if not variants:
-        raise SystemExit(f"no {arch.value} variant matches {args.variants!r}")
+        log.error("no %s variant matches %r (see `ozaki-cutlass list --full --arch %s`)",
+                  arch.value, args.variants, arch.value)
+        return 2
+    driver.ensure_context()
     rng = np.random.default_rng(args.seed)
     a = rng.integers(-128, 128, (m, k), dtype=np.int8)
     b = rng.integers(-128, 128, (n, k), dtype=np.int8)
@@ -115,6 +119,6 @@ def add_int8_parser(sub) -> None:
     p.add_argument("--size", type=positive_int, default=8192)
     p.add_argument("--warmup", type=nonnegative_int, default=5)
     p.add_argument("--reps", type=positive_int, default=20)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0 or more)")
     p.add_argument("--json", default=None, help="write the results here as JSON")
     p.set_defaults(handler=int8_main)
