@@ -38,6 +38,7 @@ from .artifact import (
     artifact_metadata,
     cache_key,
     current_artifact,
+    file_sha256,
     resolve_out_dir,
 )
 from .errors import CompileError, ToolchainError
@@ -265,11 +266,13 @@ def _compile(job: _Job, out: Path, final: Path,
             os.replace(staging, failed)  # keep the source and the full log
             raise CompileError(variant, command, failed / LOG_FILE, returncode)
 
+        files = (library_file, source_file, LOG_FILE)
         metadata = artifact_metadata(variant, key=job.key, toolchain=toolchain,
                                      library=library_file, source=source_file,
-                                     command=command, seconds=seconds)
+                                     command=command, seconds=seconds,
+                                     sha256={name: file_sha256(staging / name) for name in files})
         write_if_different(staging / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
-        if final.exists():  # incomplete, or a different key with the same prefix
+        if final.exists():  # corrupted, incomplete, or a different key with the same prefix
             shutil.rmtree(final)
         os.replace(staging, final)
         shutil.rmtree(failed, ignore_errors=True)

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["GeneratorError", "IllegalVariantError", "ToolchainError", "CompileError"]
+__all__ = [
+    "GeneratorError",
+    "IllegalVariantError",
+    "ToolchainError",
+    "CompileError",
+    "CorruptArtifactError",
+]
 
 # How many lines at the end of an nvcc log a CompileError message quotes.
 LOG_TAIL_LINES = 20
@@ -68,3 +74,20 @@ class CompileError(GeneratorError):
         # Exceptions pickle through their args; rebuild from the fields instead, so a
         # CompileError crosses process boundaries intact.
         return (type(self), (self.variant, self.command, self.log_path, self.returncode))
+
+
+class CorruptArtifactError(GeneratorError):
+    """A built artifact's files do not match the SHA-256 hashes its artifact.json records
+    (a truncated copy, a flipped byte, a file deleted): it must not be loaded.
+
+    `problems` says what differs, one entry per file; the message is one line.
+    """
+
+    def __init__(self, directory: Path, problems: Sequence[str]) -> None:
+        self.directory = Path(directory)
+        self.problems = tuple(problems)
+        super().__init__(f"the kernel artifact {self.directory} is corrupted: "
+                         + "; ".join(self.problems))
+
+    def __reduce__(self):
+        return (type(self), (self.directory, self.problems))
