@@ -7,21 +7,34 @@ what its key covers is artifact.py's; this module adds, in an output directory:
 
     <out>/<name>/.lock                  serializes builds of one variant across processes
     <out>/.staging/<name>-<random>/     builds in progress, moved into place when done
+
+Durability: every file of an artifact is fsynced, and its SHA-256 recorded in
+artifact.json, before the staging folder is renamed into place (and the folder holding it
+fsynced after), so a crash or a full disk leaves either no artifact or a whole one, and a
+file damaged later is caught by `Artifact.verify()`. A compile that fails keeps its
+source and log in `<key[:16]>.failed/` next to where the artifact would have gone.
+
+Permissions: folders and files are created with the modes a plain mkdir and open give,
+0777 and 0666 less the umask (nvcc's library: 0777 less the umask), never mkdtemp's
+private 0700. With the usual umask 022 every user can read and load the kernels of a
+shared cache and only its owner writes there; for a cache several users build into, use
+umask 002 and a group-owned setgid folder; umask 077 keeps a cache private.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -42,7 +55,7 @@ from .artifact import (
     resolve_out_dir,
 )
 from .errors import CompileError, ToolchainError
-from .render import render, write_if_different
+from .render import render
 from .toolchain import Toolchain, nvcc_command, resolve_toolchain
 from .variants import Variant
 
@@ -233,50 +246,94 @@ def _remove_abandoned_staging(out: Path, name: str) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+def _make_staging(root: Path, name: str) -> Path:
+    """A new folder `<root>/<name>-<random>`, made by mkdir so the umask sets its mode
+    (mkdtemp's would be 0700: see Permissions in the module docstring)."""
+    root.mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = root / f"{name}-{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+
+
+def _write_synced(path: Path, text: str) -> None:
+    """A new file holding `text`, on disk when this returns."""
+    with open(path, "x") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync(path: Path, *, directory: bool = False) -> None:
+    """Flush `path` (a file, or a folder's entries) to disk. Some filesystems cannot fsync
+    a folder (EINVAL, ENOTSUP); that alone is not an error."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if not directory or exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
 def _compile(job: _Job, out: Path, final: Path,
              toolchain: Toolchain) -> tuple[Artifact, float]:
-    variant = job.variant
-    staging_root = out / _STAGING_DIR
-    staging_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{variant.name}-", dir=staging_root))
+    """Compile `job` in a staging folder and move it to `final`; on failure keep its source
+    and log in `<final>.failed` (CompileError)."""
     failed = final.with_name(final.name + ".failed")
+    staging = _make_staging(out / _STAGING_DIR, job.variant.name)
     try:
-        source_file = f"{variant.name}.cu"
-        library_file = f"lib{variant.name}.so"
-        write_if_different(staging / source_file, job.source)
-        command = nvcc_command(variant, toolchain, source=source_file, output=library_file)
-        log_path = staging / LOG_FILE
-        started = time.monotonic()
-        with open(log_path, "w") as log_file:
-            log_file.write(f"# command, run in the folder of this log:\n{shlex.join(command)}\n\n")
-            log_file.flush()
-            try:
-                result = subprocess.run(command, cwd=staging, stdin=subprocess.DEVNULL,
-                                        stdout=log_file, stderr=subprocess.STDOUT, check=False)
-            except OSError as exc:
-                raise ToolchainError(f"cannot run {command[0]}: {exc}") from exc
-            seconds = time.monotonic() - started
-            returncode = result.returncode
-            if returncode == 0 and not (staging / library_file).is_file():
-                log_file.write(f"\n# nvcc exited 0 but wrote no {library_file}\n")
-                returncode = -1
-            log_file.write(f"\n# exit status {result.returncode} after {seconds:.1f} s\n")
-        if returncode != 0:
-            shutil.rmtree(failed, ignore_errors=True)
-            os.replace(staging, failed)  # keep the source and the full log
-            raise CompileError(variant, command, failed / LOG_FILE, returncode)
-
-        files = (library_file, source_file, LOG_FILE)
-        metadata = artifact_metadata(variant, key=job.key, toolchain=toolchain,
-                                     library=library_file, source=source_file,
-                                     command=command, seconds=seconds,
-                                     sha256={name: file_sha256(staging / name) for name in files})
-        write_if_different(staging / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
-        if final.exists():  # corrupted, incomplete, or a different key with the same prefix
-            shutil.rmtree(final)
-        os.replace(staging, final)
-        shutil.rmtree(failed, ignore_errors=True)
+        return _compile_in(staging, job, final, failed, toolchain)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _compile_in(staging: Path, job: _Job, final: Path, failed: Path,
+                toolchain: Toolchain) -> tuple[Artifact, float]:
+    variant = job.variant
+    source_file = f"{variant.name}.cu"
+    library_file = f"lib{variant.name}.so"
+    _write_synced(staging / source_file, job.source)
+    command = nvcc_command(variant, toolchain, source=source_file, output=library_file)
+    log_path = staging / LOG_FILE
+    started = time.monotonic()
+    with open(log_path, "w") as log_file:
+        log_file.write(f"# command, run in the folder of this log:\n{shlex.join(command)}\n\n")
+        log_file.flush()
+        try:
+            result = subprocess.run(command, cwd=staging, stdin=subprocess.DEVNULL,
+                                    stdout=log_file, stderr=subprocess.STDOUT, check=False)
+        except OSError as exc:
+            raise ToolchainError(f"cannot run {command[0]}: {exc}") from exc
+        seconds = time.monotonic() - started
+        returncode = result.returncode
+        if returncode == 0 and not (staging / library_file).is_file():
+            log_file.write(f"\n# nvcc exited 0 but wrote no {library_file}\n")
+            returncode = -1
+        log_file.write(f"\n# exit status {result.returncode} after {seconds:.1f} s\n")
+        log_file.flush()
+        os.fsync(log_file.fileno())
+    if returncode != 0:
+        shutil.rmtree(failed, ignore_errors=True)
+        os.replace(staging, failed)  # keep the source and the full log
+        raise CompileError(variant, command, failed / LOG_FILE, returncode)
+
+    _fsync(staging / library_file)
+    files = (library_file, source_file, LOG_FILE)
+    metadata = artifact_metadata(variant, key=job.key, toolchain=toolchain,
+                                 library=library_file, source=source_file,
+                                 command=command, seconds=seconds,
+                                 sha256={name: file_sha256(staging / name) for name in files})
+    _write_synced(staging / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
+    _fsync(staging, directory=True)
+    if final.exists():  # corrupted, incomplete, or a different key with the same prefix
+        shutil.rmtree(final)
+    os.replace(staging, final)
+    _fsync(final.parent, directory=True)
+    shutil.rmtree(failed, ignore_errors=True)
     return Artifact.from_directory(final), seconds

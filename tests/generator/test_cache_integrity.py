@@ -1,12 +1,15 @@
 """A corrupted cached kernel is never trusted: artifact.json records the SHA-256 of each
 file, a mismatch counts as not built (rebuilt where nvcc is) or is refused with the fix
-(where it is not). Fake nvcc only."""
+(where it is not); files reach the disk before the rename; a fresh cache is readable by
+the other users of a shared one. Fake nvcc only."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -251,3 +254,46 @@ def test_list_does_not_say_yes_for_a_corrupted_artifact(installed_templates, out
     VERIFIED_FILES.clear()  # a new process
     assert status() != "yes"
     assert f"{artifact.directory} is corrupted" in caplog.text
+
+
+# --- on disk: fsynced before the rename, permissions of a shared cache ------------------
+def test_every_file_is_on_disk_before_the_rename(make_toolchain, out_dir, monkeypatch):
+    synced = []
+    real = os.fsync
+
+    def recording(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    (artifact,) = build([VARIANT], out_dir, toolchain=make_toolchain(),
+                        progress=False).artifacts
+    staged = [Path(p) for p in synced if "/.staging/" in p]
+    assert {p.name for p in staged} >= {artifact.library_path.name, f"{VARIANT.name}.cu",
+                                        "build.log", "artifact.json"}
+    staging = staged[0].parent
+    assert str(staging) in synced  # the folder's entries too
+    assert synced.index(str(staging)) > max(synced.index(str(p)) for p in staged if p != staging)
+    assert str(artifact.directory.parent) in synced  # and the rename
+
+
+@pytest.mark.parametrize("umask, folder_mode, file_mode", [
+    (0o022, 0o755, 0o644),  # the usual: every user reads, the owner writes
+    (0o002, 0o775, 0o664),  # a group that builds into one cache
+    (0o077, 0o700, 0o600),  # a private cache
+])
+def test_a_fresh_cache_has_the_modes_the_umask_asks_for(make_toolchain, out_dir, umask,
+                                                        folder_mode, file_mode):
+    old = os.umask(umask)
+    try:
+        build([VARIANT], out_dir, toolchain=make_toolchain(), progress=False)
+    finally:
+        os.umask(old)
+    paths = [out_dir, *out_dir.rglob("*")]
+    assert any(p.name == "artifact.json" for p in paths) and (out_dir / ".staging").is_dir()
+    for path in paths:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if path.is_dir():
+            assert mode == folder_mode, path
+        else:  # a real nvcc makes the library executable too (0777 less the umask)
+            assert mode & ~0o111 == file_mode, path
