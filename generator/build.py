@@ -11,8 +11,9 @@ what its key covers is artifact.py's; this module adds, in an output directory:
 Durability: every file of an artifact is fsynced, and its SHA-256 recorded in
 artifact.json, before the staging folder is renamed into place (and the folder holding it
 fsynced after), so a crash or a full disk leaves either no artifact or a whole one, and a
-file damaged later is caught by `Artifact.verify()`. A compile that fails keeps its
-source and log in `<key[:16]>.failed/` next to where the artifact would have gone.
+file damaged later is caught by `Artifact.verify()`. A build that fails, in nvcc or on the
+filesystem (a full disk: any OSError while it writes), keeps its source and log in
+`<key[:16]>.failed/` next to where the artifact would have gone; the error says where.
 
 Permissions: folders and files are created with the modes a plain mkdir and open give,
 0777 and 0666 less the umask (nvcc's library: 0777 less the umask), never mkdtemp's
@@ -54,7 +55,7 @@ from .artifact import (
     file_sha256,
     resolve_out_dir,
 )
-from .errors import CompileError, ToolchainError
+from .errors import BuildStorageError, CompileError, ToolchainError
 from .render import render
 from .toolchain import Toolchain, nvcc_command, resolve_toolchain
 from .variants import Variant
@@ -176,9 +177,10 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
                 name = futures[future].variant.name
                 try:
                     artifact, seconds = future.result()
-                except CompileError as exc:
+                except CompileError as exc:  # BuildStorageError too: a full disk, ...
                     failures[name] = exc
-                    tracker.finished(f"FAILED {name} (log: {exc.log_path})")
+                    where = f" (log: {exc.log_path})" if exc.log_path is not None else ""
+                    tracker.finished(f"FAILED {name}{where}")
                     continue
                 artifacts[name] = artifact
                 if seconds is None:
@@ -220,16 +222,20 @@ def _build_locked(job: _Job, out: Path, toolchain: Toolchain) -> tuple[Artifact,
     """Compile `job` unless, once the lock is ours, someone else already has.
 
     Returns the artifact and the compile time in seconds (None: it was already built).
+    An OSError (a full disk, an unwritable folder) is a BuildStorageError.
     """
     variant_dir = out / job.variant.name
-    variant_dir.mkdir(parents=True, exist_ok=True)
     final = artifact_dir(out, job.variant, job.key)
-    with _exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
-        artifact = current_artifact(final, job.key)
-        if artifact is not None:
-            return artifact, None
-        _remove_abandoned_staging(out, job.variant.name)
-        return _compile(job, out, final, toolchain)
+    try:
+        variant_dir.mkdir(parents=True, exist_ok=True)
+        with _exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
+            artifact = current_artifact(final, job.key)
+            if artifact is not None:
+                return artifact, None
+            _remove_abandoned_staging(out, job.variant.name)
+            return _compile(job, out, final, toolchain)
+    except OSError as exc:  # before the build had a log; _compile's own are BuildStorageErrors
+        raise BuildStorageError(job.variant, exc, None) from exc
 
 
 def _remove_abandoned_staging(out: Path, name: str) -> None:
@@ -283,14 +289,34 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
 def _compile(job: _Job, out: Path, final: Path,
              toolchain: Toolchain) -> tuple[Artifact, float]:
     """Compile `job` in a staging folder and move it to `final`; on failure keep its source
-    and log in `<final>.failed` (CompileError)."""
+    and log in `<final>.failed` (CompileError; BuildStorageError for an OSError)."""
+    variant = job.variant
     failed = final.with_name(final.name + ".failed")
-    staging = _make_staging(out / _STAGING_DIR, job.variant.name)
+    staging = _make_staging(out / _STAGING_DIR, variant.name)
+    keep_staging = False
     try:
         return _compile_in(staging, job, final, failed, toolchain)
+    except OSError as exc:  # a full disk, a quota, ...: keep the log, say where
+        log_path, keep_staging = _keep_failed(staging, failed)
+        raise BuildStorageError(variant, exc, log_path) from exc
     finally:
-        if staging.exists():
+        if not keep_staging and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _keep_failed(staging: Path, failed: Path) -> tuple[Path | None, bool]:
+    """Move a failed build's folder to `failed`; (its log or None, whether the staging
+    folder must stay because the move failed too: then the log is kept there)."""
+    try:
+        shutil.rmtree(failed, ignore_errors=True)
+        os.replace(staging, failed)
+    except OSError as exc:
+        log.debug("cannot move %s to %s: %s", staging, failed, exc)
+        kept, keep_staging = staging, True
+    else:
+        kept, keep_staging = failed, False
+    log_path = kept / LOG_FILE
+    return (log_path if log_path.is_file() else None), keep_staging
 
 
 def _compile_in(staging: Path, job: _Job, final: Path, failed: Path,

@@ -12,6 +12,7 @@ __all__ = [
     "IllegalVariantError",
     "ToolchainError",
     "CompileError",
+    "BuildStorageError",
     "CorruptArtifactError",
 ]
 
@@ -74,6 +75,32 @@ class CompileError(GeneratorError):
         # Exceptions pickle through their args; rebuild from the fields instead, so a
         # CompileError crosses process boundaries intact.
         return (type(self), (self.variant, self.command, self.log_path, self.returncode))
+
+
+class BuildStorageError(CompileError):
+    """Building a variant failed on the filesystem, not in nvcc: a full disk, a quota, an
+    unwritable folder (any OSError while the build writes or moves its files).
+
+    A CompileError so that a build's other variants still finish and callers that report
+    compile failures report this one too; its message is one line: the OSError and where
+    the log was kept (`log_path`; None when the build failed before it had one).
+    """
+
+    def __init__(self, variant: _Named, error: OSError, log_path: Path | None) -> None:
+        self.variant = variant
+        self.error = error
+        self.command = []
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.returncode = None
+        Exception.__init__(self, self._message())
+
+    def _message(self) -> str:
+        kept = (f"its log is kept in {self.log_path}" if self.log_path is not None
+                else "it failed before writing a log")
+        return f"building {self.variant.name} failed: {self.error}; {kept}"
+
+    def __reduce__(self):
+        return (type(self), (self.variant, self.error, self.log_path))
 
 
 class CorruptArtifactError(GeneratorError):
