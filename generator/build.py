@@ -6,6 +6,8 @@ job are budgeted; 2 GiB for sm_80), or `OZAKI_BUILD_JOBS`. Where an artifact liv
 what its key covers is artifact.py's; this module adds, in an output directory:
 
     <out>/<name>/.lock                  serializes builds of one variant across processes
+    <out>/<name>/.lock.owner            the lock instead where the filesystem has no flock
+                                        (locks.py)
     <out>/.staging/<name>-<random>/     builds in progress, moved into place when done
 
 Durability: every file of an artifact is fsynced, and its SHA-256 recorded in
@@ -25,9 +27,7 @@ umask 002 and a group-owned setgid folder; umask 077 keeps a cache private.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from .artifact import (
     resolve_out_dir,
 )
 from .errors import BuildStorageError, CompileError, ToolchainError
+from .locks import exclusive_lock
 from .render import render
 from .toolchain import Toolchain, nvcc_command, resolve_toolchain
 from .variants import Variant
@@ -203,21 +204,7 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
     )
 
 
-@contextlib.contextmanager
-def _exclusive_lock(path: Path, what: str) -> Iterator[None]:
-    """An exclusive `flock` on `path`, held for the `with` block (across processes)."""
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("waiting for another process building %s", what)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
+# --- one variant ------------------------------------------------------------------------
 def _build_locked(job: _Job, out: Path, toolchain: Toolchain) -> tuple[Artifact, float | None]:
     """Compile `job` unless, once the lock is ours, someone else already has.
 
@@ -228,7 +215,7 @@ def _build_locked(job: _Job, out: Path, toolchain: Toolchain) -> tuple[Artifact,
     final = artifact_dir(out, job.variant, job.key)
     try:
         variant_dir.mkdir(parents=True, exist_ok=True)
-        with _exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
+        with exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
             artifact = current_artifact(final, job.key)
             if artifact is not None:
                 return artifact, None
