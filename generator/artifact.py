@@ -8,6 +8,16 @@ Layout of an output directory (`default_out_dir()` unless given):
 
 (build.py adds the lock and the staging folders it builds in.)
 
+Integrity: `artifact.json` records the SHA-256 of every other file of the artifact. An
+artifact is only used once its files match (`Artifact.verify()`, done by `find_artifact`,
+`build` and `list_artifacts`, each file hashed once per process while it is unchanged on
+disk): a corrupted one (truncated, a flipped byte, a file missing) is treated as not built,
+so a build or the runtime compiles it again; where nothing can be compiled (no nvcc) it is
+left out, and the error says which folder is corrupted and how to fix it. Artifacts written
+before the hashes were recorded cannot be verified: with a toolchain they are rebuilt (as
+if not built); without one, `list_artifacts` still returns them, and the runtime uses them
+with a warning, as it does any artifact it cannot check.
+
 The key is the SHA-256 of the canonical JSON of everything that changes the binary: the
 variant's fields, the rendered source, the content of each of our headers the source
 includes (directly or through another of ours), `nvcc --version`, the flags, the arch, the
@@ -26,13 +36,17 @@ import functools
 import hashlib
 import json
 import logging
+import os
+import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from . import environment
 from .arch import Arch
+from .errors import CorruptArtifactError, ToolchainError
 from .prologue import PrologueVariant
 from .render import render
 from .toolchain import Toolchain, compile_flags, resolve_toolchain
@@ -43,6 +57,9 @@ __all__ = [
     "METADATA_FILE",
     "LOG_FILE",
     "Artifact",
+    "FileHashes",
+    "VERIFIED_FILES",
+    "file_sha256",
     "cache_key",
     "variant_from_dict",
     "artifact_metadata",
@@ -51,6 +68,8 @@ __all__ = [
     "current_artifact",
     "find_artifact",
     "list_artifacts",
+    "corrupted_artifacts",
+    "rebuild_command",
     "resolve_out_dir",
 ]
 
@@ -64,6 +83,7 @@ ARTIFACT_ABI_VERSION = 1
 METADATA_FILE = "artifact.json"
 LOG_FILE = "build.log"
 _KEY_PREFIX = 16  # hex digits of the key in the directory name
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @functools.cache
@@ -108,13 +128,44 @@ def variant_from_dict(data: Mapping[str, Any]) -> Variant | PrologueVariant:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Artifact:
-    """A built variant: its shared library exports `<symbol>_run` and friends."""
+    """A built variant: its shared library exports `<symbol>_run` and friends.
+
+    `file_sha256` holds (file name, SHA-256) of each file its artifact.json records, in
+    name order; empty for an artifact written before they were recorded.
+    """
 
     variant: Variant
     key: str
     directory: Path
     library_path: Path
     symbol: str
+    file_sha256: tuple[tuple[str, str], ...] = ()
+
+    def verify(self) -> bool:
+        """Check each file against its recorded SHA-256; CorruptArtifactError if any
+        differs, is missing or cannot be read. True: every file matched; False: nothing
+        is recorded (an artifact of an older version), so nothing could be checked.
+
+        Each file is read once per process while it stays unchanged (`VERIFIED_FILES`).
+        """
+        if not self.file_sha256:
+            return False
+        problems = []
+        for name, expected in self.file_sha256:
+            try:
+                actual = VERIFIED_FILES.sha256(self.directory / name)
+            except FileNotFoundError:
+                problems.append(f"{name} is missing")
+                continue
+            except OSError as exc:
+                problems.append(f"{name} cannot be read ({exc.strerror or exc})")
+                continue
+            if actual != expected:
+                problems.append(f"{name} does not match its SHA-256 in {METADATA_FILE} "
+                                f"({expected[:12]}... recorded, {actual[:12]}... found)")
+        if problems:
+            raise CorruptArtifactError(self.directory, problems)
+        return True
 
     @classmethod
     def from_directory(cls, directory: Path | str) -> Artifact:
@@ -128,17 +179,97 @@ class Artifact:
             variant = variant_from_dict(metadata["variant"])
             library_path = directory / metadata["library"]
             artifact = cls(variant=variant, key=metadata["key"], directory=directory,
-                           library_path=library_path, symbol=metadata["symbol"])
+                           library_path=library_path, symbol=metadata["symbol"],
+                           file_sha256=_recorded_hashes(metadata.get("sha256")))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{directory / METADATA_FILE} is incomplete: {exc!r}") from exc
+        if artifact.file_sha256 and library_path.name not in dict(artifact.file_sha256):
+            raise ValueError(f"{directory / METADATA_FILE} records no SHA-256 of {library_path.name}")
         if not library_path.is_file():
             raise ValueError(f"{directory} has no {library_path.name}")
         return artifact
 
 
+def _recorded_hashes(recorded: Any) -> tuple[tuple[str, str], ...]:
+    """artifact.json's `sha256` ({file name: hex digest}) as Artifact.file_sha256; absent
+    (an artifact of an older version): (). TypeError if it is malformed."""
+    if recorded is None:
+        return ()
+    if not isinstance(recorded, dict) or not recorded:
+        raise TypeError(f"sha256 must be a non-empty object, not {recorded!r}")
+    for name, digest in recorded.items():
+        # plain names only: a record must not make us read files outside the artifact
+        if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name:
+            raise TypeError(f"sha256 names the file {name!r}")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise TypeError(f"sha256 of {name} is {digest!r}, not 64 lowercase hex digits")
+    return tuple(sorted(recorded.items()))
+
+
+def file_sha256(path: Path) -> str:
+    """The hex SHA-256 of the file at `path`, as artifact.json records it."""
+    with open(path, "rb") as handle:
+        return _hash_stream(handle)
+
+
+def _hash_stream(handle: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    while chunk := handle.read(1 << 20):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+class FileHashes:
+    """What this process has verified: the SHA-256 of each file read, remembered while
+    the file's identity and stat (device, inode, size, mtime, ctime) are unchanged, and
+    which artifact folders it has already warned about. Verification thus reads each
+    artifact once per process (a rebuilt artifact is a new inode, an edit changes mtime
+    and ctime). `clear()` forgets everything."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hashes: dict[str, tuple[tuple[int, ...], str]] = {}
+        self._reported: set[str] = set()
+
+    def sha256(self, path: Path) -> str:
+        """The hex SHA-256 of the file at `path` (OSError if it cannot be read)."""
+        with open(path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            signature = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
+                         stat.st_ctime_ns)
+            with self._lock:
+                known = self._hashes.get(str(path))
+            if known is not None and known[0] == signature:
+                return known[1]
+            digest = _hash_stream(handle)
+        with self._lock:
+            self._hashes[str(path)] = (signature, digest)
+        return digest
+
+    def first_report(self, directory: Path, what: str) -> bool:
+        """True the first time this process reports `what` about `directory`."""
+        with self._lock:
+            key = f"{what}:{directory}"
+            if key in self._reported:
+                return False
+            self._reported.add(key)
+            return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._hashes.clear()
+            self._reported.clear()
+
+
+#: The one FileHashes of the process.
+VERIFIED_FILES = FileHashes()
+
+
 def artifact_metadata(variant: Variant, *, key: str, toolchain: Toolchain, library: str,
-                      source: str, command: Sequence[str], seconds: float) -> dict[str, Any]:
-    """The `artifact.json` of `variant` freshly compiled by `command` in `seconds`."""
+                      source: str, command: Sequence[str], seconds: float,
+                      sha256: Mapping[str, str]) -> dict[str, Any]:
+    """The `artifact.json` of `variant` freshly compiled by `command` in `seconds`;
+    `sha256`: {file name: hex SHA-256} of every other file of the artifact."""
     return {
         "abi_version": ARTIFACT_ABI_VERSION,
         "name": variant.name,
@@ -156,6 +287,7 @@ def artifact_metadata(variant: Variant, *, key: str, toolchain: Toolchain, libra
         "command": list(command),
         "build_seconds": round(seconds, 2),
         "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "sha256": dict(sorted(sha256.items())),
     }
 
 
@@ -173,12 +305,28 @@ def load_metadata(directory: Path | str) -> dict[str, Any]:
 
 # --- finding artifacts ------------------------------------------------------------------
 def current_artifact(directory: Path, key: str) -> Artifact | None:
-    """The artifact in `directory` if it is complete and built for exactly `key`."""
+    """The artifact in `directory` if it is complete, built for exactly `key`, and its
+    files match their recorded SHA-256. A corrupted artifact, or one that records no
+    hashes (built by an older version), counts as not built: whoever asks has a
+    toolchain (it computed `key`), so the next build replaces it."""
     try:
         artifact = Artifact.from_directory(directory)
     except (OSError, ValueError):
         return None
-    return artifact if artifact.key == key else None
+    if artifact.key != key:
+        return None
+    try:
+        verified = artifact.verify()
+    except CorruptArtifactError as exc:
+        if VERIFIED_FILES.first_report(directory, "corrupted"):
+            log.warning("%s; treated as not built (the next build replaces it)", exc)
+        return None
+    if not verified:
+        if VERIFIED_FILES.first_report(directory, "unverifiable"):
+            log.info("%s records no SHA-256 of its files (an older version built it): "
+                     "treated as not built, so the next build replaces it", directory)
+        return None
+    return artifact
 
 
 def artifact_dir(out_dir: Path, variant: Variant, key: str) -> Path:
@@ -192,27 +340,74 @@ def find_artifact(variant: Variant, out_dir: Path | str | None = None, *,
 
     Never compiles; renders the variant and (once per process) runs `nvcc --version` to
     compute the key. Pass a resolved `toolchain` when looking up many variants.
+    A corrupted artifact counts as not built (see `current_artifact`). Without a
+    toolchain the ToolchainError says so, and, when an artifact of `variant` in `out_dir`
+    is corrupted, which one and how to fix it.
     """
-    toolchain = toolchain if toolchain is not None else resolve_toolchain()
     out = resolve_out_dir(out_dir)
+    if toolchain is None:
+        try:
+            toolchain = resolve_toolchain()
+        except ToolchainError as exc:
+            corrupted = [error for artifact, error in _scan(out, variant.name)[1]
+                         if artifact.variant == variant]
+            if not corrupted:
+                raise
+            fixes = "; ".join(f"{error}: to fix it, run `{rebuild_command(variant, out)}` on "
+                              f"a machine with nvcc, or delete {error.directory}"
+                              for error in corrupted)
+            raise ToolchainError(f"{exc}; {fixes}") from exc
     key = cache_key(variant, toolchain)
     return current_artifact(artifact_dir(out, variant, key), key)
 
 
+def rebuild_command(variant: Variant, out_dir: Path) -> str:
+    """The command that builds `variant` into `out_dir`, for messages."""
+    return (f"ozaki-cutlass build --arch {variant.arch.value} --variants '{variant.name}' "
+            f"--out {out_dir}")
+
+
 def list_artifacts(out_dir: Path | str | None = None) -> list[Artifact]:
-    """Every complete artifact of this ABI under `out_dir`, whatever its key.
+    """Every intact artifact of this ABI under `out_dir`, whatever its key: its files match
+    their recorded SHA-256, or it records none (an older version built it: not verified).
 
     Needs no nvcc: for a machine that only runs kernels built elsewhere. An artifact whose
-    key is not current was built from other sources or another toolchain.
+    key is not current was built from other sources or another toolchain. Corrupted ones
+    are left out, with a warning (once per process); `corrupted_artifacts()` lists them.
     """
     out = resolve_out_dir(out_dir)
-    artifacts = []
-    for metadata in sorted(out.glob(f"*/*/{METADATA_FILE}")):
+    intact, corrupted = _scan(out)
+    for artifact, error in corrupted:
+        if VERIFIED_FILES.first_report(artifact.directory, "corrupted"):
+            log.warning("%s; left out: rebuild it with `%s`, or delete that folder",
+                        error, rebuild_command(artifact.variant, out))
+    return intact
+
+
+def corrupted_artifacts(out_dir: Path | str | None = None
+                        ) -> list[tuple[Artifact, CorruptArtifactError]]:
+    """The artifacts under `out_dir` whose files do not match their recorded SHA-256, each
+    with what is wrong (for `ozaki-cutlass list`)."""
+    return _scan(resolve_out_dir(out_dir))[1]
+
+
+def _scan(out: Path, name: str = "*"
+          ) -> tuple[list[Artifact], list[tuple[Artifact, CorruptArtifactError]]]:
+    """(intact, corrupted) artifacts of this ABI under `out` (of variants named `name`)."""
+    intact, corrupted = [], []
+    for metadata in sorted(out.glob(f"{name}/*/{METADATA_FILE}")):
         try:
-            artifacts.append(Artifact.from_directory(metadata.parent))
+            artifact = Artifact.from_directory(metadata.parent)
         except (OSError, ValueError) as exc:
             log.debug("skipping %s: %s", metadata.parent, exc)
-    return artifacts
+            continue
+        try:
+            artifact.verify()
+        except CorruptArtifactError as exc:
+            corrupted.append((artifact, exc))
+            continue
+        intact.append(artifact)
+    return intact, corrupted
 
 
 def resolve_out_dir(out_dir: Path | str | None) -> Path:

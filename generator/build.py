@@ -6,25 +6,39 @@ job are budgeted; 2 GiB for sm_80), or `OZAKI_BUILD_JOBS`. Where an artifact liv
 what its key covers is artifact.py's; this module adds, in an output directory:
 
     <out>/<name>/.lock                  serializes builds of one variant across processes
+    <out>/<name>/.lock.owner            the lock instead where the filesystem has no flock
+                                        (locks.py)
     <out>/.staging/<name>-<random>/     builds in progress, moved into place when done
+
+Durability: every file of an artifact is fsynced, and its SHA-256 recorded in
+artifact.json, before the staging folder is renamed into place (and the folder holding it
+fsynced after), so a crash or a full disk leaves either no artifact or a whole one, and a
+file damaged later is caught by `Artifact.verify()`. A build that fails, in nvcc or on the
+filesystem (a full disk: any OSError while it writes), keeps its source and log in
+`<key[:16]>.failed/` next to where the artifact would have gone; the error says where.
+
+Permissions: folders and files are created with the modes a plain mkdir and open give,
+0777 and 0666 less the umask (nvcc's library: 0777 less the umask), never mkdtemp's
+private 0700. With the usual umask 022 every user can read and load the kernels of a
+shared cache and only its owner writes there; for a cache several users build into, use
+umask 002 and a group-owned setgid folder; umask 077 keeps a cache private.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import fcntl
+import errno
 import json
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,10 +52,12 @@ from .artifact import (
     artifact_metadata,
     cache_key,
     current_artifact,
+    file_sha256,
     resolve_out_dir,
 )
-from .errors import CompileError, ToolchainError
-from .render import render, write_if_different
+from .errors import BuildStorageError, CompileError, ToolchainError
+from .locks import exclusive_lock
+from .render import render
 from .toolchain import Toolchain, nvcc_command, resolve_toolchain
 from .variants import Variant
 
@@ -162,9 +178,10 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
                 name = futures[future].variant.name
                 try:
                     artifact, seconds = future.result()
-                except CompileError as exc:
+                except CompileError as exc:  # BuildStorageError too: a full disk, ...
                     failures[name] = exc
-                    tracker.finished(f"FAILED {name} (log: {exc.log_path})")
+                    where = f" (log: {exc.log_path})" if exc.log_path is not None else ""
+                    tracker.finished(f"FAILED {name}{where}")
                     continue
                 artifacts[name] = artifact
                 if seconds is None:
@@ -187,35 +204,25 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
     )
 
 
-@contextlib.contextmanager
-def _exclusive_lock(path: Path, what: str) -> Iterator[None]:
-    """An exclusive `flock` on `path`, held for the `with` block (across processes)."""
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("waiting for another process building %s", what)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
+# --- one variant ------------------------------------------------------------------------
 def _build_locked(job: _Job, out: Path, toolchain: Toolchain) -> tuple[Artifact, float | None]:
     """Compile `job` unless, once the lock is ours, someone else already has.
 
     Returns the artifact and the compile time in seconds (None: it was already built).
+    An OSError (a full disk, an unwritable folder) is a BuildStorageError.
     """
     variant_dir = out / job.variant.name
-    variant_dir.mkdir(parents=True, exist_ok=True)
     final = artifact_dir(out, job.variant, job.key)
-    with _exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
-        artifact = current_artifact(final, job.key)
-        if artifact is not None:
-            return artifact, None
-        _remove_abandoned_staging(out, job.variant.name)
-        return _compile(job, out, final, toolchain)
+    try:
+        variant_dir.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
+            artifact = current_artifact(final, job.key)
+            if artifact is not None:
+                return artifact, None
+            _remove_abandoned_staging(out, job.variant.name)
+            return _compile(job, out, final, toolchain)
+    except OSError as exc:  # before the build had a log; _compile's own are BuildStorageErrors
+        raise BuildStorageError(job.variant, exc, None) from exc
 
 
 def _remove_abandoned_staging(out: Path, name: str) -> None:
@@ -232,48 +239,114 @@ def _remove_abandoned_staging(out: Path, name: str) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+def _make_staging(root: Path, name: str) -> Path:
+    """A new folder `<root>/<name>-<random>`, made by mkdir so the umask sets its mode
+    (mkdtemp's would be 0700: see Permissions in the module docstring)."""
+    root.mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = root / f"{name}-{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+
+
+def _write_synced(path: Path, text: str) -> None:
+    """A new file holding `text`, on disk when this returns."""
+    with open(path, "x") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync(path: Path, *, directory: bool = False) -> None:
+    """Flush `path` (a file, or a folder's entries) to disk. Some filesystems cannot fsync
+    a folder (EINVAL, ENOTSUP); that alone is not an error."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if not directory or exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
 def _compile(job: _Job, out: Path, final: Path,
              toolchain: Toolchain) -> tuple[Artifact, float]:
+    """Compile `job` in a staging folder and move it to `final`; on failure keep its source
+    and log in `<final>.failed` (CompileError; BuildStorageError for an OSError)."""
     variant = job.variant
-    staging_root = out / _STAGING_DIR
-    staging_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{variant.name}-", dir=staging_root))
     failed = final.with_name(final.name + ".failed")
+    staging = _make_staging(out / _STAGING_DIR, variant.name)
+    keep_staging = False
     try:
-        source_file = f"{variant.name}.cu"
-        library_file = f"lib{variant.name}.so"
-        write_if_different(staging / source_file, job.source)
-        command = nvcc_command(variant, toolchain, source=source_file, output=library_file)
-        log_path = staging / LOG_FILE
-        started = time.monotonic()
-        with open(log_path, "w") as log_file:
-            log_file.write(f"# command, run in the folder of this log:\n{shlex.join(command)}\n\n")
-            log_file.flush()
-            try:
-                result = subprocess.run(command, cwd=staging, stdin=subprocess.DEVNULL,
-                                        stdout=log_file, stderr=subprocess.STDOUT, check=False)
-            except OSError as exc:
-                raise ToolchainError(f"cannot run {command[0]}: {exc}") from exc
-            seconds = time.monotonic() - started
-            returncode = result.returncode
-            if returncode == 0 and not (staging / library_file).is_file():
-                log_file.write(f"\n# nvcc exited 0 but wrote no {library_file}\n")
-                returncode = -1
-            log_file.write(f"\n# exit status {result.returncode} after {seconds:.1f} s\n")
-        if returncode != 0:
-            shutil.rmtree(failed, ignore_errors=True)
-            os.replace(staging, failed)  # keep the source and the full log
-            raise CompileError(variant, command, failed / LOG_FILE, returncode)
-
-        metadata = artifact_metadata(variant, key=job.key, toolchain=toolchain,
-                                     library=library_file, source=source_file,
-                                     command=command, seconds=seconds)
-        write_if_different(staging / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
-        if final.exists():  # incomplete, or a different key with the same prefix
-            shutil.rmtree(final)
-        os.replace(staging, final)
-        shutil.rmtree(failed, ignore_errors=True)
+        return _compile_in(staging, job, final, failed, toolchain)
+    except OSError as exc:  # a full disk, a quota, ...: keep the log, say where
+        log_path, keep_staging = _keep_failed(staging, failed)
+        raise BuildStorageError(variant, exc, log_path) from exc
     finally:
-        if staging.exists():
+        if not keep_staging and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _keep_failed(staging: Path, failed: Path) -> tuple[Path | None, bool]:
+    """Move a failed build's folder to `failed`; (its log or None, whether the staging
+    folder must stay because the move failed too: then the log is kept there)."""
+    try:
+        shutil.rmtree(failed, ignore_errors=True)
+        os.replace(staging, failed)
+    except OSError as exc:
+        log.debug("cannot move %s to %s: %s", staging, failed, exc)
+        kept, keep_staging = staging, True
+    else:
+        kept, keep_staging = failed, False
+    log_path = kept / LOG_FILE
+    return (log_path if log_path.is_file() else None), keep_staging
+
+
+def _compile_in(staging: Path, job: _Job, final: Path, failed: Path,
+                toolchain: Toolchain) -> tuple[Artifact, float]:
+    variant = job.variant
+    source_file = f"{variant.name}.cu"
+    library_file = f"lib{variant.name}.so"
+    _write_synced(staging / source_file, job.source)
+    command = nvcc_command(variant, toolchain, source=source_file, output=library_file)
+    log_path = staging / LOG_FILE
+    started = time.monotonic()
+    with open(log_path, "w") as log_file:
+        log_file.write(f"# command, run in the folder of this log:\n{shlex.join(command)}\n\n")
+        log_file.flush()
+        try:
+            result = subprocess.run(command, cwd=staging, stdin=subprocess.DEVNULL,
+                                    stdout=log_file, stderr=subprocess.STDOUT, check=False)
+        except OSError as exc:
+            raise ToolchainError(f"cannot run {command[0]}: {exc}") from exc
+        seconds = time.monotonic() - started
+        returncode = result.returncode
+        if returncode == 0 and not (staging / library_file).is_file():
+            log_file.write(f"\n# nvcc exited 0 but wrote no {library_file}\n")
+            returncode = -1
+        log_file.write(f"\n# exit status {result.returncode} after {seconds:.1f} s\n")
+        log_file.flush()
+        os.fsync(log_file.fileno())
+    if returncode != 0:
+        shutil.rmtree(failed, ignore_errors=True)
+        os.replace(staging, failed)  # keep the source and the full log
+        raise CompileError(variant, command, failed / LOG_FILE, returncode)
+
+    _fsync(staging / library_file)
+    files = (library_file, source_file, LOG_FILE)
+    metadata = artifact_metadata(variant, key=job.key, toolchain=toolchain,
+                                 library=library_file, source=source_file,
+                                 command=command, seconds=seconds,
+                                 sha256={name: file_sha256(staging / name) for name in files})
+    _write_synced(staging / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
+    _fsync(staging, directory=True)
+    if final.exists():  # corrupted, incomplete, or a different key with the same prefix
+        shutil.rmtree(final)
+    os.replace(staging, final)
+    _fsync(final.parent, directory=True)
+    shutil.rmtree(failed, ignore_errors=True)
     return Artifact.from_directory(final), seconds

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["GeneratorError", "IllegalVariantError", "ToolchainError", "CompileError"]
+__all__ = [
+    "GeneratorError",
+    "IllegalVariantError",
+    "ToolchainError",
+    "CompileError",
+    "BuildStorageError",
+    "CorruptArtifactError",
+]
 
 # How many lines at the end of an nvcc log a CompileError message quotes.
 LOG_TAIL_LINES = 20
@@ -68,3 +75,46 @@ class CompileError(GeneratorError):
         # Exceptions pickle through their args; rebuild from the fields instead, so a
         # CompileError crosses process boundaries intact.
         return (type(self), (self.variant, self.command, self.log_path, self.returncode))
+
+
+class BuildStorageError(CompileError):
+    """Building a variant failed on the filesystem, not in nvcc: a full disk, a quota, an
+    unwritable folder (any OSError while the build writes or moves its files).
+
+    A CompileError so that a build's other variants still finish and callers that report
+    compile failures report this one too; its message is one line: the OSError and where
+    the log was kept (`log_path`; None when the build failed before it had one).
+    """
+
+    def __init__(self, variant: _Named, error: OSError, log_path: Path | None) -> None:
+        self.variant = variant
+        self.error = error
+        self.command = []
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.returncode = None
+        Exception.__init__(self, self._message())
+
+    def _message(self) -> str:
+        kept = (f"its log is kept in {self.log_path}" if self.log_path is not None
+                else "it failed before writing a log")
+        return f"building {self.variant.name} failed: {self.error}; {kept}"
+
+    def __reduce__(self):
+        return (type(self), (self.variant, self.error, self.log_path))
+
+
+class CorruptArtifactError(GeneratorError):
+    """A built artifact's files do not match the SHA-256 hashes its artifact.json records
+    (a truncated copy, a flipped byte, a file deleted): it must not be loaded.
+
+    `problems` says what differs, one entry per file; the message is one line.
+    """
+
+    def __init__(self, directory: Path, problems: Sequence[str]) -> None:
+        self.directory = Path(directory)
+        self.problems = tuple(problems)
+        super().__init__(f"the kernel artifact {self.directory} is corrupted: "
+                         + "; ".join(self.problems))
+
+    def __reduce__(self):
+        return (type(self), (self.directory, self.problems))

@@ -3,12 +3,18 @@ write the tuning table the dispatcher reads (``ozaki_cutlass.dispatch.table``)."
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import json
 import logging
 import operator
+import os
+import secrets
+import stat
 import statistics
 from datetime import datetime, timezone
+from pathlib import Path
 
 from ..api import gemm
 from ..device import driver
@@ -20,7 +26,8 @@ from ..options import resolve_moduli
 from .arguments import moduli_count, nonnegative_int, positive_int, shape
 from .measure import discarding, missing_tools, time_alternately
 
-__all__ = ["tune_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity", "add_tune_parser"]
+__all__ = ["tune_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity", "add_tune_parser",
+           "unwritable", "write_table"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +78,11 @@ def tune_main(args) -> int:
     unmatched = [g for g in args.variants or () if not catalog(None, g, full=True, epilogue=None)]
     if unmatched:  # before any GPU work
         log.error("--variants %s matches no variant (see `ozaki-cutlass list --full`)", " ".join(unmatched))
+        return 2
+    out = Path(args.out)
+    why = unwritable(out)
+    if why is not None:  # before timing anything: a run takes minutes
+        log.error("--out %s: %s", out, why)
         return 2
     why = missing_tools("tune", False)
     if why is not None:
@@ -129,10 +141,81 @@ def tune_main(args) -> int:
              "moduli": moduli, "inputs": "phi = 0.5; the shapes given, then square n x n x n", "entries": entries}
     for label, name, ms in report:
         print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
-    with open(args.out, "w") as f:
-        json.dump(table, f, indent=2)
-    print(f"wrote {args.out}: {len(entries)} entries")
+    try:
+        write_table(out, table)
+    except OSError as exc:  # the measurements are not lost: on stdout instead
+        log.error("cannot write the tuning table to %s (%s); it follows on stdout", out, exc)
+        print(json.dumps(table, indent=2))
+        return 1
+    print(f"wrote {out}: {len(entries)} entries")
     return 0
+
+
+def _new_temporary(path: Path) -> tuple[int, Path]:
+    """A new file next to ``path`` (hidden, random name), open for writing; its mode is
+    0666 less the umask, as a plain open would give (mkstemp's would be 0600)."""
+    while True:
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temporary
+        except FileExistsError:
+            continue
+
+
+def _followed(path: Path) -> Path:
+    """``path``, or the file it links to: a link to a table is written through."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def unwritable(path: Path) -> str | None:
+    """Why the tuning table cannot be written to ``path``, or None. Checked the way
+    :func:`write_table` writes: a temporary file is made (and removed) in its folder."""
+    path = _followed(path)
+    if path.is_dir():
+        return "is a folder"
+    if path.exists() and not path.is_file():
+        return "is not a regular file"
+    folder = path.parent
+    if not folder.exists():
+        return f"the folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    try:
+        fd, temporary = _new_temporary(path)
+    except OSError as exc:
+        return f"cannot create a file in {folder} ({exc.strerror or exc})"
+    os.close(fd)
+    temporary.unlink(missing_ok=True)
+    return None
+
+
+def write_table(path: Path, table: dict) -> None:
+    """Write ``table`` as JSON to ``path`` atomically: into a temporary file in the same
+    folder, flushed to disk, then renamed over ``path``, so a reader, or a failure (a full
+    disk), leaves the old table or the new one, never half of one. An existing table's
+    permissions are kept; a symbolic link is followed, not replaced."""
+    path = _followed(path)
+    fd, temporary = _new_temporary(path)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(table, handle, indent=2)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # the rename itself on disk; some filesystems cannot fsync a folder
+        os.fsync(folder)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(folder)
 
 
 def bucket_entries(arch: str, box: dict, flops: float, timings: list, best_ms: float, native_ms: float) -> list[dict]:
@@ -206,5 +289,6 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variants", nargs="+", default=None, metavar="GLOB",
                    help="also time these catalogued variants (globs over the full catalog)")
-    p.add_argument("--out", default="tuning.json")
+    p.add_argument("--out", default="tuning.json", metavar="PATH",
+                   help="where the table goes (written atomically; checked before any timing)")
     p.set_defaults(handler=tune_main)

@@ -1,0 +1,109 @@
+"""`ozaki-cutlass tune --out PATH`: an unwritable PATH is a one-line usage error (exit 2)
+before any GPU work, and the table is written atomically (the old one survives a failure).
+CPU only: anything that would touch a GPU raises."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import stat
+
+import pytest
+
+from ozaki_cutlass.tools import cli, tune
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """tune gets past its CuPy check, and any GPU work fails the test."""
+
+    def touched(*args, **kwargs):
+        raise AssertionError("tune touched the GPU")
+
+    monkeypatch.setattr(tune, "missing_tools", lambda command, plot: None)
+    monkeypatch.setattr(tune.driver, "ensure_context", touched)
+    monkeypatch.setattr(tune, "visible_arch", touched)
+    monkeypatch.setattr(tune, "tune_candidates", touched)
+
+
+def _regular_file(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    return tmp_path / "a-file" / "tuning.json"
+
+
+UNWRITABLE = {
+    "under /proc": (lambda tmp_path: "/proc/ozaki-tuning.json", "cannot create a file in /proc"),
+    "in a folder under /proc": (lambda tmp_path: "/proc/self/ozaki/tuning.json",
+                                "the folder /proc/self/ozaki does not exist"),
+    "in a missing folder": (lambda tmp_path: tmp_path / "missing" / "tuning.json",
+                            "/missing does not exist"),
+    "a regular file as folder": (_regular_file, "/a-file is not a folder"),
+    "a folder": (lambda tmp_path: tmp_path, "is a folder"),
+    "a device": (lambda tmp_path: "/dev/null", "is not a regular file"),
+}
+
+
+@pytest.mark.parametrize("make, reason", UNWRITABLE.values(), ids=UNWRITABLE.keys())
+def test_an_unwritable_out_is_a_usage_error_before_any_gpu_work(tmp_path, no_gpu, caplog,
+                                                                make, reason):
+    out = make(tmp_path)
+    assert cli.main(["tune", "--sizes", "1024", "--out", str(out)]) == 2
+    (record,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    message = record.getMessage()
+    assert message.startswith(f"--out {out}: ") and reason in message and "\n" not in message
+
+
+def test_a_writable_out_passes_and_leaves_nothing_behind(tmp_path):
+    assert tune.unwritable(tmp_path / "tuning.json") is None
+    (tmp_path / "tuning.json").write_text("{}")
+    assert tune.unwritable(tmp_path / "tuning.json") is None
+    assert [p.name for p in tmp_path.iterdir()] == ["tuning.json"]
+
+
+def test_the_table_is_written_whole(tmp_path):
+    path = tmp_path / "tuning.json"
+    table = {"gpu": "x", "entries": [{"arch": "sm_90a", "ms": 1.5}]}
+    tune.write_table(path, table)
+    assert json.loads(path.read_text()) == table
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+    path.chmod(0o600)
+    tune.write_table(path, table | {"gpu": "y"})
+    assert json.loads(path.read_text())["gpu"] == "y"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # an existing table keeps its mode
+    assert [p.name for p in tmp_path.iterdir()] == ["tuning.json"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize("failing", ["fsync", "replace", "dump"])
+def test_a_failed_write_leaves_the_old_table(tmp_path, monkeypatch, failing):
+    path = tmp_path / "tuning.json"
+    path.write_text('{"old": true}')
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    target = {"fsync": (os, "fsync"), "replace": (os, "replace"),
+              "dump": (tune.json, "dump")}[failing]
+    monkeypatch.setattr(*target, full)
+    with pytest.raises(OSError, match="No space left"):
+        tune.write_table(path, {"new": True})
+    assert path.read_text() == '{"old": true}'
+    assert [p.name for p in tmp_path.iterdir()] == ["tuning.json"]  # no temporary left
+
+
+def test_a_link_to_a_table_is_followed(tmp_path):
+    table = tmp_path / "shared" / "tuning.json"
+    table.parent.mkdir()
+    table.write_text("{}")
+    link = tmp_path / "tuning.json"
+    link.symlink_to(table)
+    assert tune.unwritable(link) is None
+    tune.write_table(link, {"new": True})
+    assert link.is_symlink() and json.loads(table.read_text()) == {"new": True}
