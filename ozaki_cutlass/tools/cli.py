@@ -275,6 +275,7 @@ def _directory_problem(path: Path) -> str | None:
 
 def _list(args: argparse.Namespace) -> int:
     from ..generator import Arch, ToolchainError, default_out_dir, list_artifacts, resolve_toolchain
+    from ..generator.artifact import corrupted_artifacts
     from ..generator.variants import EPILOGUE_TAGS
 
     variants = _select(args.arch, args.variants, full=args.full)
@@ -283,8 +284,14 @@ def _list(args: argparse.Namespace) -> int:
         return _USAGE
     out = (args.out or default_out_dir()).resolve()
     built: dict[str, set[str]] = {}
+    unhashed: set[str] = set()  # built by a version that recorded no SHA-256: build redoes them
     for artifact in list_artifacts(out):
         built.setdefault(artifact.variant.name, set()).add(artifact.key)
+        if not artifact.file_sha256:
+            unhashed.add(artifact.key)
+    corrupted: dict[str, set[str]] = {}
+    for artifact, _ in corrupted_artifacts(out):
+        corrupted.setdefault(artifact.variant.name, set()).add(artifact.key)
     try:
         toolchain = resolve_toolchain()
     except ToolchainError as exc:
@@ -301,7 +308,7 @@ def _list(args: argparse.Namespace) -> int:
             v.schedule.value,
             "auto" if v.stages == 0 else str(v.stages),
             f"{EPILOGUE_TAGS[v.epilogue]}_g{v.group_size}",
-            _built_status(v, built.get(v.name, set()), toolchain),
+            _built_status(v, built.get(v.name, set()), corrupted.get(v.name, set()), unhashed, toolchain),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -310,20 +317,26 @@ def _list(args: argparse.Namespace) -> int:
     return _OK
 
 
-def _built_status(variant, keys: set[str], toolchain) -> str:
-    """yes: built from the current sources and toolchain; stale: built from others;
-    unverified: built, but the current key cannot be computed; no: never built."""
+def _built_status(variant, keys: set[str], corrupted: set[str], unhashed: set[str], toolchain) -> str:
+    """yes: built from the current sources and toolchain, its files as recorded;
+    corrupted: the current build's files (or, without a toolchain, any build's) do not
+    match their recorded SHA-256 (build redoes it); unverified: built, but the current key
+    cannot be computed, or the build recorded no hashes; stale: built from other sources;
+    no: never built."""
     from ..generator import ToolchainError, cache_key
 
-    if not keys:
-        return "no"
     if toolchain is None:
-        return "unverified"
+        return "corrupted" if corrupted else "unverified" if keys else "no"
     try:
-        return "yes" if cache_key(variant, toolchain) in keys else "stale"
+        key = cache_key(variant, toolchain)
     except ToolchainError as exc:  # e.g. a template is missing
         log.warning("%s: %s", variant.name, exc)
-        return "unverified"
+        return "corrupted" if corrupted else "unverified" if keys else "no"
+    if key in corrupted:
+        return "corrupted"
+    if key in keys:
+        return "unverified" if key in unhashed else "yes"
+    return "stale" if keys or corrupted else "no"
 
 
 def _demo(args: argparse.Namespace) -> int:

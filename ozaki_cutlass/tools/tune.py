@@ -286,7 +286,7 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--moduli", type=moduli_count, default=None)
     p.add_argument("--warmup", type=nonnegative_int, default=1)
     p.add_argument("--reps", type=positive_int, default=3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--variants", nargs="+", default=None, metavar="GLOB",
                    help="also time these catalogued variants (globs over the full catalog)")
     p.add_argument("--out", default="tuning.json", metavar="PATH",
