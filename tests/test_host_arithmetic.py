@@ -2,7 +2,8 @@
 
 The GPU stages are built only from `__host__ __device__` helpers of
 templates/include/ozaki/{stages.cuh, stage_fastmod.cuh, group_arith.h}. This test
-compiles tests/host/check_arithmetic.cu for the host with nvcc (no GPU needed), feeds
+compiles tests/host/check_arithmetic.cu for the host with nvcc (no GPU needed; the stage
+library's rendered ABI prelude supplies the constants and structs the headers need), feeds
 it cases whose expected answers come from `ozaki_cutlass.reference` (or from exact
 Python integers where the reference has no counterpart), and asserts that every case
 matches. The checker also sweeps millions of values of the float/Barrett reductions
@@ -25,6 +26,7 @@ import numpy as np
 import pytest
 
 from ozaki_cutlass import reference as ref
+from ozaki_cutlass.generator import abi
 from ozaki_cutlass.numerics.moduli import MODULI_TABLE, crt_constants
 from ozaki_cutlass.numerics.moduli import partial_bytes
 
@@ -461,9 +463,12 @@ def checker(tmp_path_factory) -> Path:
         nvcc = resolve_toolchain().nvcc
     except ToolchainError as exc:
         pytest.skip(f"nvcc not available: {exc}")
-    binary = tmp_path_factory.mktemp("host_checker") / "check_arithmetic"
+    folder = tmp_path_factory.mktemp("host_checker")
+    binary = folder / "check_arithmetic"
+    prelude = folder / "prelude.h"  # what stages.cu.j2 renders before the headers
+    prelude.write_text(abi.STAGES.prelude())
     cmd = [str(nvcc), "-x", "cu", "-std=c++17", "-O2", "-Xcompiler", "-ffp-contract=off",
-           "-I", str(INCLUDE), str(CHECKER), "-o", str(binary)]
+           "-I", str(INCLUDE), "-include", str(prelude), str(CHECKER), "-o", str(binary)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(f"compiling the checker failed:\n{' '.join(cmd)}\n{proc.stderr[-4000:]}")

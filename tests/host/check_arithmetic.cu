@@ -8,9 +8,11 @@
 // the kernels run (the device-only intrinsics have exact host twins in the headers).
 // Nothing touches a GPU.
 //
-// Build (tests/test_host_arithmetic.py does this):
+// Build (tests/test_host_arithmetic.py does this; prelude.h is the stage library's
+// rendered ABI prelude, ozaki_cutlass.generator.abi.STAGES.prelude(): the constants and
+// structs these headers need):
 //   nvcc -x cu -std=c++17 -O2 -Xcompiler -ffp-contract=off -I templates/include \
-//        tests/host/check_arithmetic.cu -o check_arithmetic
+//        -include prelude.h tests/host/check_arithmetic.cu -o check_arithmetic
 // -ffp-contract=off matters: the reference's double sequences contain no FMAs, and the
 // host fallbacks of add_rn/mul_rn are plain operators.
 //
@@ -348,7 +350,7 @@ bool check_acc(Fields& f, const std::string& tag) {
   count(tag);
   std::vector<int64_t> d(m);
   for (long long i = 0; i < m; ++i) {
-    int64_t row_min = st::kNoConstraint;
+    int64_t row_min = ozaki::kNoConstraint;
     for (long long j = 0; j < n; ++j) {
       const int64_t s = st::coarse_slack(g[i * n + j], ea[i], eb[j], muf[i], nuf[j], pb);
       row_min = s < row_min ? s : row_min;
@@ -357,7 +359,7 @@ bool check_acc(Fields& f, const std::string& tag) {
     if (!expect_eq<int64_t>(tag, "mu", muf[i] + d[i], mue[i])) return true;
   }
   for (long long j = 0; j < n; ++j) {
-    int64_t col_min = st::kNoConstraint;
+    int64_t col_min = ozaki::kNoConstraint;
     for (long long i = 0; i < m; ++i) {
       const int64_t s = st::coarse_slack(g[i * n + j], ea[i], eb[j], muf[i], nuf[j], pb) - d[i];
       col_min = s < col_min ? s : col_min;
@@ -405,8 +407,8 @@ bool check_crt(Fields& f, const std::string& tag) {
   const double want_x = f.hex(), want_y = f.hex();
   if (!f.ok()) return false;
   count(tag);
-  double sums_a[st::kMaxLimbs] = {0, 0, 0, 0};
-  double sums_b[st::kMaxLimbs] = {0, 0, 0, 0};
+  double sums_a[ozaki::kMaxLimbs] = {0, 0, 0, 0};
+  double sums_b[ozaki::kMaxLimbs] = {0, 0, 0, 0};
   for (int g = 0; g < n; ++g) {
     const int32_t mod = c.moduli[g];
     const int32_t chunks[3] = {r[g] - 7 * mod + 5, -5 - 3 * mod, 2000000000 / mod * mod};

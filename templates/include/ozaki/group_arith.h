@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ozaki/constants.h"
+
 #if defined(__CUDACC__)
 #define OZAKI_HD __host__ __device__ __forceinline__
 #else
@@ -27,17 +29,24 @@
 
 namespace ozaki {
 
-inline constexpr int kMaxGroupSize = 4;
 inline constexpr uint32_t kMinModulus = 2;
 inline constexpr uint32_t kMaxModulus = 256;
 
-// How a group partial X mod M is stored: one byte for a group of one modulus (M <= 256),
-// else 4 bytes (M < 2^32). The fused kernels store it so; the combine kernel reads it so;
-// ozaki_cutlass.numerics.partial_bytes mirrors it (checked by tests/test_host_arithmetic.py).
+// How a group partial X mod M is stored: kPartialBytes[G] bytes, one for a group of one
+// modulus (M <= 256), else 4 (M < 2^32). The fused kernels store it so, the combine kernel
+// reads it so.
 template <int G>
-using PartialElement = std::conditional_t<G == 1, uint8_t, uint32_t>;
+using PartialElement = std::conditional_t<kPartialBytes[G] == 1, uint8_t, uint32_t>;
 
-OZAKI_HD constexpr int partial_bytes(int group_size) { return group_size == 1 ? 1 : 4; }
+constexpr int partial_bytes(int group_size) { return kPartialBytes[group_size]; }
+
+constexpr bool partials_are_bytes_or_words() {
+  for (int g = 1; g <= kMaxGroupSize; ++g) {
+    if (partial_bytes(g) != 1 && partial_bytes(g) != 4) return false;
+  }
+  return partial_bytes(1) == 1;  // a one-modulus partial is its residue byte
+}
+static_assert(partials_are_bytes_or_words(), "a group partial is stored as uint8_t or uint32_t");
 
 // Everything the fold needs to reduce an int32 modulo m (m in [2, 256]) with 32-bit
 // integer multiplies only (few live registers: the fold runs next to the accumulators).

@@ -1,7 +1,9 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // The stage kernels of the staged Ozaki-II pipeline (everything except the INT8 GEMMs),
-// and the host launch helpers behind the C ABI that templates/stages.cu.j2 exports.
+// and the host launch helpers behind the C ABI that templates/stages.cu.j2 exports
+// (ozaki_cutlass.generator.abi.STAGES describes every entry point; the template renders
+// their prototypes, the version, the ABI structs and the constants from it).
 // Each kernel reproduces a stage function of ozaki_cutlass/reference.py bit for bit:
 //
 //   P_scan              reference.split_nonfinite (counts only), exponents, fast_shifts
@@ -38,105 +40,6 @@
 //   combine_unscale N/G uint32 reads per entry (G moduli per group), ~4 INT32 ops per
 //                   modulus: ~1 ms of HBM for N = 15, G = 4; issue ~1.7 clk/entry/SM, ~2 ms.
 //   accumulate_i64, accurate_shifts: unchanged (element-wise / row and column passes).
-//
-// ABI (version 2), with P = "ozaki_" + variant name. Sizes and strides are int64_t,
-// strides in elements. Every function returns 0 (ok), 1 (bad arguments, detected before
-// any CUDA call) or 2 (a CUDA error reported by cudaGetLastError after a launch), and
-// then P_last_error() holds the message (one per thread). Nothing allocates or
-// synchronizes; everything runs on `stream`. Sizes of 0 launch nothing and return 0.
-//
-// A "vector set" (x, nvec, k, vs, es) is nvec vectors of length k, element l of vector v
-// at x[v*vs + l*es]: the rows of op(A) (v = i) or the columns of op(B) (v = j).
-// Int8 outputs are (rows_pad x k_pad) row-major per plane; k_pad is a multiple of 16 and
-// >= k, rows_pad >= nvec; the padding (l >= k or v >= nvec) is written as 0.
-//
-//   int P_scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, int pb,
-//              int32_t* exps, int32_t* fast_shift, int32_t* nonfinite_count,
-//              cudaStream_t stream);
-//       Per vector: nonfinite_count[v] = number of NaN/Inf entries (treated as 0 below);
-//       exps[v] = E, the frexp exponent of max |x| (0 for an all-zero vector);
-//       fast_shift[v] = reference.fast_shifts with bound exponent pb.
-//   int P_coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
-//                const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad,
-//                cudaStream_t stream);
-//       out[v*k_pad + l] = ceil(2^(6 - E_v) |x_vl|) (1 if that is 0 for x != 0; 0 for NaN/Inf).
-//   int P_accumulate_i64(const int32_t* part, int64_t rows, int64_t cols, int64_t ld_part,
-//                        int64_t* acc, int first, cudaStream_t stream);
-//       acc[i*cols + j] = (first ? 0 : acc[i*cols + j]) + part[i*ld_part + j].
-//   int P_accurate_shifts(const int64_t* g, int64_t m, int64_t n, const int32_t* exps_a,
-//                         const int32_t* exps_b, const int32_t* mu_fast,
-//                         const int32_t* nu_fast, int pb, int32_t* mu, int32_t* nu,
-//                         int32_t* workspace_d, cudaStream_t stream);
-//       g is m x n row-major (the coarse bound G); workspace_d holds m int32 (the row gains).
-//   int P_accurate_shifts_i32(const int32_t* g, int64_t ldg, int64_t m, int64_t n, ...)
-//       The same with an int32 G of leading dimension ldg (one k chunk: the coarse GEMM's
-//       output read in place).
-//   int P_pack(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, double* out,
-//              cudaStream_t stream);
-//       out[v*k + l] = x[v*vs + l*es]: the vector set as contiguous vectors (vs = k, es = 1).
-//   int P_residues(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
-//                  const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
-//                  int64_t rows_pad, int64_t k_pad, cudaStream_t stream);
-//       moduli: nmod (1..20) device int32 values in [2, 256]. For modulus g:
-//       out[g*rows_pad*k_pad + v*k_pad + l] = trunc(2^shift_v x_vl) mods m_g, symmetric, int8.
-//       Same as P_residues_strided with row_stride = k_pad, plane_stride = rows_pad*k_pad.
-//   int P_residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
-//                          const int32_t* shifts, int nmod, const int32_t* moduli,
-//                          int8_t* out, int64_t rows_pad, int64_t k_pad, int64_t row_stride,
-//                          int64_t plane_stride, cudaStream_t stream);
-//       out[g*plane_stride + v*row_stride + l], l < k_pad, v < rows_pad (padding 0 in
-//       every plane). Accepted: row_stride >= k_pad and plane_stride >= rows_pad*row_stride
-//       (planes apart), or plane_stride >= k_pad and row_stride >= nmod*plane_stride (a
-//       row's moduli side by side, e.g. plane_stride = k_pad, row_stride = nmod*k_pad);
-//       anything else is status 1. 16-byte stores when out and both strides are 16-aligned.
-//   int P_crt_unscale(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t ldc,
-//                     int64_t batch_stride_c, int nchunks, int64_t chunk_stride,
-//                     const ozaki::CrtConstants* consts, const int32_t* mu, const int32_t* nu,
-//                     double alpha, double beta, const double* cin, int64_t cin_rs,
-//                     int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs,
-//                     const ozaki::NonfiniteSource* nf, cudaStream_t stream);
-//       c: the raw int32 INT8-GEMM outputs, element (ch, g, i, j) at
-//       c[ch*chunk_stride + g*batch_stride_c + i*ldc + j] (c 4-byte aligned, ldc >= n,
-//       strides >= 1 where used). consts: a HOST pointer, copied
-//       into the launch (nmod must equal consts->count). cin is read only when beta != 0.
-//       nf (a HOST pointer, copied into the launch; null when both operands are finite):
-//       op(A), op(B) and their non-finite counts; an entry of a flagged row or column
-//       gets the NaN/Inf pattern of its k terms (reference.split_nonfinite), which,
-//       when non-zero, replaces X.
-//       alpha == 0 and k == 0 are the caller's business (reference.gemm returns early
-//       there; this kernel would compute alpha * X, e.g. 0 * Inf = NaN).
-//   int P_combine_unscale(const void* x, int ngroups, const int32_t* group_sizes,
-//                         int64_t m, int64_t n, int64_t ldx, int64_t group_stride,
-//                         const ozaki::CrtConstants* consts, const int32_t* mu,
-//                         const int32_t* nu, double alpha, double beta, const double* cin,
-//                         int64_t cin_rs, int64_t cin_cs, double* out, int64_t out_rs,
-//                         int64_t out_cs, const ozaki::NonfiniteSource* nf,
-//                         cudaStream_t stream);
-//       Group gr's plane starts at byte sum_{h < gr} partial_bytes(size_h) * group_stride
-//       of x and holds X_ij mod M_gr at element i*ldx + j, as a uint32 (any value of that
-//       class works) or, for a group of one modulus, a byte (group_arith.h's
-//       partial_bytes; a uint32 plane must start 4-byte aligned); group gr = the next
-//       group_sizes[gr] moduli of consts (HOST array, sizes >= 1,
-//       summing to consts->count, each product < 2^32). r_g = x mod m_g, then exactly
-//       P_crt_unscale's reconstruction, pattern, unscale and alpha/beta (crt_output).
-//   const char* P_name(void);                  the variant name
-//   const char* P_last_error(void);
-//   int         P_abi_version(void);           returns 2
-//   size_t      P_crt_constants_size(void);    sizeof(ozaki::CrtConstants) = 824, for
-//                                              checking the ctypes mirror
-//
-// ozaki::CrtConstants (standard layout, no padding, 824 bytes; fill from
-// numerics.crt_constants(N); unused entries should be 0 and are never read):
-//   offset   0  int32_t count                   N, 1..20 (must equal nmod)
-//   offset   4  int32_t limbs                   L, 1..4
-//   offset   8  int32_t moduli[20]              m_g
-//   offset  88  double  weight_limbs[20][4]     d_gj at [g][j]: a FIXED row stride of 4
-//                                              (not as_kernel_data's flat g*L + j)
-//   offset 728  double  product_limbs[4]        p_j
-//   offset 760  double  limb_scales[4]          2^(40(L-1-j))
-//   offset 792  double  quotient_factors[4]     f_j
-// ctypes: count, limbs: c_int32; moduli: c_int32 * 20; weight_limbs: (c_double * 4) * 20;
-// the last three: c_double * 4.
 
 #pragma once
 
@@ -151,67 +54,18 @@
 #include <cuda_pipeline.h>  // __pipeline_memcpy_async (cp.async): the combine's staged loads
 #include <cuda_runtime.h>
 
+#include "ozaki/abi.h"
+#include "ozaki/constants.h"
 #include "ozaki/error_message.h"
 #include "ozaki/group_arith.h"  // partial_bytes: how the fused kernels store group partials
 
-// Marks the entry points of a generated library (the same spelling as the GEMM ABI's).
-#ifndef OZAKI_EXPORT
-#define OZAKI_EXPORT extern "C" __attribute__((visibility("default")))
-#endif
-
 namespace ozaki {
-
-// The CRT data one launch of P_crt_unscale needs, passed by value. See the layout above.
-struct CrtConstants {
-  int32_t count;
-  int32_t limbs;
-  int32_t moduli[20];
-  double weight_limbs[20][4];
-  double product_limbs[4];
-  double limb_scales[4];
-  double quotient_factors[4];
-};
-
-// Where P_crt_unscale and P_combine_unscale find the NaN/Inf pattern (a HOST struct, copied
-// into the launch; a null pointer for none): op(A) is m x k with a(i, l) = a[i*a_rs +
-// l*a_cs], op(B) is k x n with b(l, j) = b[l*b_rs + j*b_cs], row_flags / col_flags the
-// non-finite counts of op(A)'s rows and op(B)'s columns (P_scan's nonfinite_count). An
-// entry whose row and column are both unflagged has no non-finite term; any other is
-// classified over its k terms (reference.split_nonfinite).
-struct NonfiniteSource {
-  const double* a;
-  int64_t a_rs;
-  int64_t a_cs;
-  const double* b;
-  int64_t b_rs;
-  int64_t b_cs;
-  int64_t k;
-  const int32_t* row_flags;
-  const int32_t* col_flags;
-};
-
-static_assert(std::is_standard_layout<CrtConstants>::value, "CrtConstants must be standard layout");
-static_assert(std::is_trivially_copyable<CrtConstants>::value, "CrtConstants must be trivially copyable");
-static_assert(offsetof(CrtConstants, moduli) == 8, "CrtConstants layout");
-static_assert(offsetof(CrtConstants, weight_limbs) == 88, "CrtConstants layout");
-static_assert(offsetof(CrtConstants, product_limbs) == 728, "CrtConstants layout");
-static_assert(offsetof(CrtConstants, limb_scales) == 760, "CrtConstants layout");
-static_assert(offsetof(CrtConstants, quotient_factors) == 792, "CrtConstants layout");
-static_assert(sizeof(CrtConstants) == 824, "CrtConstants layout");
-
 namespace stages {
 
-inline constexpr int kAbiVersion = 2;  // 2: the CRT functions take a NonfiniteSource
-inline constexpr int kMaxModuli = 20;
-inline constexpr int kMaxLimbs = 4;
-inline constexpr int kCoarseBits = 6;               // numerics.COARSE_BITS
-inline constexpr int64_t kNoConstraint = 1 << 30;   // reference._NO_CONSTRAINT
-inline constexpr int64_t kKAlignment = 16;          // k_pad must be a multiple of this
-
 enum Status : int {
-  kOk = 0,
-  kBadArgument = 1,
-  kCudaError = 2,
+  kOk = kStatusOk,
+  kBadArgument = kStatusUnsupported,
+  kCudaError = kStatusCudaError,
 };
 
 // The text behind P_last_error (ozaki/error_message.h).
@@ -300,9 +154,9 @@ __host__ __device__ inline int frexp_exponent(double a) {
 
 // reference.fast_bound_bits: qb with k * 2^(2 qb) <= 2^63.
 __host__ __device__ inline int fast_bound_bits(int64_t k) {
-  if (k <= 1) return 20;
+  if (k <= 1) return kFastBoundBits;
   const int qb = (63 - bit_length(static_cast<uint64_t>(k - 1))) / 2;
-  return qb < 20 ? qb : 20;
+  return qb < kFastBoundBits ? qb : kFastBoundBits;
 }
 
 // ceil(2^e |a|), raised to 1 for a != 0 (a deep underflow must not drop a bound); the
@@ -424,9 +278,14 @@ __host__ __device__ inline double small_int_to_double(int32_t r) {
 
 // Adds residue r_g (in [0, m_g)) to the limb sums: S_j += d_gj r_g, for a limb count known
 // at compile time (= k.limbs; the CRT kernels have one instance per limb count, so the limb
-// loop carries no branch). With d_gj < 2^40, r_g < 256 and at most 20 moduli every product
-// and partial sum is an integer below 2^53 (numerics.py), so each step is exact: one FMA
-// gives the bits of the rounded multiply-then-add, in any order.
+// loop carries no branch). Every product and partial sum is an integer below 2^53 (the
+// static_assert below), so each step is exact: one FMA gives the bits of the rounded
+// multiply-then-add, in any order.
+// Every limb sum S_j = sum_g d_gj r_g (d_gj < 2^kLimbBits, r_g < 256) stays an integer
+// below 2^53 for kMaxModuli moduli, so it is exact in float64 in any order.
+static_assert(int64_t(kMaxModuli) * 255 * ((int64_t(1) << kLimbBits) - 1) < (int64_t(1) << 53),
+              "the CRT limb sums must stay exact in float64");
+
 template <int kLimbs>
 __host__ __device__ inline void crt_add_residue_limbs(const CrtConstants& k, int g, int32_t r,
                                                       double (&limb_sums)[kMaxLimbs]) {
@@ -1214,7 +1073,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
 // 24 % of DRAM bandwidth (8192^2, 1.31 ms). A thread copies only its own words and reads
 // only those, so waiting for its own copies is enough (no barrier).
 inline constexpr int kResidueBytesPerThread = 8;
-inline constexpr int kResidueBytesThreads = 128;  // 2 x 20 x 128 x 8 bytes of stages: 40 KiB
+inline constexpr int kResidueBytesThreads = 128;  // 2 x kMaxModuli x 128 x 8 bytes of stages
 
 // Adds the 8 one-byte residues of entries j0 .. j0 + 7 of row i and stores them;
 // word(g, q) is modulus g's 4 bytes of entries j0 + 4q .. j0 + 4q + 3 (byte t: entry + t).
