@@ -524,7 +524,6 @@ PROLOGUE = LibraryAbi(
     version=1,
     doc="The tile-local prologue prototype (templates/prologue_gemm.cu.j2).",
     kernel_constants=True,
-    structs=(CRT_CONSTANTS, NONFINITE_SOURCE),  # it includes every stage kernel (stages.cuh)
     entries=(
         _entry("run", "int",
                "int64_t m, int64_t n, int64_t n_out, int64_t k, int64_t k_begin, int64_t k_len, int nmod, "

@@ -1,15 +1,16 @@
 """The kernels' scalar helpers, run on the CPU, against the NumPy reference bit for bit.
 
 The GPU stages are built only from `__host__ __device__` helpers of
-templates/include/ozaki/{stages.cuh, stage_fastmod.cuh, group_arith.h}. This test
-compiles tests/host/check_arithmetic.cu for the host with nvcc (no GPU needed; the stage
-library's rendered ABI prelude supplies the constants and structs the headers need), feeds
-it cases whose expected answers come from `ozaki_cutlass.reference` (or from exact
-Python integers where the reference has no counterpart), and asserts that every case
-matches. The checker also sweeps millions of values of the float/Barrett reductions
-against 64-bit integer arithmetic (the `sweep_*` lines below name the ranges).
+templates/include/ozaki/{scaling.h, residue_arith.h, crt_arith.h, barrett.h,
+group_arith.h}. This test compiles tests/host/check_arithmetic.cu for the host with nvcc
+(no GPU needed; the stage library's rendered ABI prelude supplies the constants and structs
+the headers need), feeds it cases whose expected answers come from
+`ozaki_cutlass.reference` (or from exact Python integers where the reference has no
+counterpart), and asserts that every case matches. The checker also sweeps millions of
+values of the float/Barrett reductions against 64-bit integer arithmetic (the `sweep_*`
+lines below name the ranges).
 
-Deterministic (fixed seed); about 11 s on 2 cores, most of it the compilation (~9 s).
+Deterministic (fixed seed); about 10 s on 2 cores, most of it the compilation (~9 s).
 Deselect with `-m "not nvcc"`; skipped where nvcc is missing.
 """
 
@@ -36,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKER = REPO / "tests" / "host" / "check_arithmetic.cu"
 INCLUDE = REPO / "templates" / "include"
 SEED = 20261201
-#: |x| bound of combine_pieces (stage_fastmod.cuh), plus one: the sweep_y range.
+#: |x| bound of combine_pieces (residue_arith.h), plus one: the sweep_y range.
 Y_MAX = 3161728
 #: Primes above 256: a stride coprime to every modulus visits every residue class.
 STRIDE_WIDE, STRIDE_DENSE = 1009, 97
@@ -305,7 +306,7 @@ def gen_pattern(rng, out):
 
 
 def gen_fastmod(rng, out):
-    """pow2_mod, 32-bit Barrett (mod_u32, mod_i32), byte packing, group partials."""
+    """pow2_mod, 32-bit Barrett (barrett_reduce, mod_i32), byte packing, group partials."""
     exps = list(range(0, 70)) + [971, 972, 973, 1023, 1024, 1074, 1100, 2047]
     for m in range(2, 257):
         for e in exps + [int(v) for v in rng.integers(70, 1200, 10)]:

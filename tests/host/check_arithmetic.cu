@@ -1,9 +1,11 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // Host-only checker of the pure arithmetic helpers that the GPU kernels are built from:
-//   ozaki/stages.cuh        (scan, scaling, residues, CRT, unscale, NaN/Inf pattern)
-//   ozaki/stage_fastmod.cuh (float-pipe residues, 32-bit Barrett; included by stages.cuh)
-//   ozaki/group_arith.h     (fused modulus-group fold and partial CRT)
+//   ozaki/scaling.h        (scan, coarse magnitudes, accurate shifts)
+//   ozaki/residue_arith.h  (float-pipe residues of the scaled integers)
+//   ozaki/crt_arith.h      (CRT limb sums, double-word finish, unscale, NaN/Inf pattern)
+//   ozaki/barrett.h        (the Barrett reduction of the CRT stages' inputs)
+//   ozaki/group_arith.h    (fused modulus-group fold and partial CRT)
 // Every helper is __host__ __device__, so calling it here on the CPU runs the same source
 // the kernels run (the device-only intrinsics have exact host twins in the headers).
 // Nothing touches a GPU.
@@ -41,8 +43,11 @@
 #include <string>
 #include <vector>
 
+#include "ozaki/barrett.h"
+#include "ozaki/crt_arith.h"
 #include "ozaki/group_arith.h"
-#include "ozaki/stages.cuh"
+#include "ozaki/residue_arith.h"
+#include "ozaki/scaling.h"
 
 namespace st = ozaki::stages;
 
@@ -61,12 +66,12 @@ double double_from_hex(const std::string& s) {
 
 // Bitwise equality, any NaN equal to any NaN (NumPy does not promise a NaN payload).
 bool same_double(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || st::double_bits(a) == st::double_bits(b);
+  return (std::isnan(a) && std::isnan(b)) || ozaki::double_bits(a) == ozaki::double_bits(b);
 }
 
 std::string hex_of(double d) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%" PRIx64, st::double_bits(d));
+  std::snprintf(buf, sizeof buf, "%" PRIx64, ozaki::double_bits(d));
   return buf;
 }
 
@@ -160,9 +165,58 @@ bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, 
   return true;
 }
 
-// The old (double) residue path: decompose_integer + residue + symmetric_residue.
+// --- the double path: a second, independent route to the residues ---------------------
+// The kernels' first residue path, kept here as a twin of the FP32 one: an integer-valued
+// finite double split as in reference.residues (|a| < 2^53 is the integer `value`; larger
+// |a| = value * 2^exp with value the 53-bit integer mantissa), reduced with 64-bit `%`.
+struct IntegerDouble {
+  bool negative;
+  uint64_t value;
+  int exp;  // 0 for |a| < 2^53, else frexp exponent - 53 (> 0)
+};
+
+IntegerDouble decompose_integer(double a) {
+  IntegerDouble d;
+  d.negative = a < 0.0;
+  const double magnitude = std::fabs(a);
+  if (magnitude < 9007199254740992.0) {  // 2^53
+    d.value = static_cast<uint64_t>(magnitude);
+    d.exp = 0;
+  } else {
+    const uint64_t bits = ozaki::double_bits(magnitude);
+    d.value = (bits & 0x000fffffffffffffull) | 0x0010000000000000ull;
+    d.exp = static_cast<int>(bits >> 52) - 1075;  // (biased - 1022) - 53
+  }
+  return d;
+}
+
+// The residue of the integer in [0, m).
+uint32_t residue_of(const IntegerDouble& d, uint32_t m) {
+  uint32_t r = static_cast<uint32_t>(d.value % m);
+  if (d.exp > 0) r = r * st::pow2_mod(d.exp, m) % m;
+  if (d.negative) r = (m - r) % m;
+  return r;
+}
+
+// The stored (symmetric) residue: r >= (m + 1) / 2 maps to r - m; 256's 128 is -128.
+int8_t symmetric_residue(uint32_t r, uint32_t m) {
+  const int32_t s = r >= (m + 1) / 2 ? static_cast<int32_t>(r) - static_cast<int32_t>(m)
+                                     : static_cast<int32_t>(r);
+  return static_cast<int8_t>(s);
+}
+
+// trunc(ldexp(x, shift)) for finite x (reference.scale_to_integers).
+double scale_to_integer(double x, int shift) { return std::trunc(std::ldexp(x, shift)); }
+
+// c mod m in [0, m) with the hardware's division: the obvious twin of mod_i32.
+int32_t positive_mod(int32_t c, int32_t m) {
+  const int32_t r = c % m;
+  return r < 0 ? r + m : r;
+}
+
+// The double path end to end: decompose_integer + residue_of + symmetric_residue.
 int old_residue(double integer_valued, uint32_t m) {
-  return st::symmetric_residue(st::residue(st::decompose_integer(integer_valued), m), m);
+  return symmetric_residue(residue_of(decompose_integer(integer_valued), m), m);
 }
 
 // ozaki::crt_finish<G> with a runtime G.
@@ -239,7 +293,7 @@ bool check_pmod(Fields& f, const std::string& tag) {
   const int32_t want = static_cast<int32_t>(f.i());
   if (!f.ok()) return false;
   count(tag);
-  expect_eq(tag, "positive_mod", st::positive_mod(c, m), want);
+  expect_eq(tag, "positive_mod", positive_mod(c, m), want);
   return true;
 }
 
@@ -299,7 +353,7 @@ bool check_scale(Fields& f, const std::string& tag) {
   count(tag);
   static const uint32_t table[20] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
                                      223, 217, 211, 199, 197, 193, 191, 181, 179, 173};
-  const double xi = std::isfinite(x) ? st::scale_to_integer(x, shift) : 0.0;
+  const double xi = std::isfinite(x) ? scale_to_integer(x, shift) : 0.0;
   const st::ScaledInteger sv = st::scaled_integer(x, shift);
   for (int g = 0; g < n; ++g) {
     const std::string what = "double path m=" + std::to_string(table[g]);
@@ -322,12 +376,11 @@ bool check_sres(Fields& f, const std::string& tag) {
   if (!f.ok() || g_sres_moduli.empty()) return false;
   count(tag);
   const st::ScaledInteger sv = st::scaled_integer(a, shift);
-  const st::IntegerDouble d =
-      st::decompose_integer(std::isfinite(a) ? st::scale_to_integer(a, shift) : 0.0);
+  const IntegerDouble d = decompose_integer(std::isfinite(a) ? scale_to_integer(a, shift) : 0.0);
   for (size_t g = 0; g < want.size(); ++g) {
     const uint32_t m = g_sres_moduli[g];
     const std::string what = "double path m=" + std::to_string(m);
-    if (!expect_eq(tag, what.c_str(), static_cast<int>(st::symmetric_residue(st::residue(d, m), m)),
+    if (!expect_eq(tag, what.c_str(), static_cast<int>(symmetric_residue(residue_of(d, m), m)),
                    want[g]))
       break;
     if (!check_fastmod_residue(tag, sv, m, want[g])) break;
@@ -415,8 +468,8 @@ bool check_crt(Fields& f, const std::string& tag) {
     int64_t sum_a = 0, sum_b = 0;
     const uint32_t um = static_cast<uint32_t>(mod);
     for (int32_t v : chunks) {
-      sum_a += st::positive_mod(v, mod);
-      sum_b += st::mod_i32(v, um, st::barrett_magic(um), st::signed_offset(um));
+      sum_a += positive_mod(v, mod);
+      sum_b += ozaki::mod_i32(v, um, ozaki::barrett_magic(um), ozaki::signed_offset(um));
     }
     st::crt_add_residue(c, g, static_cast<int32_t>(sum_a % mod), sums_a);
     st::crt_add_residue(c, g, static_cast<int32_t>(sum_b % mod), sums_b);
@@ -469,13 +522,13 @@ bool check_p2(Fields& f, const std::string& tag) {
   return true;
 }
 
-// bmod <u32> <m> <u % m>       mod_u32 (32-bit Barrett)
+// bmod <u32> <m> <u % m>       barrett_reduce on 32-bit words
 bool check_bmod(Fields& f, const std::string& tag) {
   const uint32_t u = static_cast<uint32_t>(f.u()), m = static_cast<uint32_t>(f.u());
   const uint32_t want = static_cast<uint32_t>(f.u());
   if (!f.ok()) return false;
   count(tag);
-  expect_eq(tag, "mod_u32", st::mod_u32(u, m, st::barrett_magic(m)), want);
+  expect_eq(tag, "barrett_reduce", ozaki::barrett_reduce(u, m, ozaki::barrett_magic(m)), want);
   return true;
 }
 
@@ -485,7 +538,7 @@ bool check_imod(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u()), want = static_cast<uint32_t>(f.u());
   if (!f.ok()) return false;
   count(tag);
-  if (expect_eq(tag, "mod_i32", st::mod_i32(c, m, st::barrett_magic(m), st::signed_offset(m)), want) &&
+  if (expect_eq(tag, "mod_i32", ozaki::mod_i32(c, m, ozaki::barrett_magic(m), ozaki::signed_offset(m)), want) &&
       m >= 2 && m <= 256)
     expect_eq(tag, "group_arith residue", ozaki::residue(c, ozaki::ModulusFold::make(m)), want);
   return true;
@@ -493,7 +546,7 @@ bool check_imod(Fields& f, const std::string& tag) {
 
 // grp <count> <#groups> <sizes...> <r_0..r_{count-1}> <partials...>: with X mod M_gr
 // (M_gr the product of a group of consecutive table moduli) every r_g = X mod m_g
-// follows through mod_u32 (P_combine_unscale's reduction of the partial CRT values).
+// follows through barrett_reduce (P_combine_unscale's reduction of the partial CRT values).
 bool check_grp(Fields& f, const std::string& tag) {
   const int n = static_cast<int>(f.i()), ngroups = static_cast<int>(f.i());
   if (!f.ok() || n < 1 || n > 20 || ngroups < 1 || ngroups > 20) return false;
@@ -510,8 +563,8 @@ bool check_grp(Fields& f, const std::string& tag) {
   for (int gr = 0; gr < ngroups; ++gr) {
     for (int t = 0; t < sizes[gr]; ++t, ++g) {
       if (g >= n) return false;
-      const std::string what = "mod_u32 of partial " + std::to_string(gr) + " m=" + std::to_string(table[g]);
-      if (!expect_eq(tag, what.c_str(), st::mod_u32(parts[gr], table[g], st::barrett_magic(table[g])),
+      const std::string what = "barrett_reduce of partial " + std::to_string(gr) + " m=" + std::to_string(table[g]);
+      if (!expect_eq(tag, what.c_str(), ozaki::barrett_reduce(parts[gr], table[g], ozaki::barrett_magic(table[g])),
                      static_cast<uint32_t>(r[g])))
         return true;
     }
@@ -678,13 +731,13 @@ bool sweep_rf(Fields& f, const std::string& tag) {
 }
 
 // sweep_u32 <m> <lo> <hi> <stride>: every u = lo, lo + stride, ... < hi (0 <= u < 2^32):
-// mod_u32(u) = u % m, and for c = int32(u): mod_i32(c) = c % m (Python's %) and, for
+// barrett_reduce(u) = u % m, and for c = int32(u): mod_i32(c) = c % m (Python's %) and, for
 // m <= 256, the fused fold ozaki::residue(c) = c % m.
 bool sweep_u32(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u());
   const unsigned long long lo = f.u(), hi = f.u(), stride = f.u();
   if (!f.ok() || m < 2 || m > 65536 || stride < 1 || hi > (1ull << 32) || lo > hi) return false;
-  const uint32_t magic = st::barrett_magic(m), offset = st::signed_offset(m);
+  const uint32_t magic = ozaki::barrett_magic(m), offset = ozaki::signed_offset(m);
   const bool fold_ok = m <= 256;
   const ozaki::ModulusFold fold = ozaki::ModulusFold::make(fold_ok ? m : 2);
   long long n = 0, bad = 0;
@@ -694,8 +747,8 @@ bool sweep_u32(Fields& f, const std::string& tag) {
     const int32_t c = static_cast<int32_t>(u32);
     const uint32_t want_c = static_cast<uint32_t>(py_mod(c, m));
     const char* what = nullptr;
-    if (st::mod_u32(u32, m, magic) != u % m) what = "mod_u32";
-    else if (st::mod_i32(c, m, magic, offset) != want_c) what = "mod_i32";
+    if (ozaki::barrett_reduce(u32, m, magic) != u % m) what = "barrett_reduce";
+    else if (ozaki::mod_i32(c, m, magic, offset) != want_c) what = "mod_i32";
     else if (fold_ok && ozaki::residue(c, fold) != want_c) what = "group_arith residue";
     else if (c >= 0 && !same_double(st::small_int_to_double(c), static_cast<double>(c)))
       what = "small_int_to_double";  // the CRT kernels' conversion of residues

@@ -4,8 +4,8 @@
 // pipeline's "residues" stage and its batched INT8 GEMM. Each CTA owns one output tile and
 // one modulus; it reads float64 tiles of the two vector sets (op(A)'s rows, op(B)'s
 // columns, K contiguous), applies the row / column shifts, makes the int8 residues of its
-// modulus in registers with the stage kernels' own device functions (ozaki/stages.cuh,
-// ozaki/stage_fastmod.cuh: scaled_integer, residue_pieces, residue_e0, residue_scaled,
+// modulus in registers with the stage kernels' own device functions
+// (ozaki/residue_arith.h: scaled_integer, residue_pieces, residue_e0, residue_scaled,
 // pack_bytes), stores them to shared memory in CUTLASS's crosswise tensor-op layout and
 // runs the warp-level mma.sync m16n8k32 s8 (cutlass::gemm::warp::DefaultMmaTensorOp with
 // the wrap-around operator of ozaki/mma_sm80_s8_wrap.h). The int32 planes it writes are
@@ -17,7 +17,7 @@
 // half, run the warp MMAs of this k-tile's k-group, then turn the loaded doubles into
 // residues and store them into the other stage. One __syncthreads per k-tile.
 // The residue of each entry does not depend on how the work is split: every path below is
-// the exact symmetric residue (stage_fastmod.cuh), as in the residues stage kernel.
+// the exact symmetric residue (residue_arith.h), as in the residues stage kernel.
 //
 // Cost (why this is a prototype): the residues of an operand entry are made once per
 // output tile it meets and per modulus, i.e. (TileM + TileN) / (TileM TileN) conversions
@@ -46,7 +46,8 @@
 #include "ozaki/mma_sm80_s8_wrap.h"
 
 #include "ozaki/constants.h"
-#include "ozaki/stages.cuh"
+#include "ozaki/residue_arith.h"
+#include "ozaki/stage_launch.cuh"
 
 namespace ozaki {
 namespace prologue {
@@ -337,7 +338,7 @@ int run(int64_t m, int64_t n, int64_t n_out, int64_t k, int64_t k_begin, int64_t
   if (k_len >= kExactKLimit) {  // kExactKLimit products of (-128)^2 = 2^14 reach 2^31
     return err.set(kBadArgument, "%s: k_len=%lld reaches 2^%d, where the int32 sum of int8 "
                    "products stops being exact (cut k into chunks)",
-                   what, (long long)k_len, stages::bit_length(static_cast<uint64_t>(kExactKLimit)) - 1);
+                   what, (long long)k_len, bit_length(static_cast<uint64_t>(kExactKLimit)) - 1);
   }
   if (nmod < 1 || nmod > kMaxModuli || moduli == nullptr) {
     return err.set(kBadArgument, "%s: nmod=%d outside [1, %d] or moduli null", what, nmod, kMaxModuli);
