@@ -4,7 +4,8 @@
 //   ozaki/scaling.h        (scan, coarse magnitudes, accurate shifts)
 //   ozaki/residue_arith.h  (float-pipe residues of the scaled integers)
 //   ozaki/crt_arith.h      (CRT limb sums, double-word finish, unscale, NaN/Inf pattern)
-//   ozaki/barrett.h        (the Barrett reduction of the CRT stages' inputs)
+//   ozaki/barrett.h        (the one Barrett reduction: stage CRT inputs, the fused fold,
+//                           the fused epilogue's 64-bit partial CRT)
 //   ozaki/group_arith.h    (fused modulus-group fold and partial CRT)
 // Every helper is __host__ __device__, so calling it here on the CPU runs the same source
 // the kernels run (the device-only intrinsics have exact host twins in the headers).
@@ -759,6 +760,48 @@ bool sweep_u32(Fields& f, const std::string& tag) {
   return true;
 }
 
+// Checks barrett_reduce(u) for u = every end of every period [q m, q m + m) of m that meets
+// [lo, hi): the quotient estimate mulhi(u, magic) is non-decreasing in u, so it is right
+// (floor(u / m) or one less, then corrected) for all u of a period when it is at both
+// ends: exhaustive over [lo, hi). The want values need no division (u - q m at the ends).
+template <class U>
+bool sweep_barrett(const std::string& tag, U m, unsigned __int128 lo, unsigned __int128 hi) {
+  const U magic = ozaki::barrett_magic(m);
+  long long n = 0, bad = 0;
+  std::string first;
+  auto check = [&](U u, U want) {
+    ++n;
+    if (ozaki::barrett_reduce(u, m, magic) != want && bad++ == 0) {
+      first = "u=" + std::to_string(static_cast<unsigned long long>(u));
+    }
+  };
+  for (unsigned __int128 base = lo - lo % m; base < hi; base += m) {
+    const unsigned __int128 first_u = base < lo ? lo : base;
+    const unsigned __int128 last_u = base + m - 1 < hi - 1 ? base + m - 1 : hi - 1;
+    check(static_cast<U>(first_u), static_cast<U>(first_u - base));
+    check(static_cast<U>(last_u), static_cast<U>(last_u - base));
+  }
+  count(tag, n);
+  if (bad) mismatch(tag, std::to_string(bad) + " values, first " + first, bad);
+  return true;
+}
+
+// sweep_barrett32 <m> <lo> <hi>: barrett_reduce on 32-bit words, exhaustive over
+// [lo, hi) (0 <= lo < hi <= 2^32; see sweep_barrett).
+bool sweep_barrett32(Fields& f, const std::string& tag) {
+  const unsigned long long m = f.u(), lo = f.u(), hi = f.u();
+  if (!f.ok() || m < 2 || m > (1ull << 31) || lo >= hi || hi > (1ull << 32)) return false;
+  return sweep_barrett<uint32_t>(tag, static_cast<uint32_t>(m), lo, hi);
+}
+
+// sweep_barrett64 <M> <hi>: barrett_reduce on 64-bit words, exhaustive over [0, hi)
+// (hi <= 2^64 - 1; see sweep_barrett): the partial CRT sums of crt_finish<G>.
+bool sweep_barrett64(Fields& f, const std::string& tag) {
+  const unsigned long long m = f.u(), hi = f.u();
+  if (!f.ok() || m < 2 || m > (1ull << 63) || hi < 1) return false;
+  return sweep_barrett<uint64_t>(tag, m, 0, hi);
+}
+
 using Check = bool (*)(Fields&, const std::string&);
 
 const std::map<std::string, Check>& checks() {
@@ -773,6 +816,7 @@ const std::map<std::string, Check>& checks() {
       {"gbad", check_gbad},       {"gcrt", check_gcrt},        {"gbytes", check_gbytes},
       {"sweep_y", sweep_y},
       {"sweep_rf", sweep_rf},     {"sweep_u32", sweep_u32},
+      {"sweep_barrett32", sweep_barrett32},                    {"sweep_barrett64", sweep_barrett64},
   };
   return table;
 }

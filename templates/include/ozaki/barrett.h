@@ -1,15 +1,17 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
-// The Barrett reduction of the stage kernels: u mod m for an unsigned word u of 32 or 64
-// bits, without division. It reduces the raw int32 GEMM outputs and the uint32 group
-// partials of the CRT stages (stage_crt.cuh).
+// The one Barrett reduction of the tree: u mod m for an unsigned word u of 32 or 64 bits,
+// without division. It reduces the stage kernels' raw int32 GEMM outputs and uint32 group
+// partials (stage_crt.cuh), the fused kernels' int32 accumulators (the fold of
+// group_arith.h, after it brings them into [0, 2^25)) and their 64-bit partial CRT sums
+// (crt_finish<G>, group_arith.h).
 //
 // With w the word width and magic = floor((2^w - 1) / m), m >= 2: 2^w - 1 = magic m + e
 // with 0 <= e < m, so for any u < 2^w
 //   u magic / 2^w = u / m - u (e + 1) / (m 2^w),  and  0 <= u (e + 1) / (m 2^w) < u / 2^w < 1:
 // the quotient estimate q' = mulhi(u, magic) is floor(u / m) or one less, u - q' m is in
-// [0, 2m), and one conditional subtraction finishes. Checked on the host
-// (tests/host/check_arithmetic.cu).
+// [0, 2m), and one conditional subtraction finishes. Checked on the host over the whole
+// range either call site feeds it (tests/host/check_arithmetic.cu, sweep_barrett*).
 
 #pragma once
 
