@@ -76,8 +76,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # The contract between a built library and the runtime that loads it: the entry points'
-# signatures and artifact.json's fields. Bump it with `ozaki::kAbiVersion` in
-# templates/include/ozaki/int8_gemm_entry.h; artifacts of another ABI are never used.
+# signatures and artifact.json's fields. Bump it with a library's version in
+# ozaki_cutlass.generator.abi; artifacts of another ABI are never used.
 ARTIFACT_ABI_VERSION = 1
 
 METADATA_FILE = "artifact.json"

@@ -2,7 +2,10 @@
 
 The templates live in the `ozaki_cutlass.templates` package (the repository's
 `templates/` folder), one per arch. A template receives exactly the context `context()`
-builds from the variant's fields; a name it uses that is not there fails the render
+builds from the variant's fields, and `abi`: the C ABI of its library kind
+(`library_abi()`, described in generator/abi.py) bound to the variant's symbol, which
+renders the exported prototypes, the ABI version and the prelude of constants and structs
+our headers need. A name a template uses that is not there fails the render
 (StrictUndefined) instead of rendering empty.
 """
 
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 
+from . import abi
 from .errors import ToolchainError
 from .prologue import PrologueVariant
 from .variants import (
@@ -28,8 +32,8 @@ from .variants import (
     Variant,
 )
 
-__all__ = ["TEMPLATES", "EPILOGUE_TEMPLATES", "default_templates_dir", "template_name", "context", "render",
-           "write_if_different"]
+__all__ = ["TEMPLATES", "EPILOGUE_TEMPLATES", "default_templates_dir", "template_name", "library_abi",
+           "context", "render", "write_if_different"]
 
 TEMPLATES: Mapping[Arch, str] = {
     Arch.SM90A: "int8_gemm_sm90.cu.j2",
@@ -82,8 +86,17 @@ def template_name(variant: Variant) -> str:
     return EPILOGUE_TEMPLATES.get((variant.arch, variant.epilogue), TEMPLATES[variant.arch])
 
 
+def library_abi(variant: Variant) -> abi.LibraryAbi:
+    """The C ABI of the library `variant` builds."""
+    if isinstance(variant, StagesVariant):
+        return abi.STAGES
+    if isinstance(variant, PrologueVariant):
+        return abi.PROLOGUE
+    return abi.GROUP_GEMM if variant.epilogue is Epilogue.PARTIAL_CRT else abi.INT8_GEMM
+
+
 def context(variant: Variant) -> dict[str, Any]:
-    """Everything a template may use, and nothing else."""
+    """Everything a template may use besides `abi` (which `render` adds), and nothing else."""
     template = template_name(variant)
     what = variant.name if isinstance(variant, StagesVariant) else f"variant {variant.name}"
     identity: dict[str, Any] = {
@@ -143,7 +156,7 @@ def render(variant: Variant, *, templates_dir: Path | None = None) -> str:
         template = _environment(directory.resolve()).get_template(template_name(variant))
     except jinja2.TemplateNotFound as exc:
         raise ToolchainError(f"template {exc.name} not found in {directory}") from exc
-    return template.render(context(variant))
+    return template.render(context(variant), abi=library_abi(variant).bound(variant.symbol))
 
 
 def write_if_different(path: Path, text: str) -> bool:

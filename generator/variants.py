@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..templates.constants import MAX_GROUP_SIZE  # moduli per kernel: a product of 4 fits 32 bits
 from .arch import (
     ARCH_TAGS,
     MAX_REGISTERS_PER_THREAD,
@@ -113,7 +114,6 @@ _SM80_MAX_WARPS = 16
 _SM80_LOAD_BYTES = 16  # one cp.async vector of int8
 _MAX_ACCUMULATOR_REGISTERS = 128  # int32 accumulators per thread before registers spill
 _SM80_OTHER_REGISTERS = 64  # operand fragments, addresses and loop state besides accumulators
-MAX_GROUP_SIZE = 4  # moduli per kernel: the product of 4 moduli <= 256 fits 32 bits
 # sm_90a partial-CRT fold: accumulators + kept residue words per consumer thread. ptxas
 # (CUDA 13.0, 168 registers per thread in a 384-thread CTA) compiles 64 + 48 (128x128
 # cooperative, group_size 4) without spilling; 128 + 32 (128x256, group_size 2) spills.

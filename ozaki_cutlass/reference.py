@@ -28,14 +28,13 @@ from functools import lru_cache
 import numpy as np
 
 from .numerics.moduli import COARSE_BITS, K_CHUNK, CRTConstants, crt_constants
+from .templates.constants import FAST_BOUND_BITS, NO_CONSTRAINT  # shared with the kernels
 from .options import DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, resolve_moduli, validate_mode
 
 __all__ = ["DEFAULT_MODULI", "MODES", "gemm", "choose_scaling", "Scaling", "split_nonfinite", "exponents",
            "fast_shifts", "fast_bound_bits", "coarse_magnitudes", "coarse_bound", "accurate_shifts",
            "scale_to_integers", "residues", "modular_products", "crt_reconstruct", "unscale"]
 
-#: Sentinel slack for (i, j) pairs the coarse bound does not constrain (G_ij = 0).
-_NO_CONSTRAINT = 1 << 30
 
 
 # --------------------------------------------------------------------------- helpers
@@ -55,7 +54,7 @@ def _ceil_log2(x: np.ndarray) -> np.ndarray:
 
 def fast_bound_bits(k: int) -> int:
     """Quantization bits q of the fast bound: k * 2^(2q) must fit an unsigned 63-bit sum."""
-    return min(20, (63 - int(k - 1).bit_length()) // 2) if k > 1 else 20
+    return min(FAST_BOUND_BITS, (63 - int(k - 1).bit_length()) // 2) if k > 1 else FAST_BOUND_BITS
 
 
 # --------------------------------------------------------------------------- stages
@@ -146,13 +145,13 @@ def accurate_shifts(g, exps_a, exps_b, mu_fast, nu_fast, bound_exponent):
     """
     logg = _ceil_log2(g)
     c = bound_exponent + 2 * COARSE_BITS - exps_a[:, None] - exps_b[None, :] - logg
-    slack = np.where(g > 0, c - mu_fast[:, None] - nu_fast[None, :], _NO_CONSTRAINT)
+    slack = np.where(g > 0, c - mu_fast[:, None] - nu_fast[None, :], NO_CONSTRAINT)
     m, n = g.shape
-    row_min = slack.min(axis=1) if n else np.full(m, _NO_CONSTRAINT)
+    row_min = slack.min(axis=1) if n else np.full(m, NO_CONSTRAINT)
     cap_a = bound_exponent - exps_a - mu_fast
     cap_b = bound_exponent - exps_b - nu_fast
     d = np.clip(row_min // 2, 0, np.maximum(cap_a, 0))
-    col_min = (slack - d[:, None]).min(axis=0) if m else np.full(n, _NO_CONSTRAINT)
+    col_min = (slack - d[:, None]).min(axis=0) if m else np.full(n, NO_CONSTRAINT)
     gcol = np.clip(col_min, 0, np.maximum(cap_b, 0))
     return mu_fast + d, nu_fast + gcol
 

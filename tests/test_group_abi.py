@@ -1,5 +1,5 @@
-"""The fused kernels' argument checks (templates/include/ozaki/group_gemm_abi.h, C ABI
-version 2: several groups per call), run on the CPU through a host-only driver
+"""The fused kernels' argument checks (templates/include/ozaki/group_gemm_abi.h; C ABI
+generator.abi.GROUP_GEMM: several groups per call), run on the CPU through a host-only driver
 (tests/host/check_group_abi.cu): what a call with `groups` groups is refused for, and
 that each group's constants come from its own moduli. The GPU tests
 (tests/gpu/test_fused_gemm.py) run the same checks through the built kernels.
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ozaki_cutlass.generator import abi
 from ozaki_cutlass.numerics.moduli import MODULI_TABLE
 
 pytestmark = pytest.mark.nvcc
@@ -32,9 +33,12 @@ def check(tmp_path_factory):
         tc = resolve_toolchain()
     except ToolchainError as exc:
         pytest.skip(f"nvcc or CUTLASS not available: {exc}")
-    binary = tmp_path_factory.mktemp("group_abi") / "check_group_abi"
+    folder = tmp_path_factory.mktemp("group_abi")
+    binary = folder / "check_group_abi"
+    prelude = folder / "prelude.h"  # what the fused templates render before the headers
+    prelude.write_text(abi.GROUP_GEMM.prelude())
     cmd = [str(tc.nvcc), "-x", "cu", "-std=c++17", "-O1", *(f"-I{d}" for d in tc.include_dirs),
-           str(DRIVER), "-o", str(binary)]
+           "-include", str(prelude), str(DRIVER), "-o", str(binary)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(f"compiling the driver failed:\n{' '.join(cmd)}\n{proc.stderr[-4000:]}")

@@ -1,14 +1,17 @@
 """The kernels' scalar helpers, run on the CPU, against the NumPy reference bit for bit.
 
 The GPU stages are built only from `__host__ __device__` helpers of
-templates/include/ozaki/{stages.cuh, stage_fastmod.cuh, group_arith.h}. This test
-compiles tests/host/check_arithmetic.cu for the host with nvcc (no GPU needed), feeds
-it cases whose expected answers come from `ozaki_cutlass.reference` (or from exact
-Python integers where the reference has no counterpart), and asserts that every case
-matches. The checker also sweeps millions of values of the float/Barrett reductions
-against 64-bit integer arithmetic (the `sweep_*` lines below name the ranges).
+templates/include/ozaki/{scaling.h, residue_arith.h, crt_arith.h, barrett.h,
+group_arith.h}. This test compiles tests/host/check_arithmetic.cu for the host with nvcc
+(no GPU needed; the stage library's rendered ABI prelude supplies the constants and structs
+the headers need), feeds it cases whose expected answers come from
+`ozaki_cutlass.reference` (or from exact Python integers where the reference has no
+counterpart), and asserts that every case matches. The checker also sweeps millions of
+values of the float/Barrett reductions against 64-bit integer arithmetic (the `sweep_*`
+lines below name the ranges): the one Barrett reduction exhaustively over every input
+either of its call sites gives it.
 
-Deterministic (fixed seed); about 11 s on 2 cores, most of it the compilation (~9 s).
+Deterministic (fixed seed); about 15 s on 2 cores, most of it the compilation (~9 s).
 Deselect with `-m "not nvcc"`; skipped where nvcc is missing.
 """
 
@@ -25,6 +28,7 @@ import numpy as np
 import pytest
 
 from ozaki_cutlass import reference as ref
+from ozaki_cutlass.generator import abi
 from ozaki_cutlass.numerics.moduli import MODULI_TABLE, crt_constants
 from ozaki_cutlass.numerics.moduli import partial_bytes
 
@@ -34,8 +38,10 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKER = REPO / "tests" / "host" / "check_arithmetic.cu"
 INCLUDE = REPO / "templates" / "include"
 SEED = 20261201
-#: |x| bound of combine_pieces (stage_fastmod.cuh), plus one: the sweep_y range.
+#: |x| bound of combine_pieces (residue_arith.h), plus one: the sweep_y range.
 Y_MAX = 3161728
+#: The fold hands the Barrett reduction t = hi (2^16 mod m) + lo + offset in [0, 2^25).
+FOLD_RANGE = 2**25
 #: Primes above 256: a stride coprime to every modulus visits every residue class.
 STRIDE_WIDE, STRIDE_DENSE = 1009, 97
 
@@ -303,7 +309,7 @@ def gen_pattern(rng, out):
 
 
 def gen_fastmod(rng, out):
-    """pow2_mod, 32-bit Barrett (mod_u32, mod_i32), byte packing, group partials."""
+    """pow2_mod, 32-bit Barrett (barrett_reduce, mod_i32), byte packing, group partials."""
     exps = list(range(0, 70)) + [971, 972, 973, 1023, 1024, 1074, 1100, 2047]
     for m in range(2, 257):
         for e in exps + [int(v) for v in rng.integers(70, 1200, 10)]:
@@ -366,6 +372,8 @@ def gen_group_arith(rng, out):
         M = math.prod(grp)
         weights = [(M // m) * pow(M // m % m, -1, m) % M for m in grp]
         out.append(f"gconst {len(grp)} " + " ".join(map(str, grp + weights)) + f" {M} {(2**64 - 1) // M}")
+        # crt_finish<G>'s sum of G weights (< M) times bytes (<= 255): all of [0, G 255 M)
+        out.append(f"sweep_barrett64 {M} {len(grp) * 255 * M}")
         rs = [[0] * len(grp), [m - 1 for m in grp]]
         rs += [[int(rng.integers(0, m)) for m in grp] for _ in range(40)]
         for r in rs:
@@ -402,6 +410,11 @@ def sweep_lines():
         # int32 hi/lo boundaries of the fold (x = hi 2^16 + lo) around +-2^16 and +-2^23.
         for centre in (2**16, 2**32 - 2**16, 2**23, 2**32 - 2**23, 2**24):
             out.append(f"sweep_u32 {m} {centre - 2 * m} {centre + 2 * m} 1")
+        # The one Barrett reduction, exhaustively: every t < 2^25 the fold gives it, the top
+        # of the uint32 range (where its quotient estimate is furthest off) for every
+        # modulus, and all of it for the table's moduli (the CRT stages' inputs).
+        out.append(f"sweep_barrett32 {m} 0 {FOLD_RANGE}")
+        out.append(f"sweep_barrett32 {m} {0 if dense else 2**32 - 2**22} {2**32}")
     return out
 
 
@@ -418,7 +431,7 @@ def generate_cases() -> list[str]:
 #: Every tag the checker must have checked at least once.
 TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "coarse", "scale", "sres",
         "acc", "crt", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
-        "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32")
+        "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64")
 
 
 # ------------------------------------------------------------------ running the checker
@@ -461,9 +474,12 @@ def checker(tmp_path_factory) -> Path:
         nvcc = resolve_toolchain().nvcc
     except ToolchainError as exc:
         pytest.skip(f"nvcc not available: {exc}")
-    binary = tmp_path_factory.mktemp("host_checker") / "check_arithmetic"
+    folder = tmp_path_factory.mktemp("host_checker")
+    binary = folder / "check_arithmetic"
+    prelude = folder / "prelude.h"  # what stages.cu.j2 renders before the headers
+    prelude.write_text(abi.STAGES.prelude())
     cmd = [str(nvcc), "-x", "cu", "-std=c++17", "-O2", "-Xcompiler", "-ffp-contract=off",
-           "-I", str(INCLUDE), str(CHECKER), "-o", str(binary)]
+           "-I", str(INCLUDE), "-include", str(prelude), str(CHECKER), "-o", str(binary)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(f"compiling the checker failed:\n{' '.join(cmd)}\n{proc.stderr[-4000:]}")

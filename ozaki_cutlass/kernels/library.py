@@ -1,11 +1,11 @@
 """Loading generated kernel libraries: finding (or building) a variant's artifact, opening
-it, checking its ABI, and turning a non-zero status into a typed error.
+it, binding its entry points and checking its ABI, and turning a non-zero status into a
+typed error.
 
-A built artifact is a shared library exporting ``<symbol>_run`` and friends (ABI in
-``templates/include/ozaki/int8_gemm_entry.h``). This module opens it with ctypes, checks
-the ABI and the variant name, and wraps the calls so a non-zero status raises a typed
-error carrying the library's own message. Device pointers and streams come from
-``ozaki_cutlass._cuda`` (cuda-python) or any framework: they are plain integers here.
+A built artifact is a shared library exporting ``<symbol>_<entry>`` for every entry of its
+kind's ABI (``ozaki_cutlass.generator.abi``: one description gives the C prototypes the
+templates render and the ctypes signatures bound here). Device pointers and streams are
+plain integers here.
 """
 
 from __future__ import annotations
@@ -13,19 +13,14 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from ..generator import environment
-from ..generator import Artifact, build, find_artifact, list_artifacts
+from ..generator import Artifact, abi, build, environment, find_artifact, list_artifacts
+from ..generator.abi import LibraryAbi
 from ..generator.errors import ToolchainError
 
 log = logging.getLogger(__name__)
-
-ABI_VERSION = 1
-GROUP_ABI_VERSION = 2  # the fused kernels (ozaki::kGroupAbiVersion, group_gemm_abi.h)
-_i64 = ctypes.c_int64
-_int = ctypes.c_int
-_ptr = ctypes.c_void_p
 
 
 class KernelError(RuntimeError):
@@ -38,57 +33,61 @@ class UnsupportedProblem(ValueError):
 
 def raise_for_status(status: int, last_error, where: str) -> None:
     """Turn a generated library's status into an exception with its own message:
-    1 -> UnsupportedProblem (checked before any CUDA call), 2 -> KernelError."""
-    if status == 0:
+    STATUS_UNSUPPORTED -> UnsupportedProblem (checked before any CUDA call), any other
+    non-zero status -> KernelError."""
+    if status == abi.STATUS_OK:
         return
     message = last_error().decode(errors="replace")
-    if status == 1:
+    if status == abi.STATUS_UNSUPPORTED:
         raise UnsupportedProblem(f"{where}: {message}")
     raise KernelError(f"{where}: {message}")
 
 
-def open_library(library: Path, symbol: str, name: str, abi_version: int = ABI_VERSION) -> ctypes.CDLL:
-    """``library`` opened with ctypes after checking its ABI version and variant name."""
-    lib = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
-    abi = getattr(lib, f"{symbol}_abi_version")
-    abi.restype, abi.argtypes = _int, []
-    if abi() != abi_version:
-        raise KernelError(f"{library}: ABI version {abi()} (this runtime speaks {abi_version})")
-    got = getattr(lib, f"{symbol}_name")
-    got.restype, got.argtypes = ctypes.c_char_p, []
-    if got().decode() != name:
-        raise KernelError(f"{library}: built for variant {got().decode()!r}, expected {name!r}")
-    err = getattr(lib, f"{symbol}_last_error")
-    err.restype, err.argtypes = ctypes.c_char_p, []
-    return lib
+def bind(lib, spec: LibraryAbi, symbol: str, names=None) -> dict[str, Callable]:
+    """``<symbol>_<entry>`` of ``lib`` for the entries of ``spec`` (those in ``names``, or
+    all), each with the spec's ctypes signature: the one place the runtime sets argtypes."""
+    functions = {}
+    for entry in spec.entries:
+        if names is None or entry.name in names:
+            fn = getattr(lib, f"{symbol}_{entry.name}")
+            fn.restype, fn.argtypes = entry.restype, entry.argtypes
+            functions[entry.name] = fn
+    return functions
 
 
 class GeneratedLibrary:
-    """A loaded generated library: ``<symbol>_run`` with its argument types, the
-    workspace query, and status checking with the library's own message."""
+    """A loaded generated library of one ABI kind (``ABI``): its entry points bound, its
+    ABI version and variant name checked, and calls whose non-zero status raises with the
+    library's own message."""
 
-    RUN_ARGTYPES: list = []
-    WORKSPACE_ARGTYPES = [_int, _int, _int, _int]
-    ABI = ABI_VERSION
+    ABI: LibraryAbi
 
     def __init__(self, artifact: Artifact):
         self.artifact = artifact
         self.variant = artifact.variant
-        sym = artifact.symbol
-        self._lib = open_library(Path(artifact.library_path), sym, self.variant.name, self.ABI)
-        self._run = getattr(self._lib, f"{sym}_run")
-        self._run.restype, self._run.argtypes = _int, self.RUN_ARGTYPES
-        if self.WORKSPACE_ARGTYPES is not None:  # None: a library without a workspace query
-            self._ws = getattr(self._lib, f"{sym}_workspace_size")
-            self._ws.restype, self._ws.argtypes = ctypes.c_size_t, self.WORKSPACE_ARGTYPES
-        self._err = getattr(self._lib, f"{sym}_last_error")
+        path = Path(artifact.library_path)
+        self._lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        # The identity first: a library of another ABI may lack the other entries.
+        identity = bind(self._lib, self.ABI, artifact.symbol, ("abi_version", "name"))
+        version = identity["abi_version"]()
+        if version != self.ABI.version:
+            raise KernelError(f"{path}: ABI version {version} (this runtime speaks {self.ABI.version})")
+        built_for = identity["name"]().decode()
+        if built_for != self.variant.name:
+            raise KernelError(f"{path}: built for variant {built_for!r}, expected {self.variant.name!r}")
+        self._fn = bind(self._lib, self.ABI, artifact.symbol)
 
     @property
     def name(self) -> str:
         return self.variant.name
 
-    def _check(self, status: int) -> None:
-        raise_for_status(status, self._err, self.name)
+    def _call(self, entry: str, *args, where: str | None = None) -> None:
+        """Entry ``entry`` with ``args``; a non-zero status raises (see raise_for_status)."""
+        raise_for_status(self._fn[entry](*args), self._fn["last_error"], where or self.name)
+
+    def _array(self, entry: str, param: str, values):
+        """``values`` as the host array parameter ``param`` of ``entry`` takes it."""
+        return self.ABI.entry(entry).host_array(param, values)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"

@@ -1,33 +1,27 @@
 """The generated tile-local prologue GEMM (the opt-in ``path="prologue"`` prototype): CTAs
 read float64 tiles, make their modulus' int8 residues on chip, and write int32 planes.
-ABI: templates/include/ozaki/prologue_gemm.h."""
+C ABI: ``ozaki_cutlass.generator.abi.PROLOGUE``."""
 
 from __future__ import annotations
 
-import ctypes
-
+from ..generator import abi
 from ..generator.prologue import PrologueVariant, default_prologue_variant
 from .library import GeneratedLibrary, load_library
 
 __all__ = ["PrologueGemm", "load_prologue_gemm"]
 
-_i64, _int, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
-
 
 class PrologueGemm(GeneratedLibrary):
-    """One built prologue kernel (ABI: templates/include/ozaki/prologue_gemm.h)."""
+    """One built prologue kernel."""
 
-    RUN_ARGTYPES = [_i64, _i64, _i64, _i64, _i64, _i64, _int, ctypes.POINTER(ctypes.c_int32),
-                    _ptr, _i64, _i64, _ptr, _ptr, _i64, _i64, _ptr, _ptr, _i64, _i64, _ptr]
-    WORKSPACE_ARGTYPES = None  # it needs none
+    ABI = abi.PROLOGUE
 
     def __call__(self, m, n, n_out, k, k_begin, k_len, moduli, a, a_vs, a_es, mu, b, b_vs, b_es, nu,
                  c, ldc, plane_stride, stream=0) -> None:
         """int32 planes c[g] (g < len(moduli)) of the residue products over k in
         [k_begin, k_begin + k_len); pointers and the stream are integer handles."""
-        mods = (ctypes.c_int32 * len(moduli))(*moduli)
-        self._check(self._run(m, n, n_out, k, k_begin, k_len, len(moduli), mods, a, a_vs, a_es, mu,
-                              b, b_vs, b_es, nu, c, ldc, plane_stride, stream or None))
+        self._call("run", m, n, n_out, k, k_begin, k_len, len(moduli), self._array("run", "moduli", moduli),
+                   a, a_vs, a_es, mu, b, b_vs, b_es, nu, c, ldc, plane_stride, stream or None)
 
 
 def load_prologue_gemm(variant: PrologueVariant | None = None, out_dir=None, *,

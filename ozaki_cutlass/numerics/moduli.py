@@ -28,24 +28,12 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-#: Pairwise coprime moduli, largest first; a count N uses the first N.
-MODULI_TABLE: tuple[int, ...] = (
-    256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
-    223, 217, 211, 199, 197, 193, 191, 181, 179, 173,
-)
+# The constants the kernels share (MODULI_TABLE, MAX_MODULI, LIMB_BITS, K_CHUNK,
+# COARSE_BITS, partial_bytes) live with the kernels; the generator renders them in.
+from ..templates.constants import (COARSE_BITS, K_CHUNK, LIMB_BITS, MAX_MODULI,  # noqa: F401
+                                   MODULI_TABLE, partial_bytes)
+
 MIN_MODULI = 2
-MAX_MODULI = len(MODULI_TABLE)
-
-#: Bits per limb of the fixed-point CRT weights.
-LIMB_BITS = 40
-
-#: Longest k one int32 accumulation covers exactly: |r_a r_b| <= 128 * 128 = 2^14, so
-#: k * 2^14 must stay below 2^31. Larger k is cut into chunks of this length (a multiple
-#: of 128, so chunks stay aligned for the INT8 kernels).
-K_CHUNK = 2**17 - 128
-
-#: Coarse magnitudes for the accurate bound are ceil(2^(COARSE_BITS - E) |x|) <= 2^COARSE_BITS.
-COARSE_BITS = 6
 
 #: Relative safety margin between the scaling bound and P/2.
 BOUND_MARGIN_BITS = 20
@@ -157,13 +145,6 @@ def symmetric_residue(value: int, modulus: int) -> int:
 
 
 # --- modulus groups of the fused kernels -----------------------------------------------
-def partial_bytes(group_size: int) -> int:
-    """Bytes of one stored group partial: 1 for a group of one modulus, else 4 (mirrors
-    partial_bytes in templates/include/ozaki/group_arith.h; tests/test_host_arithmetic.py
-    checks that they agree)."""
-    return 1 if group_size == 1 else 4
-
-
 def group_sizes(count: int, group: int) -> list[int]:
     """``count`` moduli in ceil(count / group) groups whose sizes differ by at most one."""
     ngroups = -(-count // group)

@@ -18,9 +18,12 @@ from ozaki_cutlass.generator import (
     load_metadata,
     resolve_toolchain,
 )
-from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir
+from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir, library_abi
 
-ENTRY_POINTS = ("run", "workspace_size", "name", "abi_version", "last_error")
+
+def entry_points(variant) -> set[str]:
+    """The functions the variant's library must export: every entry of its kind's ABI."""
+    return {f"{variant.symbol}_{e.name}" for e in library_abi(variant).entries}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,7 @@ def test_real_build_exports_the_entry_points(real_toolchain, tmp_path, arch, cap
     assert report.compiled == (variant.name,)
     assert artifact.library_path.is_file()
     exported = exported_functions(artifact.library_path)
-    assert {f"{variant.symbol}_{e}" for e in ENTRY_POINTS} <= exported
+    assert entry_points(variant) <= exported
     # Hidden visibility: the library exports our entry points and nothing of CUTLASS's.
     assert not [s for s in exported if "cutlass" in s.lower()]
     seconds = load_metadata(artifact.directory)["build_seconds"]
@@ -83,7 +86,8 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
 
     variant = StagesVariant(arch=Arch.SM90A)
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
-    st = Stages(artifact)
+    assert entry_points(variant) <= exported_functions(artifact.library_path)
+    st = Stages(artifact)  # binds every entry of the stages ABI, checks CrtConstants' size
     with pytest.raises(UnsupportedProblem, match="k"):
         st.scan(1 << 20, 4, -1, 1, 1, 100, 1 << 20, 1 << 20, 1 << 20, 0)
 
@@ -101,7 +105,7 @@ def test_real_fused_build_binds(real_toolchain, tmp_path, arch):
     variant = catalog(arch, epilogue=Epilogue.PARTIAL_CRT)[0]
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
     assert not [s for s in exported_functions(artifact.library_path) if "cutlass" in s.lower()]
-    assert {f"{variant.symbol}_{e}" for e in ENTRY_POINTS} <= exported_functions(artifact.library_path)
+    assert entry_points(variant) <= exported_functions(artifact.library_path)
     kernel = GroupGemm(artifact)  # opening it checks the ABI version (2) and the name
     g, kp = variant.group_size, variant.tile_k
     n = 16  # a whole TMA store row for one-byte and for uint32 partials

@@ -64,6 +64,17 @@ def test_a_variable_of_the_other_arch_fails(tmp_path):
         render(default_variant("sm_80"), templates_dir=templates)
 
 
+def test_templates_get_their_abi_and_an_unknown_entry_fails(tmp_path):
+    v = default_variant("sm_90a")
+    ok = write_templates(tmp_path / "ok", sm90='{{ abi.prototype("name") }} { return "x"; }\n'
+                                             "// version {{ abi.version }}\n")
+    text = render(v, templates_dir=ok)
+    assert f"OZAKI_EXPORT const char* {v.symbol}_name(void) {{" in text and "// version 1\n" in text
+    bad = write_templates(tmp_path / "bad", sm90='{{ abi.prototype("rnu") }} {}\n')
+    with pytest.raises(KeyError, match="rnu"):
+        render(v, templates_dir=bad)
+
+
 def test_a_missing_template_is_a_toolchain_error(tmp_path):
     with pytest.raises(ToolchainError, match="int8_gemm_sm90.cu.j2 not found"):
         render(default_variant("sm_90a"), templates_dir=tmp_path)

@@ -1,16 +1,21 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // Host-only checker of the pure arithmetic helpers that the GPU kernels are built from:
-//   ozaki/stages.cuh        (scan, scaling, residues, CRT, unscale, NaN/Inf pattern)
-//   ozaki/stage_fastmod.cuh (float-pipe residues, 32-bit Barrett; included by stages.cuh)
-//   ozaki/group_arith.h     (fused modulus-group fold and partial CRT)
+//   ozaki/scaling.h        (scan, coarse magnitudes, accurate shifts)
+//   ozaki/residue_arith.h  (float-pipe residues of the scaled integers)
+//   ozaki/crt_arith.h      (CRT limb sums, double-word finish, unscale, NaN/Inf pattern)
+//   ozaki/barrett.h        (the one Barrett reduction: stage CRT inputs, the fused fold,
+//                           the fused epilogue's 64-bit partial CRT)
+//   ozaki/group_arith.h    (fused modulus-group fold and partial CRT)
 // Every helper is __host__ __device__, so calling it here on the CPU runs the same source
 // the kernels run (the device-only intrinsics have exact host twins in the headers).
 // Nothing touches a GPU.
 //
-// Build (tests/test_host_arithmetic.py does this):
+// Build (tests/test_host_arithmetic.py does this; prelude.h is the stage library's
+// rendered ABI prelude, ozaki_cutlass.generator.abi.STAGES.prelude(): the constants and
+// structs these headers need):
 //   nvcc -x cu -std=c++17 -O2 -Xcompiler -ffp-contract=off -I templates/include \
-//        tests/host/check_arithmetic.cu -o check_arithmetic
+//        -include prelude.h tests/host/check_arithmetic.cu -o check_arithmetic
 // -ffp-contract=off matters: the reference's double sequences contain no FMAs, and the
 // host fallbacks of add_rn/mul_rn are plain operators.
 //
@@ -39,8 +44,11 @@
 #include <string>
 #include <vector>
 
+#include "ozaki/barrett.h"
+#include "ozaki/crt_arith.h"
 #include "ozaki/group_arith.h"
-#include "ozaki/stages.cuh"
+#include "ozaki/residue_arith.h"
+#include "ozaki/scaling.h"
 
 namespace st = ozaki::stages;
 
@@ -59,12 +67,12 @@ double double_from_hex(const std::string& s) {
 
 // Bitwise equality, any NaN equal to any NaN (NumPy does not promise a NaN payload).
 bool same_double(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || st::double_bits(a) == st::double_bits(b);
+  return (std::isnan(a) && std::isnan(b)) || ozaki::double_bits(a) == ozaki::double_bits(b);
 }
 
 std::string hex_of(double d) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%" PRIx64, st::double_bits(d));
+  std::snprintf(buf, sizeof buf, "%" PRIx64, ozaki::double_bits(d));
   return buf;
 }
 
@@ -158,9 +166,58 @@ bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, 
   return true;
 }
 
-// The old (double) residue path: decompose_integer + residue + symmetric_residue.
+// --- the double path: a second, independent route to the residues ---------------------
+// The kernels' first residue path, kept here as a twin of the FP32 one: an integer-valued
+// finite double split as in reference.residues (|a| < 2^53 is the integer `value`; larger
+// |a| = value * 2^exp with value the 53-bit integer mantissa), reduced with 64-bit `%`.
+struct IntegerDouble {
+  bool negative;
+  uint64_t value;
+  int exp;  // 0 for |a| < 2^53, else frexp exponent - 53 (> 0)
+};
+
+IntegerDouble decompose_integer(double a) {
+  IntegerDouble d;
+  d.negative = a < 0.0;
+  const double magnitude = std::fabs(a);
+  if (magnitude < 9007199254740992.0) {  // 2^53
+    d.value = static_cast<uint64_t>(magnitude);
+    d.exp = 0;
+  } else {
+    const uint64_t bits = ozaki::double_bits(magnitude);
+    d.value = (bits & 0x000fffffffffffffull) | 0x0010000000000000ull;
+    d.exp = static_cast<int>(bits >> 52) - 1075;  // (biased - 1022) - 53
+  }
+  return d;
+}
+
+// The residue of the integer in [0, m).
+uint32_t residue_of(const IntegerDouble& d, uint32_t m) {
+  uint32_t r = static_cast<uint32_t>(d.value % m);
+  if (d.exp > 0) r = r * st::pow2_mod(d.exp, m) % m;
+  if (d.negative) r = (m - r) % m;
+  return r;
+}
+
+// The stored (symmetric) residue: r >= (m + 1) / 2 maps to r - m; 256's 128 is -128.
+int8_t symmetric_residue(uint32_t r, uint32_t m) {
+  const int32_t s = r >= (m + 1) / 2 ? static_cast<int32_t>(r) - static_cast<int32_t>(m)
+                                     : static_cast<int32_t>(r);
+  return static_cast<int8_t>(s);
+}
+
+// trunc(ldexp(x, shift)) for finite x (reference.scale_to_integers).
+double scale_to_integer(double x, int shift) { return std::trunc(std::ldexp(x, shift)); }
+
+// c mod m in [0, m) with the hardware's division: the obvious twin of mod_i32.
+int32_t positive_mod(int32_t c, int32_t m) {
+  const int32_t r = c % m;
+  return r < 0 ? r + m : r;
+}
+
+// The double path end to end: decompose_integer + residue_of + symmetric_residue.
 int old_residue(double integer_valued, uint32_t m) {
-  return st::symmetric_residue(st::residue(st::decompose_integer(integer_valued), m), m);
+  return symmetric_residue(residue_of(decompose_integer(integer_valued), m), m);
 }
 
 // ozaki::crt_finish<G> with a runtime G.
@@ -237,7 +294,7 @@ bool check_pmod(Fields& f, const std::string& tag) {
   const int32_t want = static_cast<int32_t>(f.i());
   if (!f.ok()) return false;
   count(tag);
-  expect_eq(tag, "positive_mod", st::positive_mod(c, m), want);
+  expect_eq(tag, "positive_mod", positive_mod(c, m), want);
   return true;
 }
 
@@ -297,7 +354,7 @@ bool check_scale(Fields& f, const std::string& tag) {
   count(tag);
   static const uint32_t table[20] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
                                      223, 217, 211, 199, 197, 193, 191, 181, 179, 173};
-  const double xi = std::isfinite(x) ? st::scale_to_integer(x, shift) : 0.0;
+  const double xi = std::isfinite(x) ? scale_to_integer(x, shift) : 0.0;
   const st::ScaledInteger sv = st::scaled_integer(x, shift);
   for (int g = 0; g < n; ++g) {
     const std::string what = "double path m=" + std::to_string(table[g]);
@@ -320,12 +377,11 @@ bool check_sres(Fields& f, const std::string& tag) {
   if (!f.ok() || g_sres_moduli.empty()) return false;
   count(tag);
   const st::ScaledInteger sv = st::scaled_integer(a, shift);
-  const st::IntegerDouble d =
-      st::decompose_integer(std::isfinite(a) ? st::scale_to_integer(a, shift) : 0.0);
+  const IntegerDouble d = decompose_integer(std::isfinite(a) ? scale_to_integer(a, shift) : 0.0);
   for (size_t g = 0; g < want.size(); ++g) {
     const uint32_t m = g_sres_moduli[g];
     const std::string what = "double path m=" + std::to_string(m);
-    if (!expect_eq(tag, what.c_str(), static_cast<int>(st::symmetric_residue(st::residue(d, m), m)),
+    if (!expect_eq(tag, what.c_str(), static_cast<int>(symmetric_residue(residue_of(d, m), m)),
                    want[g]))
       break;
     if (!check_fastmod_residue(tag, sv, m, want[g])) break;
@@ -348,7 +404,7 @@ bool check_acc(Fields& f, const std::string& tag) {
   count(tag);
   std::vector<int64_t> d(m);
   for (long long i = 0; i < m; ++i) {
-    int64_t row_min = st::kNoConstraint;
+    int64_t row_min = ozaki::kNoConstraint;
     for (long long j = 0; j < n; ++j) {
       const int64_t s = st::coarse_slack(g[i * n + j], ea[i], eb[j], muf[i], nuf[j], pb);
       row_min = s < row_min ? s : row_min;
@@ -357,7 +413,7 @@ bool check_acc(Fields& f, const std::string& tag) {
     if (!expect_eq<int64_t>(tag, "mu", muf[i] + d[i], mue[i])) return true;
   }
   for (long long j = 0; j < n; ++j) {
-    int64_t col_min = st::kNoConstraint;
+    int64_t col_min = ozaki::kNoConstraint;
     for (long long i = 0; i < m; ++i) {
       const int64_t s = st::coarse_slack(g[i * n + j], ea[i], eb[j], muf[i], nuf[j], pb) - d[i];
       col_min = s < col_min ? s : col_min;
@@ -405,16 +461,16 @@ bool check_crt(Fields& f, const std::string& tag) {
   const double want_x = f.hex(), want_y = f.hex();
   if (!f.ok()) return false;
   count(tag);
-  double sums_a[st::kMaxLimbs] = {0, 0, 0, 0};
-  double sums_b[st::kMaxLimbs] = {0, 0, 0, 0};
+  double sums_a[ozaki::kMaxLimbs] = {0, 0, 0, 0};
+  double sums_b[ozaki::kMaxLimbs] = {0, 0, 0, 0};
   for (int g = 0; g < n; ++g) {
     const int32_t mod = c.moduli[g];
     const int32_t chunks[3] = {r[g] - 7 * mod + 5, -5 - 3 * mod, 2000000000 / mod * mod};
     int64_t sum_a = 0, sum_b = 0;
     const uint32_t um = static_cast<uint32_t>(mod);
     for (int32_t v : chunks) {
-      sum_a += st::positive_mod(v, mod);
-      sum_b += st::mod_i32(v, um, st::barrett_magic(um), st::signed_offset(um));
+      sum_a += positive_mod(v, mod);
+      sum_b += ozaki::mod_i32(v, um, ozaki::barrett_magic(um), ozaki::signed_offset(um));
     }
     st::crt_add_residue(c, g, static_cast<int32_t>(sum_a % mod), sums_a);
     st::crt_add_residue(c, g, static_cast<int32_t>(sum_b % mod), sums_b);
@@ -467,13 +523,13 @@ bool check_p2(Fields& f, const std::string& tag) {
   return true;
 }
 
-// bmod <u32> <m> <u % m>       mod_u32 (32-bit Barrett)
+// bmod <u32> <m> <u % m>       barrett_reduce on 32-bit words
 bool check_bmod(Fields& f, const std::string& tag) {
   const uint32_t u = static_cast<uint32_t>(f.u()), m = static_cast<uint32_t>(f.u());
   const uint32_t want = static_cast<uint32_t>(f.u());
   if (!f.ok()) return false;
   count(tag);
-  expect_eq(tag, "mod_u32", st::mod_u32(u, m, st::barrett_magic(m)), want);
+  expect_eq(tag, "barrett_reduce", ozaki::barrett_reduce(u, m, ozaki::barrett_magic(m)), want);
   return true;
 }
 
@@ -483,7 +539,7 @@ bool check_imod(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u()), want = static_cast<uint32_t>(f.u());
   if (!f.ok()) return false;
   count(tag);
-  if (expect_eq(tag, "mod_i32", st::mod_i32(c, m, st::barrett_magic(m), st::signed_offset(m)), want) &&
+  if (expect_eq(tag, "mod_i32", ozaki::mod_i32(c, m, ozaki::barrett_magic(m), ozaki::signed_offset(m)), want) &&
       m >= 2 && m <= 256)
     expect_eq(tag, "group_arith residue", ozaki::residue(c, ozaki::ModulusFold::make(m)), want);
   return true;
@@ -491,7 +547,7 @@ bool check_imod(Fields& f, const std::string& tag) {
 
 // grp <count> <#groups> <sizes...> <r_0..r_{count-1}> <partials...>: with X mod M_gr
 // (M_gr the product of a group of consecutive table moduli) every r_g = X mod m_g
-// follows through mod_u32 (P_combine_unscale's reduction of the partial CRT values).
+// follows through barrett_reduce (P_combine_unscale's reduction of the partial CRT values).
 bool check_grp(Fields& f, const std::string& tag) {
   const int n = static_cast<int>(f.i()), ngroups = static_cast<int>(f.i());
   if (!f.ok() || n < 1 || n > 20 || ngroups < 1 || ngroups > 20) return false;
@@ -508,8 +564,8 @@ bool check_grp(Fields& f, const std::string& tag) {
   for (int gr = 0; gr < ngroups; ++gr) {
     for (int t = 0; t < sizes[gr]; ++t, ++g) {
       if (g >= n) return false;
-      const std::string what = "mod_u32 of partial " + std::to_string(gr) + " m=" + std::to_string(table[g]);
-      if (!expect_eq(tag, what.c_str(), st::mod_u32(parts[gr], table[g], st::barrett_magic(table[g])),
+      const std::string what = "barrett_reduce of partial " + std::to_string(gr) + " m=" + std::to_string(table[g]);
+      if (!expect_eq(tag, what.c_str(), ozaki::barrett_reduce(parts[gr], table[g], ozaki::barrett_magic(table[g])),
                      static_cast<uint32_t>(r[g])))
         return true;
     }
@@ -676,13 +732,13 @@ bool sweep_rf(Fields& f, const std::string& tag) {
 }
 
 // sweep_u32 <m> <lo> <hi> <stride>: every u = lo, lo + stride, ... < hi (0 <= u < 2^32):
-// mod_u32(u) = u % m, and for c = int32(u): mod_i32(c) = c % m (Python's %) and, for
+// barrett_reduce(u) = u % m, and for c = int32(u): mod_i32(c) = c % m (Python's %) and, for
 // m <= 256, the fused fold ozaki::residue(c) = c % m.
 bool sweep_u32(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u());
   const unsigned long long lo = f.u(), hi = f.u(), stride = f.u();
   if (!f.ok() || m < 2 || m > 65536 || stride < 1 || hi > (1ull << 32) || lo > hi) return false;
-  const uint32_t magic = st::barrett_magic(m), offset = st::signed_offset(m);
+  const uint32_t magic = ozaki::barrett_magic(m), offset = ozaki::signed_offset(m);
   const bool fold_ok = m <= 256;
   const ozaki::ModulusFold fold = ozaki::ModulusFold::make(fold_ok ? m : 2);
   long long n = 0, bad = 0;
@@ -692,8 +748,8 @@ bool sweep_u32(Fields& f, const std::string& tag) {
     const int32_t c = static_cast<int32_t>(u32);
     const uint32_t want_c = static_cast<uint32_t>(py_mod(c, m));
     const char* what = nullptr;
-    if (st::mod_u32(u32, m, magic) != u % m) what = "mod_u32";
-    else if (st::mod_i32(c, m, magic, offset) != want_c) what = "mod_i32";
+    if (ozaki::barrett_reduce(u32, m, magic) != u % m) what = "barrett_reduce";
+    else if (ozaki::mod_i32(c, m, magic, offset) != want_c) what = "mod_i32";
     else if (fold_ok && ozaki::residue(c, fold) != want_c) what = "group_arith residue";
     else if (c >= 0 && !same_double(st::small_int_to_double(c), static_cast<double>(c)))
       what = "small_int_to_double";  // the CRT kernels' conversion of residues
@@ -702,6 +758,48 @@ bool sweep_u32(Fields& f, const std::string& tag) {
   count(tag, n);
   if (bad) mismatch(tag, std::to_string(bad) + " values, first " + first, bad);
   return true;
+}
+
+// Checks barrett_reduce(u) for u = every end of every period [q m, q m + m) of m that meets
+// [lo, hi): the quotient estimate mulhi(u, magic) is non-decreasing in u, so it is right
+// (floor(u / m) or one less, then corrected) for all u of a period when it is at both
+// ends: exhaustive over [lo, hi). The want values need no division (u - q m at the ends).
+template <class U>
+bool sweep_barrett(const std::string& tag, U m, unsigned __int128 lo, unsigned __int128 hi) {
+  const U magic = ozaki::barrett_magic(m);
+  long long n = 0, bad = 0;
+  std::string first;
+  auto check = [&](U u, U want) {
+    ++n;
+    if (ozaki::barrett_reduce(u, m, magic) != want && bad++ == 0) {
+      first = "u=" + std::to_string(static_cast<unsigned long long>(u));
+    }
+  };
+  for (unsigned __int128 base = lo - lo % m; base < hi; base += m) {
+    const unsigned __int128 first_u = base < lo ? lo : base;
+    const unsigned __int128 last_u = base + m - 1 < hi - 1 ? base + m - 1 : hi - 1;
+    check(static_cast<U>(first_u), static_cast<U>(first_u - base));
+    check(static_cast<U>(last_u), static_cast<U>(last_u - base));
+  }
+  count(tag, n);
+  if (bad) mismatch(tag, std::to_string(bad) + " values, first " + first, bad);
+  return true;
+}
+
+// sweep_barrett32 <m> <lo> <hi>: barrett_reduce on 32-bit words, exhaustive over
+// [lo, hi) (0 <= lo < hi <= 2^32; see sweep_barrett).
+bool sweep_barrett32(Fields& f, const std::string& tag) {
+  const unsigned long long m = f.u(), lo = f.u(), hi = f.u();
+  if (!f.ok() || m < 2 || m > (1ull << 31) || lo >= hi || hi > (1ull << 32)) return false;
+  return sweep_barrett<uint32_t>(tag, static_cast<uint32_t>(m), lo, hi);
+}
+
+// sweep_barrett64 <M> <hi>: barrett_reduce on 64-bit words, exhaustive over [0, hi)
+// (hi <= 2^64 - 1; see sweep_barrett): the partial CRT sums of crt_finish<G>.
+bool sweep_barrett64(Fields& f, const std::string& tag) {
+  const unsigned long long m = f.u(), hi = f.u();
+  if (!f.ok() || m < 2 || m > (1ull << 63) || hi < 1) return false;
+  return sweep_barrett<uint64_t>(tag, m, 0, hi);
 }
 
 using Check = bool (*)(Fields&, const std::string&);
@@ -718,6 +816,7 @@ const std::map<std::string, Check>& checks() {
       {"gbad", check_gbad},       {"gcrt", check_gcrt},        {"gbytes", check_gbytes},
       {"sweep_y", sweep_y},
       {"sweep_rf", sweep_rf},     {"sweep_u32", sweep_u32},
+      {"sweep_barrett32", sweep_barrett32},                    {"sweep_barrett64", sweep_barrett64},
   };
   return table;
 }

@@ -5,7 +5,8 @@
 // per line from stdin,
 //   G m n k_pad groups lda ldb ldx stride_x tile_k moduli...
 // (pointers are fixed 16-byte-aligned dummies; G is 1 or 4, the kernels' extremes), and
-// prints "ok" with each group's product of moduli, or "refused <message>".
+// prints "ok" with each group's product of moduli, or "refused <message>". Built with the
+// fused kernels' rendered ABI prelude (-include, tests/test_group_abi.py).
 
 #include <cstdint>
 #include <iostream>

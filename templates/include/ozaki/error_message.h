@@ -1,7 +1,7 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // The text behind every generated library's `P_last_error` (the GEMM entry points of
-// int8_gemm_entry.h and the stage kernels of stages.cuh). One per thread and per library
+// int8_gemm_entry.h and the stage kernels' stage_launch.cuh). One per thread and per library
 // (the template owns the `thread_local` instance); fixed size, so setting it never
 // allocates or throws. Plain C++: no CUDA, no CUTLASS.
 

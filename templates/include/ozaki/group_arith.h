@@ -2,7 +2,8 @@
 //
 // Exact small-modulus arithmetic of the fused modulus-group GEMM, shared by the mainloop
 // fold (group_mma_sm90.h) and the partial-CRT epilogue node (partial_crt.h). Plain C++
-// usable on the host and the device (no CUTLASS), so it can be tested on a CPU.
+// usable on the host and the device (no CUTLASS; the kernel constants come from the
+// rendered prelude), so it can be tested on a CPU (tests/host/check_arithmetic.cu).
 //
 // A group is G <= 4 pairwise coprime moduli m_g in [2, 256]:
 //  - the fold maps modulus g's int32 accumulator (two's complement, wrapped) to
@@ -19,43 +20,46 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define OZAKI_HD __host__ __device__ __forceinline__
-#else
-#define OZAKI_HD inline
-#endif
+#include "ozaki/barrett.h"
+#include "ozaki/bits.h"
+#include "ozaki/constants.h"
 
 namespace ozaki {
 
-inline constexpr int kMaxGroupSize = 4;
 inline constexpr uint32_t kMinModulus = 2;
 inline constexpr uint32_t kMaxModulus = 256;
 
-// How a group partial X mod M is stored: one byte for a group of one modulus (M <= 256),
-// else 4 bytes (M < 2^32). The fused kernels store it so; the combine kernel reads it so;
-// ozaki_cutlass.numerics.partial_bytes mirrors it (checked by tests/test_host_arithmetic.py).
+// How a group partial X mod M is stored: kPartialBytes[G] bytes, one for a group of one
+// modulus (M <= 256), else 4 (M < 2^32). The fused kernels store it so, the combine kernel
+// reads it so.
 template <int G>
-using PartialElement = std::conditional_t<G == 1, uint8_t, uint32_t>;
+using PartialElement = std::conditional_t<kPartialBytes[G] == 1, uint8_t, uint32_t>;
 
-OZAKI_HD constexpr int partial_bytes(int group_size) { return group_size == 1 ? 1 : 4; }
+constexpr int partial_bytes(int group_size) { return kPartialBytes[group_size]; }
+
+constexpr bool partials_are_bytes_or_words() {
+  for (int g = 1; g <= kMaxGroupSize; ++g) {
+    if (partial_bytes(g) != 1 && partial_bytes(g) != 4) return false;
+  }
+  return partial_bytes(1) == 1;  // a one-modulus partial is its residue byte
+}
+static_assert(partials_are_bytes_or_words(), "a group partial is stored as uint8_t or uint32_t");
 
 // Everything the fold needs to reduce an int32 modulo m (m in [2, 256]) with 32-bit
 // integer multiplies only (few live registers: the fold runs next to the accumulators).
 // With x = hi * 2^16 + lo (hi = x >> 16 arithmetic, lo = x & 0xffff):
 //   t = hi * (2^16 mod m) + lo + offset  ≡ x (mod m),  0 <= t < 2^25,
 // where offset = m * ceil(2^23 / m) keeps t non-negative (|hi * (2^16 mod m)| < 2^23).
-// Then q = mulhi(t, magic) with magic = ceil(2^32 / m) = (2^32 + e) / m, 0 <= e < m:
-// t magic / 2^32 = t / m + t e / (m 2^32) < t / m + 2^-7, so q is floor(t / m), or one more
-// (possible only for m > 128), and r = t - q m needs at most one correction (+m).
+// Then t mod m by the tree's one Barrett reduction (barrett.h).
 struct ModulusFold {
-  uint32_t magic = 0;     // ceil(2^32 / m)
+  uint32_t magic = 0;     // barrett_magic(m)
   uint32_t modulus = 0;   // m
   uint32_t two16_mod = 0; // 2^16 mod m
   uint32_t offset = 0;    // m * ceil(2^23 / m)
 
   static ModulusFold make(uint32_t m) {
     ModulusFold f;
-    f.magic = static_cast<uint32_t>(((uint64_t(1) << 32) + m - 1) / m);
+    f.magic = barrett_magic(m);
     f.modulus = m;
     f.two16_mod = (uint32_t(1) << 16) % m;
     f.offset = m * (((uint32_t(1) << 23) + m - 1) / m);
@@ -63,45 +67,23 @@ struct ModulusFold {
   }
 };
 
-namespace detail {
-
-OZAKI_HD uint32_t mulhi32(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(a, b);
-#else
-  return static_cast<uint32_t>((uint64_t(a) * b) >> 32);
-#endif
-}
-
-OZAKI_HD uint64_t mulhi64(uint64_t a, uint64_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umul64hi(a, b);
-#else
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
-#endif
-}
-
-}  // namespace detail
-
 // acc mod m in [0, m) for a (wrapped) int32 accumulator; see ModulusFold.
 OZAKI_HD uint32_t residue(int32_t acc, const ModulusFold& f) {
   const int32_t hi = acc >> 16;  // arithmetic shift: floor(acc / 2^16)
   const uint32_t lo = static_cast<uint32_t>(acc) & 0xffffu;
   const uint32_t t = static_cast<uint32_t>(hi * static_cast<int32_t>(f.two16_mod)) + lo + f.offset;
-  const uint32_t q = detail::mulhi32(t, f.magic);
-  const int32_t r = static_cast<int32_t>(t - q * f.modulus);
-  return static_cast<uint32_t>(r < 0 ? r + static_cast<int32_t>(f.modulus) : r);
+  return barrett_reduce(t, f.modulus, f.magic);
 }
 
 // The epilogue's constants of one group.
 struct GroupCrtConstants {
   uint32_t weight[kMaxGroupSize] = {};  // c_g (< M); 0 beyond the group size
   uint32_t product = 1;                 // M = prod m_g
-  uint64_t barrett = 0;                 // floor(2^64 / M), or floor((2^64 - 1) / M) for M | 2^64
+  uint64_t barrett = 0;                 // barrett_magic(M) (64-bit)
 };
 
-// x = (sum_g c_g byte_g(packed)) mod M in [0, M). The sum is < 4 * 2^32 * 2^8 = 2^42; the
-// Barrett quotient undershoots by at most 2.
+// x = (sum_g c_g byte_g(packed)) mod M in [0, M). The sum is < 4 * 2^32 * 2^8 = 2^42,
+// reduced by the tree's one Barrett reduction (barrett.h) on 64-bit words.
 template <int G>
 OZAKI_HD uint32_t crt_finish(uint32_t packed, const GroupCrtConstants& k) {
   uint64_t s = 0;
@@ -111,11 +93,7 @@ OZAKI_HD uint32_t crt_finish(uint32_t packed, const GroupCrtConstants& k) {
   for (int g = 0; g < G; ++g) {
     s += uint64_t(k.weight[g]) * ((packed >> (8 * g)) & 0xffu);
   }
-  const uint64_t q = detail::mulhi64(s, k.barrett);
-  uint64_t r = s - q * k.product;
-  r -= r >= k.product ? k.product : 0;
-  r -= r >= k.product ? k.product : 0;
-  return static_cast<uint32_t>(r);
+  return static_cast<uint32_t>(barrett_reduce(s, uint64_t(k.product), k.barrett));
 }
 
 // The constants of a whole group, validated. Host only in practice.
@@ -186,7 +164,7 @@ inline const char* make_group_constants(const uint32_t* moduli, int count, Group
     k.crt.weight[g] = static_cast<uint32_t>(cofactor * inverse % product);  // < 2^40 before %
   }
   k.crt.product = static_cast<uint32_t>(product);
-  k.crt.barrett = product == 1 ? 0 : UINT64_MAX / product;
+  k.crt.barrett = barrett_magic(product);
   out = k;
   return nullptr;
 }

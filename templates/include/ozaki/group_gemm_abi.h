@@ -1,8 +1,9 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
-// The arch-neutral half of the fused modulus-group GEMM's C ABI (version 2, documented at
-// the top of group_gemm_sm90.h): one call as received, and every check of it that needs
-// no CUDA, parameterized by what the kernel's memory accesses demand.
+// The arch-neutral half of the fused modulus-group GEMM's C ABI (described, with its
+// version, by ozaki_cutlass.generator.abi.GROUP_GEMM): one call as received, and every
+// check of it that needs no CUDA, parameterized by what the kernel's memory accesses
+// demand.
 //
 // Used by the sm_90a (group_gemm_sm90.h) and the sm_80 (group_gemm_sm80.h) kernels, with
 // their own limits (GroupGemmLimits).
@@ -13,18 +14,14 @@
 #include <cstdint>
 #include <limits>
 
+#include "ozaki/constants.h"
 #include "ozaki/group_arith.h"
 #include "ozaki/int8_gemm_entry.h"
 
 namespace ozaki {
 
-// `P_abi_version` of the fused kernels. 2: `groups` consecutive groups per call (their
-// partials `stride_x` elements apart), one launch for them where the kernel batches.
-inline constexpr int kGroupAbiVersion = 2;
-
-// Groups one call takes: every modulus of the moduli table (numerics.MODULI_TABLE, at
-// most 20) in groups of one.
-inline constexpr int kMaxGroups = 20;
+// Groups one call takes: every modulus one CRT call takes, in groups of one.
+inline constexpr int kMaxGroups = kMaxModuli;
 
 // One call of `P_run`, as received.
 struct GroupGemmProblem {

@@ -1,36 +1,17 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
-// The C ABI of a fused modulus-group INT8 GEMM (templates/int8_group_gemm_sm90.cu.j2) and
-// the host logic behind it: argument checks, the group constants, the CUTLASS arguments
-// of the group mainloop (group_mma_sm90.h) and the partial-CRT epilogue (partial_crt.h).
+// The host logic behind the C ABI of a fused modulus-group INT8 GEMM
+// (templates/int8_group_gemm_sm90.cu.j2; its entry points, their contract and the ABI
+// version are described once by ozaki_cutlass.generator.abi.GROUP_GEMM, which renders
+// their prototypes, shared with the sm_80 kernels): argument checks (group_gemm_abi.h),
+// the group constants, the CUTLASS arguments of the group mainloop (group_mma_sm90.h) and
+// the partial-CRT epilogue (partial_crt.h).
 //
-// ABI (version 2, kGroupAbiVersion), with `P` = "ozaki_" + variant name:
-//   int         P_run(int m, int n, int k_pad, int group_size, int groups,
-//                     const int8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
-//                     void* X, int64_t ldx, int64_t stride_x, const uint32_t* moduli,
-//                     void* workspace, size_t workspace_bytes, cudaStream_t stream);
-//   size_t      P_workspace_size(int m, int n, int k_pad, int group_size, int groups);
-//   const char* P_name(void);
-//   int         P_abi_version(void);
-//   const char* P_last_error(void);
-// One call takes `groups` consecutive groups of G = group_size moduli, every modulus's
-// int8 residues concatenated along k: modulus h = q*G + g (group q, g < G) at columns
-// [h*k_pad, (h+1)*k_pad) of A's and B's rows. For i < m, j < n:
-//   acc_h = sum_{l < k_pad} A[i*lda + h*k_pad + l] * B[j*ldb + h*k_pad + l]
-// (int32, two's-complement wrap-around), and
-//   X[q*stride_x + i*ldx + j] = (sum_g c_g (acc_{qG+g} mod m_{qG+g})) mod M_q in [0, M_q),
-// M_q = the product of group q's moduli: the unique value in [0, M_q) congruent to each
-// acc_h modulo m_h, stored as PartialElement<G> (group_arith.h): uint32, or uint8 for
-// G = 1 (then X is acc_h mod m_h). `moduli` is a HOST array of groups*G values in
-// [2, 256], each group's pairwise coprime (copied into the launch).
-// Kernels of one-modulus groups run every group in one batched launch; the others launch
-// once per group (in this call, in order, on `stream`).
-// Requirements: group_size = the variant's G; 1 <= groups, groups*G <= 20; k_pad a
-// positive multiple of tile_k; lda, ldb >= groups*G*k_pad and multiples of 16; n, ldx
-// and (for groups > 1) stride_x multiples of 16 / sizeof(X element) (4 for uint32, 16
-// for uint8), ldx >= n, stride_x >= (m-1)*ldx + n; A, B, X 16-byte aligned. Status
-// codes and P_last_error as in int8_gemm_entry.h: 0 ok, 1 not supported (checked before
-// any CUDA call), 2 CUDA/CUTLASS error. `run` neither allocates nor synchronizes.
+// One call takes `groups` consecutive groups of G moduli, every modulus's int8 residues
+// concatenated along k: modulus h = q*G + g (group q, g < G) at columns
+// [h*k_pad, (h+1)*k_pad) of A's and B's rows. Kernels of one-modulus groups run every
+// group in one batched launch; the others launch once per group (in this call, in order,
+// on `stream`). `run` neither allocates nor synchronizes.
 
 #pragma once
 

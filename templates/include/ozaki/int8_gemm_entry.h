@@ -1,23 +1,12 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
-// The C ABI shared by every generated INT8 GEMM translation unit
-// (templates/int8_gemm_sm90.cu.j2, templates/int8_gemm_sm80.cu.j2), and the
-// arch-neutral logic behind it: argument checking, error messages, and the
-// initialize/launch sequence. The arch headers (int8_gemm_sm90.h, int8_gemm_sm80.h)
-// supply a *Backend* with the CUTLASS-specific parts; a template only names the
-// CUTLASS types and forwards its five `extern "C"` functions to `Int8GemmEntry`.
-//
-// ABI (version 1), with `P` = "ozaki_" + variant name:
-//   int         P_run(m, n, k, batch, A, lda, sa, B, ldb, sb, C, ldc, sc,
-//                     workspace, workspace_bytes, stream);
-//   size_t      P_workspace_size(m, n, k, batch);
-//   const char* P_name(void);
-//   int         P_abi_version(void);
-//   const char* P_last_error(void);
-// For b in [0, batch): C[b*sc + i*ldc + j] = sum_l A[b*sa + i*lda + l] * B[b*sb + j*ldb + l]
-// in int32 with two's-complement wrap-around (no saturation, no float anywhere).
-// Status: 0 ok; 1 problem not supported (sizes, alignment, strides, workspace);
-//         2 CUDA or CUTLASS error at initialize/launch.
+// The arch-neutral logic behind the C ABI of every generated INT8 GEMM translation unit
+// (templates/int8_gemm_sm90.cu.j2, templates/int8_gemm_sm80.cu.j2; the entry points, their
+// contract and the ABI version are described once by ozaki_cutlass.generator.abi.INT8_GEMM,
+// which renders their prototypes): argument checking, error messages, and the
+// initialize/launch sequence. The arch headers (int8_gemm_sm90.h, int8_gemm_sm80.h) supply
+// a *Backend* with the CUTLASS-specific parts; a template only names the CUTLASS types and
+// forwards its entry points to `Int8GemmEntry`.
 // `run` neither allocates nor synchronizes; all problem checks happen before any CUDA call.
 
 #pragma once
@@ -32,21 +21,16 @@
 
 #include "cutlass/cutlass.h"
 
+#include "ozaki/abi.h"
 #include "ozaki/error_message.h"
-
-// Marks the five entry points of a generated library. The templates compile everything
-// else with hidden visibility, so a process that loads many variants sees only these.
-#define OZAKI_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace ozaki {
 
-inline constexpr int kAbiVersion = 1;
-
-// Values of the `int` returned by `P_run`.
+// Values of the `int` returned by `P_run` (the ABI's status codes).
 enum class Status : int {
-  kOk = 0,
-  kNotSupported = 1,  // the problem is outside what this kernel handles
-  kCudaError = 2,     // CUDA or CUTLASS failed at initialize or launch
+  kOk = kStatusOk,
+  kNotSupported = kStatusUnsupported,  // the problem is outside what this kernel handles
+  kCudaError = kStatusCudaError,       // CUDA or CUTLASS failed at initialize or launch
 };
 
 // One call of `P_run`, as received (strides and batch strides in elements).
@@ -309,7 +293,7 @@ Status run_cutlass_gemm(typename Gemm::Arguments& args, size_t workspace_needed,
   return Status::kOk;
 }
 
-// The five entry points of one generated library. `Backend` (see int8_gemm_sm90.h,
+// The entry points of one generated library. `Backend` (see int8_gemm_sm90.h,
 // int8_gemm_sm80.h) provides:
 //   using Gemm;                                        // a CUTLASS device-level GEMM
 //   static constexpr Int8GemmRequirements kRequirements;

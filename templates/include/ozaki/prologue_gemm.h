@@ -4,8 +4,8 @@
 // pipeline's "residues" stage and its batched INT8 GEMM. Each CTA owns one output tile and
 // one modulus; it reads float64 tiles of the two vector sets (op(A)'s rows, op(B)'s
 // columns, K contiguous), applies the row / column shifts, makes the int8 residues of its
-// modulus in registers with the stage kernels' own device functions (ozaki/stages.cuh,
-// ozaki/stage_fastmod.cuh: scaled_integer, residue_pieces, residue_e0, residue_scaled,
+// modulus in registers with the stage kernels' own device functions
+// (ozaki/residue_arith.h: scaled_integer, residue_pieces, residue_e0, residue_scaled,
 // pack_bytes), stores them to shared memory in CUTLASS's crosswise tensor-op layout and
 // runs the warp-level mma.sync m16n8k32 s8 (cutlass::gemm::warp::DefaultMmaTensorOp with
 // the wrap-around operator of ozaki/mma_sm80_s8_wrap.h). The int32 planes it writes are
@@ -17,27 +17,15 @@
 // half, run the warp MMAs of this k-tile's k-group, then turn the loaded doubles into
 // residues and store them into the other stage. One __syncthreads per k-tile.
 // The residue of each entry does not depend on how the work is split: every path below is
-// the exact symmetric residue (stage_fastmod.cuh), as in the residues stage kernel.
+// the exact symmetric residue (residue_arith.h), as in the residues stage kernel.
 //
 // Cost (why this is a prototype): the residues of an operand entry are made once per
 // output tile it meets and per modulus, i.e. (TileM + TileN) / (TileM TileN) conversions
 // per multiply-add (1/64 for 128 x 128), ~40 FP32/INT32 instructions each, against one
 // tensor-core multiply-add: the kernel is bound by the conversions, not by the MMAs.
 //
-// ABI (version 1), with P = "ozaki_" + variant name (sizes, strides in elements):
-//   int P_run(int64_t m, int64_t n, int64_t n_out, int64_t k, int64_t k_begin,
-//             int64_t k_len, int nmod, const int32_t* moduli,
-//             const double* a, int64_t a_vs, int64_t a_es, const int32_t* mu,
-//             const double* b, int64_t b_vs, int64_t b_es, const int32_t* nu,
-//             int32_t* c, int64_t ldc, int64_t plane_stride, cudaStream_t stream);
-//     moduli: a HOST array of nmod (1..20) values in [2, 256], copied into the launch.
-//     a(i, l) = a[i*a_vs + l*a_es] (i < m), b(j, l) = b[j*b_vs + l*b_es] (j < n); entries
-//     outside (i >= m, j >= n, l >= k) are 0. For g < nmod, i < m, j < n_out:
-//       c[g*plane_stride + i*ldc + j] = sum over l in [k_begin, k_begin + k_len) of
-//         (trunc(2^mu_i a(i,l)) mods m_g) * (trunc(2^nu_j b(j,l)) mods m_g)
-//     in int32 with wrap-around, exact: k_len < 2^17 is required (numerics.K_CHUNK).
-//     Status 0 ok, 1 bad arguments (checked before any CUDA call), 2 CUDA error.
-//   const char* P_name(void); int P_abi_version(void); const char* P_last_error(void);
+// C ABI: ozaki_cutlass.generator.abi.PROLOGUE (one P_run; the template renders its
+// prototype from that description).
 
 #pragma once
 
@@ -57,13 +45,13 @@
 // Must precede the warp MMA instantiation: supplies the wrap-around s8 MMA.
 #include "ozaki/mma_sm80_s8_wrap.h"
 
-#include "ozaki/stages.cuh"
+#include "ozaki/constants.h"
+#include "ozaki/residue_arith.h"
+#include "ozaki/stage_launch.cuh"
 
 namespace ozaki {
 namespace prologue {
 
-inline constexpr int kAbiVersion = 1;
-inline constexpr int kMaxModuli = stages::kMaxModuli;
 inline constexpr int kPow2Table = stages::kPow2Table;
 inline constexpr int kChunk = 4;        // consecutive k entries one thread converts at once
 inline constexpr int kStages = 2;       // shared-memory stages of TileK
@@ -74,7 +62,7 @@ struct Moduli {
   int32_t value[kMaxModuli];
 };
 
-// One launch. Vector sets as in stages.cuh (element l of vector v at x[v*vs + l*es]).
+// One launch. Vector sets as in the stage kernels (element l of vector v at x[v*vs + l*es]).
 struct Args {
   const double* a;
   int64_t a_vs, a_es;
@@ -346,10 +334,11 @@ int run(int64_t m, int64_t n, int64_t n_out, int64_t k, int64_t k_begin, int64_t
                    what, (long long)m, (long long)n, (long long)n_out, (long long)k,
                    (long long)k_begin, (long long)k_len);
   }
-  if (k_len >= (int64_t(1) << 17)) {  // 2^17 products of (-128)^2 = 2^14 reach 2^31
-    return err.set(kBadArgument, "%s: k_len=%lld reaches 2^17, where the int32 sum of int8 "
-                   "products stops being exact (cut k into numerics.K_CHUNK chunks)",
-                   what, (long long)k_len);
+  static_assert((kExactKLimit & (kExactKLimit - 1)) == 0, "kExactKLimit is a power of two");
+  if (k_len >= kExactKLimit) {  // kExactKLimit products of (-128)^2 = 2^14 reach 2^31
+    return err.set(kBadArgument, "%s: k_len=%lld reaches 2^%d, where the int32 sum of int8 "
+                   "products stops being exact (cut k into chunks)",
+                   what, (long long)k_len, bit_length(static_cast<uint64_t>(kExactKLimit)) - 1);
   }
   if (nmod < 1 || nmod > kMaxModuli || moduli == nullptr) {
     return err.set(kBadArgument, "%s: nmod=%d outside [1, %d] or moduli null", what, nmod, kMaxModuli);

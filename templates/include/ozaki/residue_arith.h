@@ -1,40 +1,52 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
-// Exact modular arithmetic for the stage kernels without 64-bit division, as pure
-// __host__ __device__ helpers (checked on the host against Python:
-// tests/host/check_arithmetic.cu, run by tests/test_host_arithmetic.py).
-// Included by ozaki/stages.cuh after its scalar helpers (double_bits, bit_length,
-// pow2_mod); not a standalone header.
+// The residues of the scaled integers (the residues stage and the prologue prototype), on
+// the FP32 pipe and without 64-bit division, as pure __host__ __device__ helpers (checked
+// on the host against Python: tests/host/check_arithmetic.cu, run by
+// tests/test_host_arithmetic.py).
 //
-// 1. Residues of the scaled integers (P_residues*), on the FP32 pipe.
-//    V = trunc(2^shift a) = sign * M * 2^e with M < 2^53, e >= 0 (scaled_integer, read
-//    from the bits of a, no ldexp). M is cut into four pieces
-//        M = p0 + p1 2^14 + p2 2^27 + p3 2^40,   p0 < 2^14, p1, p2, p3 < 2^13,
-//    carried as exact floats with the sign of V (residue_pieces). For a modulus m with
-//    symmetric constants c_t = 2^(14, 27, 40) mods m (|c_t| <= 128),
-//        x = p0 + p1 c1 + p2 c2 + p3 c3 == sign * M (mod m),   |x| < 2^14 + 3 * 2^20 < 2^22,
-//    three exact FFMAs (every partial sum is an integer below 2^22, plus 0.25 at most).
-//    The symmetric residue s in [h - m, h - 1], h = (m + 1) / 2 (integer division) is
-//        s = y - m q,   q = rint((y + 1/4) / m),
-//    because (y + 1/4)/m is at least 1/(4m) away from every half-integer for integer y,
-//    and rint((y + 1/4)/m) = floor((y + m - h)/m) for odd and even m alike. q is computed
-//    as FFMA(y + 1/4, fl(1/m), 1.5 * 2^23) - 1.5 * 2^23: the only error is fl(1/m)'s,
-//    |y + 1/4| 2^-24 / m < 1/(4m) for |y| < 2^22, so q is exact (reduce_quarter).
-//    s + 1/4 = FFMA(q, -m, y + 1/4) is exact, and fl(s + 1/4 + 1.5 * 2^23) = 1.5 * 2^23 + s
-//    has s (two's complement) in its low byte: no float -> int conversion anywhere.
-//    e > 0: r = x - m rint(x / m) (|r| <= m/2, reduce_near), then y = r f with
-//    f = 2^e mods m (a shared-memory table), |y| <= 2^14, then reduce_quarter(y + 1/4).
-//    For m = 256 everything is exact in the same way (fl(1/m) is exact).
-//
-// 2. Residues of raw int32 / uint32 values (P_crt_unscale, P_combine_unscale): Barrett
-//    with the 32-bit magic floor(2^32 / m): q' = umulhi(u, magic) is floor(u / m) or one
-//    less, so u - q' m is in [0, 2m) and one conditional subtraction finishes
-//    (mod_u32). A signed c is read as u = c + 2^31 and corrected by (m - 2^31 mod m).
+// V = trunc(2^shift a) = sign * M * 2^e with M < 2^53, e >= 0 (scaled_integer, read
+// from the bits of a, no ldexp). M is cut into four pieces
+//     M = p0 + p1 2^14 + p2 2^27 + p3 2^40,   p0 < 2^14, p1, p2, p3 < 2^13,
+// carried as exact floats with the sign of V (residue_pieces). For a modulus m with
+// symmetric constants c_t = 2^(14, 27, 40) mods m (|c_t| <= 128),
+//     x = p0 + p1 c1 + p2 c2 + p3 c3 == sign * M (mod m),   |x| < 2^14 + 3 * 2^20 < 2^22,
+// three exact FFMAs (every partial sum is an integer below 2^22, plus 0.25 at most).
+// The symmetric residue s in [h - m, h - 1], h = (m + 1) / 2 (integer division) is
+//     s = y - m q,   q = rint((y + 1/4) / m),
+// because (y + 1/4)/m is at least 1/(4m) away from every half-integer for integer y,
+// and rint((y + 1/4)/m) = floor((y + m - h)/m) for odd and even m alike. q is computed
+// as FFMA(y + 1/4, fl(1/m), 1.5 * 2^23) - 1.5 * 2^23: the only error is fl(1/m)'s,
+// |y + 1/4| 2^-24 / m < 1/(4m) for |y| < 2^22, so q is exact (reduce_quarter).
+// s + 1/4 = FFMA(q, -m, y + 1/4) is exact, and fl(s + 1/4 + 1.5 * 2^23) = 1.5 * 2^23 + s
+// has s (two's complement) in its low byte: no float -> int conversion anywhere.
+// e > 0: r = x - m rint(x / m) (|r| <= m/2, reduce_near), then y = r f with
+// f = 2^e mods m (a shared-memory table), |y| <= 2^14, then reduce_quarter(y + 1/4).
+// For m = 256 everything is exact in the same way (fl(1/m) is exact).
 
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "ozaki/bits.h"
+
 namespace ozaki {
 namespace stages {
+
+// 2^e mod m (e >= 0, 2 <= m <= 256) by square and multiply; products stay below 2^16.
+__host__ __device__ inline uint32_t pow2_mod(int e, uint32_t m) {
+  uint32_t result = 1 % m;
+  uint32_t base = 2 % m;
+  while (e > 0) {
+    if (e & 1) result = result * base % m;
+    base = base * base % m;
+    e >>= 1;
+  }
+  return result;
+}
+
 
 // --- float building blocks ---------------------------------------------------------
 inline constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to integers
@@ -219,38 +231,9 @@ __host__ __device__ inline uint32_t pack_bytes(float b0, float b1, float b2, flo
 #endif
 }
 
-// --- 32-bit Barrett -----------------------------------------------------------------
-__host__ __device__ inline uint32_t mulhi_u32(uint32_t a, uint32_t b) {
-#ifdef __CUDA_ARCH__
-  return __umulhi(a, b);
-#else
-  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
-#endif
-}
-
-// floor(2^32 / m) for 2 <= m <= 2^16.
-__host__ __device__ inline uint32_t barrett_magic(uint32_t m) {
-  return static_cast<uint32_t>(0x100000000ull / m);
-}
-
-// u mod m for any uint32 u (2 <= m <= 2^16, magic = barrett_magic(m)).
-__host__ __device__ inline uint32_t mod_u32(uint32_t u, uint32_t m, uint32_t magic) {
-  const uint32_t r = u - mulhi_u32(u, magic) * m;  // in [0, 2m)
-  return r >= m ? r - m : r;
-}
-
-// (m - 2^31 mod m) mod m: the correction of mod_i32.
-__host__ __device__ inline uint32_t signed_offset(uint32_t m) {
-  return (m - static_cast<uint32_t>(0x80000000ull % m)) % m;
-}
-
-// c mod m in [0, m) for any int32 c (Python's c % m).
-__host__ __device__ inline uint32_t mod_i32(int32_t c, uint32_t m, uint32_t magic,
-                                            uint32_t offset) {
-  const uint32_t u = static_cast<uint32_t>(c) ^ 0x80000000u;  // c + 2^31
-  const uint32_t r = mod_u32(u, m, magic) + offset;           // in [0, 2m)
-  return r >= m ? r - m : r;
-}
+// The residues kernel and the prologue keep f(e) = 2^e mods m for e < kPow2Table in shared
+// memory (per modulus); larger e is computed.
+inline constexpr int kPow2Table = 128;
 
 }  // namespace stages
 }  // namespace ozaki

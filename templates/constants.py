@@ -1,0 +1,135 @@
+"""The numeric constants that the kernels and the runtime share: their one home.
+
+They live here, with the templates and headers of the kernels that need them, in a module
+of plain data that imports nothing: the generator (which must not import the runtime)
+renders them into every translation unit that needs them (`cxx_constants()`, placed by
+each template's ABI prelude before our headers, generator/abi.py), and the runtime
+(`ozaki_cutlass.numerics.moduli`, the NumPy reference) imports them from here without
+loading the generator. No header spells a number that Python also holds. Rendered sources
+are part of the artifact cache key: changing a value here rebuilds exactly the libraries
+that see it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = [
+    "MODULI_TABLE",
+    "MAX_MODULI",
+    "LIMB_BITS",
+    "MAX_LIMBS",
+    "EXACT_K_LIMIT",
+    "K_CHUNK",
+    "K_ALIGNMENT",
+    "COARSE_BITS",
+    "FAST_BOUND_BITS",
+    "NO_CONSTRAINT",
+    "MAX_GROUP_SIZE",
+    "partial_bytes",
+    "KernelConstant",
+    "KERNEL_CONSTANTS",
+    "cxx_constants",
+]
+
+#: Pairwise coprime moduli, largest first; a count N uses the first N.
+MODULI_TABLE: tuple[int, ...] = (
+    256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
+    223, 217, 211, 199, 197, 193, 191, 181, 179, 173,
+)
+MAX_MODULI = len(MODULI_TABLE)
+
+#: Bits per limb of the fixed-point CRT weights.
+LIMB_BITS = 40
+
+#: Limbs of the largest product of moduli (all of MODULI_TABLE): the fixed size of the
+#: CRT kernels' limb arrays.
+MAX_LIMBS = -(-math.prod(MODULI_TABLE).bit_length() // LIMB_BITS)
+
+#: k must stay below this for one int32 accumulation of int8 products to be exact:
+#: |r_a r_b| <= 128 * 128 = 2^14, so k * 2^14 < 2^31.
+EXACT_K_LIMIT = 2**17
+
+#: Longest k one int32 accumulation covers exactly: larger k is cut into chunks of this
+#: length (a multiple of 128 below EXACT_K_LIMIT, so chunks stay aligned for the INT8
+#: kernels).
+K_CHUNK = EXACT_K_LIMIT - 128
+
+#: The stage kernels' int8 outputs have rows of k_pad entries, k_pad a multiple of this
+#: (16-byte rows for the INT8 GEMMs' vector loads).
+K_ALIGNMENT = 16
+
+#: Coarse magnitudes for the accurate bound are ceil(2^(COARSE_BITS - E) |x|) <= 2^COARSE_BITS.
+COARSE_BITS = 6
+
+#: The fast bound quantizes magnitudes to at most this many bits (fewer where k * 2^(2 qb)
+#: would not fit an unsigned 63-bit sum).
+FAST_BOUND_BITS = 20
+
+#: Slack of an (i, j) pair the coarse bound does not constrain (G_ij = 0): larger than
+#: any shift gain, so it never decides a minimum that a constrained pair takes part in.
+NO_CONSTRAINT = 1 << 30
+
+#: Moduli one fused kernel folds: the product of 4 moduli <= 256 fits 32 bits.
+MAX_GROUP_SIZE = 4
+
+
+def partial_bytes(group_size: int) -> int:
+    """Bytes of one stored group partial X mod M: 1 for a group of one modulus (M <= 256),
+    else 4 (M < 2^32). The fused kernels store partials so, the combine kernel reads them
+    so (rendered as kPartialBytes)."""
+    return 1 if group_size == 1 else 4
+
+
+# --- rendering for the kernels ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class KernelConstant:
+    """One constant as the kernels see it: `inline constexpr <cxx_type> <cxx_name>` in
+    namespace ozaki, its value computed from this module."""
+
+    cxx_name: str
+    cxx_type: str
+    value: int | tuple[int, ...]
+    doc: str
+
+    def definition(self) -> str:
+        if isinstance(self.value, int):
+            return f"inline constexpr {self.cxx_type} {self.cxx_name} = {self.value};"
+        items = ", ".join(str(v) for v in self.value)
+        return f"inline constexpr {self.cxx_type} {self.cxx_name}[{len(self.value)}] = {{{items}}};"
+
+
+KERNEL_CONSTANTS: tuple[KernelConstant, ...] = (
+    KernelConstant("kMaxModuli", "int", MAX_MODULI, "moduli one CRT call takes (MAX_MODULI)"),
+    KernelConstant("kLimbBits", "int", LIMB_BITS, "bits per CRT weight limb (LIMB_BITS)"),
+    KernelConstant("kMaxLimbs", "int", MAX_LIMBS, "limbs of the largest product (MAX_LIMBS)"),
+    KernelConstant("kExactKLimit", "int64_t", EXACT_K_LIMIT,
+                   "k of one exact int32 sum of int8 products is below this (EXACT_K_LIMIT)"),
+    KernelConstant("kKAlignment", "int64_t", K_ALIGNMENT,
+                   "k_pad of the int8 outputs is a multiple of this (K_ALIGNMENT)"),
+    KernelConstant("kCoarseBits", "int", COARSE_BITS, "coarse magnitudes are <= 2^kCoarseBits (COARSE_BITS)"),
+    KernelConstant("kFastBoundBits", "int", FAST_BOUND_BITS,
+                   "the fast bound's quantization bits are at most this (FAST_BOUND_BITS)"),
+    KernelConstant("kNoConstraint", "int64_t", NO_CONSTRAINT,
+                   "slack of an unconstrained (i, j) pair (NO_CONSTRAINT)"),
+    KernelConstant("kMaxGroupSize", "int", MAX_GROUP_SIZE, "moduli one fused kernel folds (MAX_GROUP_SIZE)"),
+    KernelConstant("kPartialBytes", "int",
+                   (0, *(partial_bytes(g) for g in range(1, MAX_GROUP_SIZE + 1))),
+                   "bytes of a stored group partial, by group size (partial_bytes)"),
+)
+
+
+def cxx_constants() -> str:
+    """The C++ definitions of KERNEL_CONSTANTS (namespace ozaki), for a template to place
+    before our headers; `OZAKI_KERNEL_CONSTANTS` tells ozaki/constants.h they are there."""
+    lines = [
+        "// The kernels' numeric constants, rendered from ozaki_cutlass.templates.constants.",
+        "#define OZAKI_KERNEL_CONSTANTS 1",
+        "namespace ozaki {",
+    ]
+    for constant in KERNEL_CONSTANTS:
+        lines.append(f"// {constant.doc}")
+        lines.append(constant.definition())
+    lines.append("}  // namespace ozaki")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,54 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// Bit-level views and integer bit operations for the arithmetic headers, each device
+// intrinsic with an exact host twin, so that the host checks
+// (tests/host/check_arithmetic.cu, run by tests/test_host_arithmetic.py) run the same
+// source as the kernels.
+
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define OZAKI_HD __host__ __device__ __forceinline__
+#else
+#define OZAKI_HD inline
+#endif
+
+namespace ozaki {
+
+__host__ __device__ inline uint64_t double_bits(double a) {
+  uint64_t bits;
+  memcpy(&bits, &a, sizeof(bits));
+  return bits;
+}
+
+// Python's int.bit_length for an unsigned 64-bit value (0 for 0).
+__host__ __device__ inline int bit_length(uint64_t v) {
+  if (v == 0) return 0;
+#ifdef __CUDA_ARCH__
+  return 64 - __clzll(static_cast<long long>(v));
+#else
+  return 64 - __builtin_clzll(v);
+#endif
+}
+
+// The high 32 (64) bits of the 64-bit (128-bit) product a * b.
+OZAKI_HD uint32_t mulhi(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((uint64_t(a) * b) >> 32);
+#endif
+}
+
+OZAKI_HD uint64_t mulhi(uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umul64hi(a, b);
+#else
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+#endif
+}
+
+}  // namespace ozaki

@@ -1,0 +1,98 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// The scalar arithmetic of the scaling stages (scan, coarse magnitudes, accurate shifts):
+// each function mirrors a step of ozaki_cutlass/reference.py bit for bit and is checked
+// against it on the host (tests/host/check_arithmetic.cu).
+
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "ozaki/bits.h"
+#include "ozaki/constants.h"
+
+namespace ozaki {
+namespace stages {
+
+// ceil(log2(v)) for v >= 1, and 0 for v = 0 (reference._ceil_log2).
+__host__ __device__ inline int ceil_log2(uint64_t v) { return v <= 1 ? 0 : bit_length(v - 1); }
+
+// Python's a // b for b > 0 (rounds toward minus infinity).
+__host__ __device__ inline int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if (a % b != 0 && a < 0) q -= 1;
+  return q;
+}
+
+__host__ __device__ inline int64_t clip(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v);  // np.clip with lo <= hi
+}
+
+// The exponent e of frexp(a) = f 2^e, f in [0.5, 1), for finite a (0 for a = 0), read
+// from the bits so that subnormals are exact: a normal a has e = biased - 1022, a
+// subnormal a = mantissa * 2^-1074 has e = bit_length(mantissa) - 1074.
+__host__ __device__ inline int frexp_exponent(double a) {
+  const uint64_t magnitude = double_bits(a) & 0x7fffffffffffffffull;
+  if (magnitude == 0) return 0;
+  const int biased = static_cast<int>(magnitude >> 52);
+  if (biased == 0) return bit_length(magnitude) - 1074;
+  return biased - 1022;
+}
+
+// reference.fast_bound_bits: qb with k * 2^(2 qb) <= 2^63.
+__host__ __device__ inline int fast_bound_bits(int64_t k) {
+  if (k <= 1) return kFastBoundBits;
+  const int qb = (63 - bit_length(static_cast<uint64_t>(k - 1))) / 2;
+  return qb < kFastBoundBits ? qb : kFastBoundBits;
+}
+
+// ceil(2^e |a|), raised to 1 for a != 0 (a deep underflow must not drop a bound); the
+// q of fast_shifts (e = qb - E) and of coarse_magnitudes (e = 6 - E). Finite a only;
+// |a| < 2^E keeps the result <= 2^(e + E).
+__host__ __device__ inline uint64_t ceil_scaled_magnitude(double a, int e) {
+  double q = ceil(ldexp(fabs(a), e));
+  if (a != 0.0 && q == 0.0) q = 1.0;
+  return static_cast<uint64_t>(q);
+}
+
+// The end of reference.fast_shifts for one vector: Q = sum q^2, E its exponent.
+__host__ __device__ inline int32_t fast_shift_value(uint64_t sum_squares, int exponent, int qb,
+                                                    int pb) {
+  if (sum_squares == 0) return 0;
+  const int64_t t = floor_div(static_cast<int64_t>(pb) - ceil_log2(sum_squares), 2);
+  return static_cast<int32_t>(t - exponent + qb);
+}
+
+// The coarse magnitude as stored (0 for NaN/Inf, reference.coarse_magnitudes otherwise).
+__host__ __device__ inline int8_t coarse_value(double a, int exponent) {
+  if (!isfinite(a)) return 0;
+  return static_cast<int8_t>(ceil_scaled_magnitude(a, kCoarseBits - exponent));
+}
+
+// reference.accurate_shifts, slack s_ij (int64 throughout).
+__host__ __device__ inline int64_t coarse_slack(int64_t g, int32_t exp_a, int32_t exp_b,
+                                                int32_t mu_fast, int32_t nu_fast, int pb) {
+  if (g <= 0) return kNoConstraint;
+  const int64_t c = static_cast<int64_t>(pb) + 2 * kCoarseBits - exp_a - exp_b -
+                    ceil_log2(static_cast<uint64_t>(g));
+  return c - mu_fast - nu_fast;
+}
+
+// d_i = clip(row_min // 2, 0, max(pb - E_i - mu_fast_i, 0)).
+__host__ __device__ inline int64_t row_gain(int64_t row_min, int32_t exp_a, int32_t mu_fast,
+                                            int pb) {
+  const int64_t cap = static_cast<int64_t>(pb) - exp_a - mu_fast;
+  return clip(floor_div(row_min, 2), 0, cap > 0 ? cap : 0);
+}
+
+// g_j = clip(col_min, 0, max(pb - F_j - nu_fast_j, 0)).
+__host__ __device__ inline int64_t column_gain(int64_t col_min, int32_t exp_b, int32_t nu_fast,
+                                               int pb) {
+  const int64_t cap = static_cast<int64_t>(pb) - exp_b - nu_fast;
+  return clip(col_min, 0, cap > 0 ? cap : 0);
+}
+
+
+}  // namespace stages
+}  // namespace ozaki

@@ -1,0 +1,244 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// The residue stages: P_residues and P_residues_strided (trunc(2^shift x) mods m_g as
+// int8, on the FP32 pipe: residue_arith.h) and P_pack (a vector set copied to contiguous
+// vectors): kernels and host launchers.
+
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "ozaki/constants.h"
+#include "ozaki/residue_arith.h"
+#include "ozaki/stage_common.cuh"
+#include "ozaki/stage_launch.cuh"
+
+namespace ozaki {
+namespace stages {
+
+// --- residues ------------------------------------------------------------------------
+// Per modulus: the float constants (FloatModulus) and the table f(e) = 2^e mods m for
+// e < kPow2Table, built in shared memory by every block (persistent grid: a few per SM).
+
+struct ResidueArgs {
+  VectorSet xs;
+  const int32_t* shifts;
+  int nmod;
+  const int32_t* moduli;
+  int8_t* out;
+  int64_t row_stride;
+  int64_t plane_stride;
+  ChunkGrid grid;
+  bool vector_stores;
+};
+
+// The nmod 16-byte stores of one chunk. kPath 0: every e of the warp is 0 (pieces carry
+// the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table).
+template <int kPath>
+__device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (&p)[kChunk],
+                                            const int (&e)[kChunk], int8_t* dst, bool active,
+                                            const FloatModulus* s_mod, const float* s_pow2,
+                                            const uint32_t* s_m) {
+  for (int g = 0; g < a.nmod; ++g) {
+    const FloatModulus k = s_mod[g];
+    uint32_t words[4];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      float b[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int i = 4 * w + t;
+        if constexpr (kPath == 0) {
+          b[t] = residue_e0(p[i], k);
+        } else {
+          float f;
+          if constexpr (kPath == 1) {
+            f = s_pow2[g * kPow2Table + e[i]];
+          } else {
+            f = e[i] < kPow2Table ? s_pow2[g * kPow2Table + e[i]] : pow2_factor(e[i], s_m[g]);
+          }
+          b[t] = residue_scaled(p[i], f, k);
+        }
+      }
+      words[w] = pack_bytes(b[0], b[1], b[2], b[3]);
+    }
+    if (active) {
+      store_chunk(dst + g * a.plane_stride, make_uint4(words[0], words[1], words[2], words[3]),
+                  a.vector_stores);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+residues_kernel(const __grid_constant__ ResidueArgs a) {
+  __shared__ FloatModulus s_mod[kMaxModuli];
+  __shared__ uint32_t s_m[kMaxModuli];
+  __shared__ float s_pow2[kMaxModuli * kPow2Table];
+  for (int t = threadIdx.x; t < a.nmod * kPow2Table; t += blockDim.x) {
+    const uint32_t m = static_cast<uint32_t>(a.moduli[t / kPow2Table]);
+    const int e = t % kPow2Table;
+    s_pow2[t] = pow2_factor(e, m);
+    if (e == 0) {
+      s_mod[t / kPow2Table] = float_modulus(m);
+      s_m[t / kPow2Table] = m;
+    }
+  }
+  __syncthreads();
+
+  OZAKI_FOR_EACH_WARP_SLOT(c, a.grid.slots) {
+    int64_t v = 0, l0 = 0;
+    if (c < a.grid.slots) chunk_position(a.grid, c, v, l0);
+    const bool active = c < a.grid.slots && v < a.grid.rows_pad;
+    Pieces p[kChunk];
+    int e[kChunk];
+    int emax = 0;
+    {
+      double x[kChunk];
+      if (active) {
+        load_chunk(a.xs, a.grid.vector_loads, v, l0, x);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
+      }
+      const int32_t shift = active && v < a.xs.nvec ? a.shifts[v] : 0;
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        const ScaledInteger s = scaled_integer(x[i], shift);
+        p[i] = residue_pieces(s, false);
+        e[i] = s.exp;
+        emax = s.exp > emax ? s.exp : emax;
+      }
+    }
+#pragma unroll
+    for (int d = 1; d < kWarp; d *= 2) {
+      const int other = __shfl_xor_sync(0xffffffffu, emax, d);
+      emax = other > emax ? other : emax;
+    }
+    int8_t* dst = a.out + v * a.row_stride + l0;
+    if (emax == 0) {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) p[i].p0 = add_rn_f(p[i].p0, 0.25f);
+      write_residue_planes<0>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+    } else if (emax < kPow2Table) {
+      write_residue_planes<1>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+    } else {
+      write_residue_planes<2>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+    }
+  }
+}
+
+// --- pack: a vector set copied to contiguous vectors (es = 1) ------------------------
+// out[v*k + l] = x[v*vs + l*es], through 32 x 32 shared-memory tiles: the reads run along
+// whichever of v and l has the smaller stride, the writes along l. The stages that read
+// vectors with a strided k (the columns of a row-major B) then take their fast path.
+inline constexpr int kPackTile = 32;
+
+__global__ void __launch_bounds__(kWarp * kRowsPerBlock)
+pack_kernel(VectorSet xs, double* out, bool read_along_v) {
+  __shared__ double tile[kPackTile][kPackTile + 1];
+  const int64_t tiles_v = (xs.nvec + kPackTile - 1) / kPackTile;
+  const int64_t tiles_l = (xs.k + kPackTile - 1) / kPackTile;
+  for (int64_t t = blockIdx.x; t < tiles_v * tiles_l; t += gridDim.x) {
+    const int64_t v0 = (t / tiles_l) * kPackTile;
+    const int64_t l0 = (t % tiles_l) * kPackTile;
+    // tile[l - l0][v - v0]
+    for (int r = threadIdx.y; r < kPackTile; r += kRowsPerBlock) {
+      const int64_t v = read_along_v ? v0 + threadIdx.x : v0 + r;
+      const int64_t l = read_along_v ? l0 + r : l0 + threadIdx.x;
+      if (v < xs.nvec && l < xs.k) {
+        const double value = __ldg(xs.x + v * xs.vs + l * xs.es);
+        if (read_along_v) {
+          tile[r][threadIdx.x] = value;
+        } else {
+          tile[threadIdx.x][r] = value;
+        }
+      }
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kPackTile; r += kRowsPerBlock) {
+      const int64_t v = v0 + r;
+      const int64_t l = l0 + threadIdx.x;
+      if (v < xs.nvec && l < xs.k) out[v * xs.k + l] = tile[threadIdx.x][r];
+    }
+    __syncthreads();
+  }
+}
+
+// --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
+inline int pack(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, double* out,
+                cudaStream_t stream, Message& err) {
+  const char* what = "pack";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (!product_fits(nvec, k)) return err.set(kBadArgument, "%s: nvec*k overflows", what);
+  if (nvec == 0 || k == 0) return kOk;
+  if (out == nullptr) return err.set(kBadArgument, "%s: out is null", what);
+  const VectorSet xs{x, nvec, k, vs, es};
+  const int64_t tiles = ((nvec + kPackTile - 1) / kPackTile) * ((k + kPackTile - 1) / kPackTile);
+  const int64_t blocks = resident_blocks(pack_kernel, kWarp * kRowsPerBlock, tiles, 1);
+  pack_kernel<<<blocks, dim3(kWarp, kRowsPerBlock), 0, stream>>>(xs, out, !lanes_along_k(vs, es));
+  return check_launch(err, what);
+}
+
+// Output planes must not overlap: either the (modulus, row, k) layout
+// (row_stride >= k_pad, plane_stride >= rows_pad * row_stride) or the concatenated one
+// (plane_stride >= k_pad, row_stride >= nmod * plane_stride).
+inline int residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                            const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
+                            int64_t rows_pad, int64_t k_pad, int64_t row_stride,
+                            int64_t plane_stride, cudaStream_t stream, Message& err) {
+  const char* what = "residues";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (nmod < 1 || nmod > kMaxModuli) {
+    return err.set(kBadArgument, "%s: nmod=%d outside [1, %d]", what, nmod, kMaxModuli);
+  }
+  if (int s = check_padding(what, nvec, k, rows_pad, k_pad, 1, err)) return s;
+  const bool planes_outside = row_stride >= k_pad && rows_pad <= INT64_MAX / (row_stride > 0 ? row_stride : 1) &&
+                              plane_stride >= rows_pad * row_stride;
+  const bool planes_inside = plane_stride >= k_pad && nmod <= INT64_MAX / (plane_stride > 0 ? plane_stride : 1) &&
+                             row_stride >= nmod * plane_stride;
+  if (row_stride < 1 || plane_stride < 1 || !(planes_outside || planes_inside)) {
+    return err.set(kBadArgument,
+                   "%s: overlapping planes: need row_stride >= k_pad and plane_stride >= "
+                   "rows_pad*row_stride, or plane_stride >= k_pad and row_stride >= "
+                   "nmod*plane_stride; got rows_pad=%lld k_pad=%lld nmod=%d row_stride=%lld "
+                   "plane_stride=%lld",
+                   what, static_cast<long long>(rows_pad), static_cast<long long>(k_pad), nmod,
+                   static_cast<long long>(row_stride), static_cast<long long>(plane_stride));
+  }
+  // The last byte written, (nmod-1)*plane_stride + (rows_pad-1)*row_stride + k_pad - 1,
+  // must fit int64.
+  if (rows_pad > 0 && k_pad > 0) {
+    const int64_t rows_part = rows_pad - 1;
+    if ((rows_part > 0 && row_stride > (INT64_MAX - k_pad) / rows_part) ||
+        (nmod > 1 && plane_stride > (INT64_MAX - k_pad - rows_part * row_stride) / (nmod - 1))) {
+      return err.set(kBadArgument, "%s: output extent overflows int64", what);
+    }
+  }
+  if (nvec > 0 && shifts == nullptr) return err.set(kBadArgument, "%s: shifts is null", what);
+  if (moduli == nullptr) return err.set(kBadArgument, "%s: moduli is null", what);
+  if (rows_pad > 0 && k_pad > 0 && out == nullptr)
+    return err.set(kBadArgument, "%s: out is null", what);
+  const VectorSet xs{x, nvec, k, vs, es};
+  const ChunkGrid grid = chunk_grid(xs, rows_pad, k_pad);
+  if (grid.slots == 0) return kOk;
+  ResidueArgs args{xs, shifts, nmod, moduli, out, row_stride, plane_stride, grid,
+                   aligned16(out) && row_stride % 16 == 0 && plane_stride % 16 == 0};
+  const int64_t blocks = resident_blocks(residues_kernel, kThreads, grid.slots, kThreads);
+  residues_kernel<<<blocks, kThreads, 0, stream>>>(args);
+  return check_launch(err, what);
+}
+
+inline int residues(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                    const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
+                    int64_t rows_pad, int64_t k_pad, cudaStream_t stream, Message& err) {
+  if (!product_fits(rows_pad > 0 ? rows_pad : 0, k_pad > 0 ? k_pad : 0, nmod > 0 ? nmod : 1)) {
+    return err.set(kBadArgument, "residues: output size rows_pad*k_pad*nmod overflows int64");
+  }
+  return residues_strided(x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad, k_pad,
+                          rows_pad * k_pad, stream, err);
+}
+
+}  // namespace stages
+}  // namespace ozaki

@@ -1,0 +1,315 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// The scaling stages: P_scan (exponent, non-finite count and fast shift per vector),
+// P_coarse (the coarse magnitudes, the int8 operands of the accurate bound's GEMM),
+// P_accumulate_i64 (the bound summed over k chunks) and P_accurate_shifts (a row pass,
+// then a column pass): kernels and host launchers.
+
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "ozaki/constants.h"
+#include "ozaki/scaling.h"
+#include "ozaki/stage_common.cuh"
+#include "ozaki/stage_launch.cuh"
+
+namespace ozaki {
+namespace stages {
+
+// --- scan: exponent, non-finite count and fast shift per vector ----------------------
+// Lanes along k (es the smaller stride): each warp reads one vector (8 per block).
+// Lanes along vectors (vs the smaller stride, e.g. the columns of a row-major B): the 32
+// lanes of a warp read 32 neighbouring vectors and the 8 warps split k.
+// Each thread keeps a partial (max, count, sum of squares); one owner thread per vector
+// reduces them from shared memory (max and integer sums do not depend on the order).
+template <bool kLanesAlongK>
+__global__ void __launch_bounds__(kWarp * kRowsPerBlock)
+scan_kernel(VectorSet xs, int pb, int32_t* exps, int32_t* fast_shift,
+            int32_t* nonfinite_count) {
+  constexpr int kVectors = kLanesAlongK ? kRowsPerBlock : kWarp;  // per block
+  constexpr int kLanes = kLanesAlongK ? kWarp : kRowsPerBlock;    // per vector
+  const int vloc = kLanesAlongK ? threadIdx.y : threadIdx.x;
+  const int lane = kLanesAlongK ? threadIdx.x : threadIdx.y;
+
+  __shared__ double s_max[kVectors][kLanes];
+  __shared__ int32_t s_count[kVectors][kLanes];
+  __shared__ uint64_t s_sum[kVectors][kLanes];
+  __shared__ int32_t s_exp[kVectors];
+
+  const int qb = fast_bound_bits(xs.k);
+  const int64_t groups = (xs.nvec + kVectors - 1) / kVectors;
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int64_t v = group * kVectors + vloc;
+    const bool active = v < xs.nvec;
+
+    // Pass 1: max |x| over the finite entries, count of the others.
+    double vmax = 0.0;
+    int32_t nonfinite = 0;
+    if (active) {
+      for (int64_t l = lane; l < xs.k; l += kLanes) {
+        const double a = xs.at(v, l);
+        if (!isfinite(a)) {
+          ++nonfinite;
+        } else if (fabs(a) > vmax) {
+          vmax = fabs(a);
+        }
+      }
+    }
+    s_max[vloc][lane] = vmax;
+    s_count[vloc][lane] = nonfinite;
+    __syncthreads();
+    if (lane == 0) {
+      double m = 0.0;
+      int32_t count = 0;
+      for (int p = 0; p < kLanes; ++p) {
+        m = s_max[vloc][p] > m ? s_max[vloc][p] : m;
+        count += s_count[vloc][p];
+      }
+      s_exp[vloc] = frexp_exponent(m);
+      if (active) {
+        exps[v] = s_exp[vloc];
+        nonfinite_count[v] = count;
+      }
+    }
+    __syncthreads();
+
+    // Pass 2: Q = sum q^2, exact in uint64 (fast_bound_bits keeps it below 2^63).
+    const int e = s_exp[vloc];
+    uint64_t sum = 0;
+    if (active) {
+      for (int64_t l = lane; l < xs.k; l += kLanes) {
+        const double a = xs.at(v, l);
+        if (isfinite(a)) {
+          const uint64_t q = ceil_scaled_magnitude(a, qb - e);
+          sum += q * q;
+        }
+      }
+    }
+    s_sum[vloc][lane] = sum;
+    __syncthreads();
+    if (lane == 0 && active) {
+      uint64_t total = 0;
+      for (int p = 0; p < kLanes; ++p) total += s_sum[vloc][p];
+      fast_shift[v] = fast_shift_value(total, e, qb, pb);
+    }
+    __syncthreads();  // shared memory is reused by the next group
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+coarse_kernel(VectorSet xs, const int32_t* exps, int8_t* out, int64_t k_pad, ChunkGrid grid,
+              bool vector_stores) {
+  OZAKI_FOR_EACH_WARP_SLOT(c, grid.slots) {
+    if (c >= grid.slots) continue;
+    int64_t v, l0;
+    chunk_position(grid, c, v, l0);
+    if (v >= grid.rows_pad) continue;
+    double a[kChunk];
+    load_chunk(xs, grid.vector_loads, v, l0, a);
+    const int e = v < xs.nvec ? exps[v] : 0;
+    uint32_t words[4];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t q = static_cast<uint8_t>(coarse_value(a[4 * w + b], e));  // 0 for padding
+        word |= q << (8 * b);
+      }
+      words[w] = word;
+    }
+    store_chunk(out + v * k_pad + l0, make_uint4(words[0], words[1], words[2], words[3]),
+                vector_stores);
+  }
+}
+
+// --- coarse bound accumulation and accurate shifts -----------------------------------
+__global__ void __launch_bounds__(kThreads)
+accumulate_i64_kernel(const int32_t* part, int64_t rows, int64_t cols, int64_t ld_part,
+                      int64_t* acc, bool first) {
+  const int64_t total = rows * cols;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / cols;
+    const int64_t j = idx % cols;
+    const int64_t p = part[i * ld_part + j];
+    acc[idx] = first ? p : acc[idx] + p;
+  }
+}
+
+// g: the coarse bound, m x n row-major with leading dimension ldg, int64 (summed over k
+// chunks) or int32 (one chunk: the coarse GEMM's own output, no int64 copy).
+template <class G>
+struct ShiftArgs {
+  const G* g;
+  int64_t ldg;
+  int64_t m;
+  int64_t n;
+  const int32_t* exps_a;
+  const int32_t* exps_b;
+  const int32_t* mu_fast;
+  const int32_t* nu_fast;
+  int pb;
+  int32_t* mu;
+  int32_t* nu;
+  int32_t* d;  // the row gains, m entries
+};
+
+// Row pass: one block per row, min_j s_ij by a tree reduction, then d_i and mu_i.
+template <class G>
+__global__ void __launch_bounds__(kThreads)
+accurate_rows_kernel(ShiftArgs<G> a) {
+  __shared__ int64_t s_min[kThreads];
+  for (int64_t i = blockIdx.x; i < a.m; i += gridDim.x) {
+    const int32_t ea = a.exps_a[i];
+    const int32_t mf = a.mu_fast[i];
+    int64_t row_min = kNoConstraint;  // also the value for an empty row
+    for (int64_t j = threadIdx.x; j < a.n; j += kThreads) {
+      const int64_t s = coarse_slack(a.g[i * a.ldg + j], ea, a.exps_b[j], mf, a.nu_fast[j], a.pb);
+      row_min = s < row_min ? s : row_min;
+    }
+    s_min[threadIdx.x] = row_min;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half && s_min[threadIdx.x + half] < s_min[threadIdx.x])
+        s_min[threadIdx.x] = s_min[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      const int64_t d = row_gain(s_min[0], ea, mf, a.pb);
+      a.d[i] = static_cast<int32_t>(d);
+      a.mu[i] = static_cast<int32_t>(mf + d);
+    }
+    __syncthreads();
+  }
+}
+
+// Column pass: 32 columns per block (coalesced reads of g), the 32 warps split the rows
+// (a full SM of warps in flight: the pass is bound by the latency of its loads);
+// min_i (s_ij - d_i), then g_j and nu_j.
+inline constexpr int kColumnWarps = 32;
+
+template <class G>
+__global__ void __launch_bounds__(kWarp * kColumnWarps)
+accurate_columns_kernel(ShiftArgs<G> a) {
+  __shared__ int64_t s_min[kColumnWarps][kWarp];
+  const int64_t groups = (a.n + kWarp - 1) / kWarp;
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int64_t j = group * kWarp + threadIdx.x;
+    int64_t col_min = kNoConstraint;  // also the value for an empty column
+    if (j < a.n) {
+      const int32_t eb = a.exps_b[j];
+      const int32_t nf = a.nu_fast[j];
+      for (int64_t i = threadIdx.y; i < a.m; i += kColumnWarps) {
+        const int64_t s = coarse_slack(a.g[i * a.ldg + j], a.exps_a[i], eb, a.mu_fast[i], nf, a.pb) -
+                          a.d[i];
+        col_min = s < col_min ? s : col_min;
+      }
+    }
+    s_min[threadIdx.y][threadIdx.x] = col_min;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < a.n) {
+      for (int p = 1; p < kColumnWarps; ++p) {
+        col_min = s_min[p][threadIdx.x] < col_min ? s_min[p][threadIdx.x] : col_min;
+      }
+      const int64_t gain = column_gain(col_min, a.exps_b[j], a.nu_fast[j], a.pb);
+      a.nu[j] = static_cast<int32_t>(a.nu_fast[j] + gain);
+    }
+    __syncthreads();
+  }
+}
+
+// --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
+inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, int pb,
+                int32_t* exps, int32_t* fast_shift, int32_t* nonfinite_count,
+                cudaStream_t stream, Message& err) {
+  const char* what = "scan";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
+  if (nvec > 0 && (exps == nullptr || fast_shift == nullptr || nonfinite_count == nullptr)) {
+    return err.set(kBadArgument, "%s: exps, fast_shift and nonfinite_count must not be null",
+                   what);
+  }
+  if (nvec == 0) return kOk;
+  const VectorSet xs{x, nvec, k, vs, es};
+  const dim3 block(kWarp, kRowsPerBlock);
+  if (lanes_along_k(vs, es)) {
+    scan_kernel<true><<<blocks_for(nvec, kRowsPerBlock), block, 0, stream>>>(
+        xs, pb, exps, fast_shift, nonfinite_count);
+  } else {
+    scan_kernel<false><<<blocks_for(nvec, kWarp), block, 0, stream>>>(
+        xs, pb, exps, fast_shift, nonfinite_count);
+  }
+  return check_launch(err, what);
+}
+
+inline int coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                  const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad,
+                  cudaStream_t stream, Message& err) {
+  const char* what = "coarse";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (int s = check_padding(what, nvec, k, rows_pad, k_pad, 1, err)) return s;
+  if (nvec > 0 && exps == nullptr) return err.set(kBadArgument, "%s: exps is null", what);
+  if (rows_pad > 0 && k_pad > 0 && out == nullptr)
+    return err.set(kBadArgument, "%s: out is null", what);
+  const VectorSet xs{x, nvec, k, vs, es};
+  const ChunkGrid grid = chunk_grid(xs, rows_pad, k_pad);
+  if (grid.slots == 0) return kOk;
+  const int64_t blocks = resident_blocks(coarse_kernel, kThreads, grid.slots, kThreads);
+  coarse_kernel<<<blocks, kThreads, 0, stream>>>(xs, exps, out, k_pad, grid, aligned16(out));
+  return check_launch(err, what);
+}
+
+inline int accumulate_i64(const int32_t* part, int64_t rows, int64_t cols, int64_t ld_part,
+                          int64_t* acc, int first, cudaStream_t stream, Message& err) {
+  const char* what = "accumulate_i64";
+  if (rows < 0 || cols < 0 || ld_part < cols) {
+    return err.set(kBadArgument, "%s: need rows, cols >= 0 and ld_part >= cols; got %lld %lld %lld",
+                   what, static_cast<long long>(rows), static_cast<long long>(cols),
+                   static_cast<long long>(ld_part));
+  }
+  if (!product_fits(rows, ld_part)) return err.set(kBadArgument, "%s: size overflows", what);
+  if (rows == 0 || cols == 0) return kOk;
+  if (part == nullptr || acc == nullptr) return err.set(kBadArgument, "%s: null pointer", what);
+  accumulate_i64_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(
+      part, rows, cols, ld_part, acc, first != 0);
+  return check_launch(err, what);
+}
+
+template <class G>
+inline int accurate_shifts(const G* g, int64_t ldg, int64_t m, int64_t n, const int32_t* exps_a,
+                           const int32_t* exps_b, const int32_t* mu_fast,
+                           const int32_t* nu_fast, int pb, int32_t* mu, int32_t* nu,
+                           int32_t* workspace_d, cudaStream_t stream, Message& err) {
+  const char* what = "accurate_shifts";
+  if (m < 0 || n < 0 || ldg < n || !product_fits(m, ldg)) {
+    return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld ldg=%lld", what,
+                   static_cast<long long>(m), static_cast<long long>(n),
+                   static_cast<long long>(ldg));
+  }
+  if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
+  if ((m > 0 && (exps_a == nullptr || mu_fast == nullptr || mu == nullptr ||
+                 workspace_d == nullptr)) ||
+      (n > 0 && (exps_b == nullptr || nu_fast == nullptr || nu == nullptr)) ||
+      (m > 0 && n > 0 && g == nullptr)) {
+    return err.set(kBadArgument, "%s: null pointer", what);
+  }
+  const ShiftArgs<G> args{g, ldg, m, n, exps_a, exps_b, mu_fast, nu_fast, pb, mu, nu, workspace_d};
+  if (m > 0) {
+    accurate_rows_kernel<G><<<blocks_for(m, 1), kThreads, 0, stream>>>(args);
+    if (int s = check_launch(err, "accurate_shifts (rows)")) return s;
+  }
+  if (n > 0) {
+    accurate_columns_kernel<G><<<blocks_for(n, kWarp), dim3(kWarp, kColumnWarps), 0, stream>>>(
+        args);
+    if (int s = check_launch(err, "accurate_shifts (columns)")) return s;
+  }
+  return kOk;
+}
+
+}  // namespace stages
+}  // namespace ozaki
