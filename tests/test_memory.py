@@ -71,10 +71,11 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(api, "visible_arch", lambda ordinal=0: Arch.SM90A)
     monkeypatch.setattr(api, "allocate_like", lambda kind, m, n, device: (None, Matrix(1 << 41, m, n, n, 1, "cai", 0, None)))
     monkeypatch.setattr(api, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
-    monkeypatch.setattr(launch, "load_stages", lambda arch: Recorder())
-    monkeypatch.setattr(launch, "load_int8_gemm", FakeGemm)
-    monkeypatch.setattr(launch, "load_prologue_gemm", lambda: FakeGemm(default_variant("sm_80")))
-    monkeypatch.setattr(fused, "load_group_gemm", FakeGemm)
+    monkeypatch.setattr(launch, "load_stages", lambda arch, **kw: Recorder())
+    monkeypatch.setattr(launch, "load_int8_gemm", lambda variant, **kw: FakeGemm(variant))
+    monkeypatch.setattr(launch, "load_group_gemm", lambda variant, **kw: FakeGemm(variant))
+    monkeypatch.setattr(launch, "load_prologue_gemm", lambda **kw: FakeGemm(default_variant("sm_80")))
+    monkeypatch.setattr(fused, "load_group_gemm", lambda variant, **kw: FakeGemm(variant))
     return ws
 
 

@@ -61,6 +61,7 @@ class GroupGemm(GeneratedLibrary):
                    stream or None)
 
 
-def load_group_gemm(variant: GemmVariant, out_dir=None, *, progress: bool = True) -> GroupGemm:
+def load_group_gemm(variant: GemmVariant, out_dir=None, *, build_missing: bool = True,
+                    progress: bool = True) -> GroupGemm:
     """The loaded fused kernel of ``variant``, building it first (with progress) when missing."""
-    return load_library(GroupGemm, variant, out_dir, progress=progress)
+    return load_library(GroupGemm, variant, out_dir, build_missing=build_missing, progress=progress)

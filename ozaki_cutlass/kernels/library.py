@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ..generator import Artifact, abi, build, environment, find_artifact, list_artifacts
+from ..generator import Arch, Artifact, abi, build, environment, find_artifact, list_artifacts
+from ..generator.build import default_jobs
 from ..generator.abi import LibraryAbi
 from ..generator.errors import ToolchainError
 
@@ -184,3 +186,28 @@ def _locate(variant, out_dir=None, *, build_missing: bool = True, progress: bool
         log.info("building %s", variant.name)
         (art,) = build([variant], out_dir, progress=progress).artifacts
     return art
+
+
+#: Rough seconds one nvcc compile takes while all cores compile (the H200 host: 15 sm_90a
+#: kernels in about 70 s with 14 jobs; sm_80 ones build several times faster): only for
+#: the first line of a first-use build, which says "about".
+COMPILE_SECONDS = {Arch.SM90A: 55.0, Arch.SM80: 20.0}
+
+
+def build_missing(variants, out_dir=None, *, progress: bool = True) -> int:
+    """Build, in one parallel build, every variant of ``variants`` that is not built (the
+    first call on a GPU passes every kernel the dispatcher may pick there); returns how
+    many were built. A first line says how many, with how many jobs and about how long;
+    the build prints a line per kernel. Raises what ``build`` raises (ToolchainError
+    without nvcc, CompileError)."""
+    variants = list(dict.fromkeys(variants))
+    missing = [v for v in variants if find_artifact(v, out_dir) is None]
+    if not missing:
+        return 0
+    jobs = default_jobs(missing)
+    waves = math.ceil(len(missing) / jobs)
+    about = waves * max(COMPILE_SECONDS.get(v.arch, 55.0) for v in missing)
+    log.warning("building %d kernel%s for %s, %d at a time (about %.0f s; `ozaki-cutlass build` does this ahead "
+                "of time)", len(missing), "s" if len(missing) > 1 else "", missing[0].arch.value, jobs, about)
+    build(missing, out_dir, jobs=jobs, progress=progress)
+    return len(missing)

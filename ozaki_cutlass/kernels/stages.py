@@ -122,6 +122,7 @@ def _nf(source):
     return ctypes.byref(source) if source else None
 
 
-def load_stages(arch: Arch, out_dir=None, *, progress: bool = True) -> Stages:
+def load_stages(arch: Arch, out_dir=None, *, build_missing: bool = True, progress: bool = True) -> Stages:
     """The stage kernels of ``arch``, building them first (with progress) when missing."""
-    return load_library(Stages, StagesVariant(arch=Arch(arch)), out_dir, progress=progress)
+    return load_library(Stages, StagesVariant(arch=Arch(arch)), out_dir, build_missing=build_missing,
+                        progress=progress)

@@ -11,7 +11,8 @@ from .. import dispatch
 from ..device import driver
 from ..device.arrays import Matrix
 from ..generator import Arch, GemmVariant, default_variant
-from ..kernels.gemm import Int8Gemm, load_int8_gemm
+from ..kernels.gemm import Int8Gemm, load_group_gemm, load_int8_gemm
+from ..kernels.library import build_missing
 from ..kernels.prologue import PrologueGemm, load_prologue_gemm
 from ..kernels.stages import Stages, load_stages
 
@@ -72,13 +73,27 @@ class KernelSet:
 
 def resolve_kernels(variant: GemmVariant | None, path: str | None, arch: Arch, problem: dispatch.Problem,
                     table: tuple[dict, str]) -> KernelSet:
-    """The kernels of a call: ``variant`` when the caller named one (checked against the
-    problem), else the dispatcher's choice under ``table`` (dispatch.load_table()'s
-    (table, source)) and ``path``; ``path="prologue"`` is the opt-in prototype."""
-    if path == "prologue":  # opt-in prototype, never dispatched
-        lib = load_prologue_gemm()
-        return KernelSet(path="prologue", variant=lib.variant, stages=load_stages(arch),
-                         gemm=load_int8_gemm(default_variant(arch)), prologue=lib)
+    """The kernels of a call, loaded: ``variant`` when the caller named one (checked
+    against the problem), else the dispatcher's choice under ``table``
+    (dispatch.load_table()'s (table, source)) and ``path``; ``path="prologue"`` is the
+    opt-in prototype. When a kernel of the call is not built, every kernel the dispatcher
+    may pick on this arch is built first, in one parallel build (kernels.library
+    .build_missing), so that later shapes find theirs; what the call needs beyond those
+    (a named kernel, another moduli count's group sizes) is built then."""
+    if path == "prologue":  # opt-in prototype, never dispatched: built alone when missing
+        return _kernel_set(variant, path, arch, problem, table, build=True)
+    try:
+        return _kernel_set(variant, path, arch, problem, table, build=False)
+    except FileNotFoundError:
+        build_missing(dispatch.kernel_targets(arch, table, problem.moduli))
+        return _kernel_set(variant, path, arch, problem, table, build=True)
+
+
+def _kernel_set(variant, path, arch, problem, table, *, build: bool) -> KernelSet:
+    if path == "prologue":
+        lib = load_prologue_gemm(build_missing=build)
+        return KernelSet(path="prologue", variant=lib.variant, stages=load_stages(arch, build_missing=build),
+                         gemm=load_int8_gemm(default_variant(arch), build_missing=build), prologue=lib)
     if variant is None:
         choice = dispatch.choose(problem, table=table[0], table_source=table[1], path=path)
         variant, chosen_path = choice.variant, choice.path
@@ -87,9 +102,11 @@ def resolve_kernels(variant: GemmVariant | None, path: str | None, arch: Arch, p
         why = dispatch.Candidate(path=chosen_path, variant=variant).rejection(problem)
         if why is not None:
             raise ValueError(f"kernel {variant.name} cannot run m={problem.m}, n={problem.n}, k={problem.k}: {why}")
-    stages = load_stages(variant.arch)
+    stages = load_stages(variant.arch, build_missing=build)
     if chosen_path == "staged":
-        return KernelSet(path="staged", variant=variant, stages=stages, gemm=load_int8_gemm(variant))
+        return KernelSet(path="staged", variant=variant, stages=stages, gemm=load_int8_gemm(variant, build_missing=build))
+    for sibling in dispatch.Candidate(path="fused", variant=variant).kernels(problem.moduli):
+        load_group_gemm(sibling, build_missing=build)  # every group size the call launches, found now
     return KernelSet(path="fused", variant=variant, stages=stages)
 
 

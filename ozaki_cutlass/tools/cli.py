@@ -179,22 +179,16 @@ def _build_targets(arch, patterns: str | Sequence[str] | None):
     tune`'s candidates, do not compile on first use)."""
     import fnmatch
 
-    from ..generator import StagesVariant, catalog
+    from ..generator import StagesVariant
 
     patterns = _patterns(patterns)
-    targets = catalog(arch, None, full=False, epilogue=None) if patterns is None else _matching(arch, patterns, True)
-    if patterns is None:
-        from ..dispatch import builtin_candidates, candidates_from_table, load_table
-        from ..options import DEFAULT_MODULI
+    if patterns is None:  # what the dispatcher may pick (as the first call builds it)
+        from ..dispatch import kernel_targets, load_table
 
-        table, source = load_table()
-        # the built-in candidates bring the fused kernels' siblings (15 moduli in groups of
-        # 2 need a one-modulus kernel of the same tile), the table its own picks
-        for cand in list(builtin_candidates(arch)) + candidates_from_table(table, source):
-            if cand.variant.arch is arch:
-                targets.extend(v for v in cand.kernels(DEFAULT_MODULI) if v not in targets)
+        return kernel_targets(arch, load_table())
+    targets = _matching(arch, patterns, True)
     stages = StagesVariant(arch=arch)
-    if patterns is None or any(fnmatch.fnmatchcase(stages.name, p) for p in patterns):
+    if any(fnmatch.fnmatchcase(stages.name, p) for p in patterns):
         targets.append(stages)
     for pattern in patterns or ():  # the opt-in prologue prototype: only when a pattern names it
         from ..generator.prologue import prologue_catalog
