@@ -2,9 +2,7 @@
 on its arch, in one parallel build (issue 18, item 1): the orchestration with the loaders
 replaced, and kernels.library.build_missing against a fake nvcc."""
 
-import importlib.util
 import logging
-from pathlib import Path
 
 import pytest
 
@@ -16,26 +14,13 @@ from ozaki_cutlass.paths import launch
 NO_TABLE = ({"entries": []}, "no table")
 
 
-def _load_fakes():
-    path = Path(__file__).parent / "generator" / "generator_fakes.py"
-    spec = importlib.util.spec_from_file_location("_first_use_generator_fakes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fakes = _load_fakes()
-
-
 @pytest.fixture
-def fake_nvcc(tmp_path, monkeypatch):
-    nvcc = fakes.FakeNvcc(tmp_path / "bin")
-    for name in ("CUDA_HOME", "CUTLASS_PATH", "OZAKI_BUILD_JOBS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OZAKI_NVCC", str(nvcc.path))
-    monkeypatch.setenv("CUTLASS_PATH", str(fakes.write_cutlass_stub(tmp_path / "cutlass")))
+def nvcc_env(fake_nvcc, cutlass_root, tmp_path, monkeypatch):
+    """The fake nvcc and CUTLASS found through the environment, as a user's call finds them."""
+    monkeypatch.setenv("OZAKI_NVCC", str(fake_nvcc.path))
+    monkeypatch.setenv("CUTLASS_PATH", str(cutlass_root))
     monkeypatch.setenv("OZAKI_CACHE_DIR", str(tmp_path / "cache"))
-    return nvcc
+    return fake_nvcc
 
 
 def test_the_targets_are_what_the_dispatcher_may_pick():
@@ -86,13 +71,13 @@ def test_a_missing_kernel_builds_them_all_once(monkeypatch, path):
     assert len(loaders.builds) == 1  # built: nothing more
 
 
-def test_build_missing_builds_only_what_is_missing_and_says_so_first(fake_nvcc, caplog):
+def test_build_missing_builds_only_what_is_missing_and_says_so_first(nvcc_env, caplog):
     variants = [default_variant(Arch.SM80), StagesVariant(arch=Arch.SM80)]
     with caplog.at_level(logging.WARNING, logger="ozaki_cutlass.kernels.library"):
         assert build_missing(variants, progress=False) == 2
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith("building 2 kernels for sm_80, ") and "about" in line and "ozaki-cutlass build" in line
-    assert sorted(fake_nvcc.compiled()) == sorted(v.name for v in variants)
+    assert sorted(nvcc_env.compiled()) == sorted(v.name for v in variants)
     caplog.clear()
     assert build_missing(variants + [catalog(Arch.SM80)[1]], progress=False) == 1  # the others are cached
     assert "building 1 kernel for sm_80" in caplog.text
