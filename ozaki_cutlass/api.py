@@ -10,12 +10,15 @@ already decided native takes the native fast lane first
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import config, dispatch
 from .call import Call, validate
 from .device import driver
 from .device.arch import visible_arch
 from .device.arrays import allocate_like, current_stream, upload
 from .device.workspace import WORKSPACES
+from .generator import GemmVariant
 from .options import as_scalar
 from .paths.fast_lane import fast_lane
 from .paths.fused import run_fused
@@ -30,8 +33,10 @@ __all__ = ["gemm", "empty_cache", "memory_held"]
 _RUNS = {"staged": run_staged, "fused": run_fused, "prologue": run_prologue}
 
 
-def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=None,
-         mode=None, out=None, stream=None, kernel=None, path=None, policy="auto", timings=None):
+def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
+         trans_b: bool = False, moduli: int | None = None, mode: str | None = None, out: Any = None,
+         stream: Any = None, kernel: str | GemmVariant | None = None, path: str | None = None,
+         policy: str = "auto", timings: dict | None = None) -> Any:
     """C = alpha op(A) op(B) + beta C, FP64-accurate, on INT8 tensor cores.
 
     Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,

@@ -280,8 +280,9 @@ def choose_scaling(a: np.ndarray, b: np.ndarray, consts: CRTConstants, mode: str
     return Scaling(mu=mu, nu=nu, exps_a=ea, exps_b=eb)
 
 
-def gemm(a, b, *, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-         moduli=None, mode=None) -> np.ndarray:
+def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0,
+         trans_a: bool = False, trans_b: bool = False, moduli: int | None = None,
+         mode: str | None = None) -> np.ndarray:
     """C = alpha op(A) op(B) + beta C with the Ozaki scheme II, in NumPy.
 
     a, b (and c): 2-D float64 NumPy arrays (other dtypes and masked arrays are refused,

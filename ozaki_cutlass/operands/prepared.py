@@ -22,6 +22,7 @@ afterwards is not detected, as with any library that caches a factorization.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -89,8 +90,8 @@ class Prepared:
                 f"device={self.device})")
 
 
-def prepare(x, side: str = "left", *, trans: bool = False, moduli=None, mode: str | None = "accurate",
-            stream=None) -> Prepared:
+def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | None = None,
+            mode: str | None = "accurate", stream: Any = None) -> Prepared:
     """Quantize ``x`` once for use as ``a`` (side="left") or ``b`` (side="right") of
     :func:`ozaki_cutlass.gemm`; ``trans`` transposes it first (gemm's trans_a/trans_b
     must then be left False). ``moduli`` and ``mode`` must be those of the calls that use

@@ -92,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     acc.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0 or more)")
     acc.set_defaults(handler=_accuracy)
 
+    doctor = commands.add_parser("doctor", help="what this machine gives the package: GPU, driver, nvcc, "
+                                                "CUTLASS, cuBLAS, the kernel cache and what is built")
+    doctor.set_defaults(handler=_doctor)
+
     from .bench import add_bench_parser
     from .int8 import add_int8_parser
     from .tune import add_tune_parser
@@ -331,6 +335,12 @@ def _built_status(variant, keys: set[str], corrupted: set[str], unhashed: set[st
     if key in keys:
         return "unverified" if key in unhashed else "yes"
     return "stale" if keys or corrupted else "no"
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import doctor_main
+
+    return doctor_main(args)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -1,0 +1,97 @@
+"""``ozaki-cutlass doctor``: what this machine gives the package, one line each: the
+package, Python, the GPU and its driver, the nvcc found and where from, CUTLASS, cuBLAS,
+the array libraries, the kernel cache, and which kernels the dispatcher may pick here are
+built or missing. It changes nothing and needs no GPU (it says what it did not find)."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import sys
+from pathlib import Path
+
+from .. import __version__
+from ..device.arch import arch_for_capability, compute_capability
+from ..device.cublas import NativeUnavailable, library, version
+from ..dispatch import TuningTableError, kernel_targets, load_table
+from ..generator import Arch, ToolchainError, default_out_dir, environment, find_artifact, resolve_toolchain
+
+__all__ = ["doctor_main", "nvcc_source"]
+
+
+def nvcc_source() -> str:
+    """Which setting chose the nvcc resolve_toolchain finds (in its order of lookup)."""
+    if environment.nvcc_override() is not None:
+        return "OZAKI_NVCC"
+    if environment.cuda_home() is not None:
+        return "CUDA_HOME"
+    return "PATH (else /usr/local/cuda/bin)"
+
+
+def _gpu() -> tuple[str, Arch | None]:
+    capability = compute_capability(0)
+    if capability is None:
+        return "none usable (no driver, no GPU or no cuda-bindings): the GPU path is off", None
+    arch = arch_for_capability(*capability)
+    name = "?"
+    try:
+        from cuda.bindings import driver as cu
+
+        _, dev = cu.cuDeviceGet(0)
+        _, raw = cu.cuDeviceGetName(64, dev)
+        name = raw.split(b"\0", 1)[0].decode(errors="replace")
+        _, cuda = cu.cuDriverGetVersion()
+        name += f", driver CUDA {cuda // 1000}.{cuda % 1000 // 10}"
+    except Exception:  # noqa: BLE001 - the capability answered; the name is a courtesy
+        pass
+    kernels = f"builds {arch.value}" if arch is not None else "below 8.0: not supported"
+    return f"{name}, compute capability {capability[0]}.{capability[1]} ({kernels})", arch
+
+
+def _module(name: str) -> str:
+    if importlib.util.find_spec(name) is None:
+        return "not installed"
+    module = __import__(name)
+    return getattr(module, "__version__", "installed")
+
+
+def doctor_main(args) -> int:
+    rows = [("ozaki-cutlass", f"{__version__} at {Path(__file__).resolve().parents[1]}"),
+            ("python", f"{platform.python_version()} ({sys.executable})")]
+    gpu, arch = _gpu()
+    rows.append(("GPU 0", gpu))
+    try:
+        toolchain = resolve_toolchain()
+        release = next((line for line in toolchain.nvcc_version.splitlines() if "release" in line), "")
+        rows += [("nvcc", f"{toolchain.nvcc} (from {nvcc_source()}); {release.strip()}"),
+                 ("CUTLASS", f"{toolchain.cutlass_version} at {toolchain.cutlass_root}")]
+    except ToolchainError as exc:
+        toolchain = None
+        rows.append(("nvcc / CUTLASS", f"missing: {exc}"))
+    try:
+        library()
+        rows.append(("cuBLAS", "libcublas {}.{}.{}".format(*version())))
+    except NativeUnavailable as exc:
+        rows.append(("cuBLAS", f"not found: native DGEMM is off ({exc})"))
+    except Exception as exc:  # noqa: BLE001 - a library that loads but cannot answer
+        rows.append(("cuBLAS", f"found, but did not answer: {exc}"))
+    rows += [("CuPy", _module("cupy")), ("PyTorch", _module("torch"))]
+    out = default_out_dir()
+    rows.append(("kernel cache", f"{out} ({'exists' if out.is_dir() else 'not made yet'})"))
+    if arch is not None and toolchain is not None:
+        try:
+            targets = kernel_targets(arch, load_table())
+            missing = [v.name for v in targets if find_artifact(v, out) is None]
+            state = "all built" if not missing else f"{len(missing)} missing (the first call builds them, or run " \
+                                                    f"`ozaki-cutlass build`): {', '.join(missing)}"
+            rows.append(("kernels", f"{len(targets)} the dispatcher may pick on {arch.value}: {state}"))
+        except (ToolchainError, TuningTableError, OSError) as exc:
+            rows.append(("kernels", f"cannot tell: {exc}"))
+    elif arch is None:
+        rows.append(("kernels", "no GPU: nothing to build for here (`ozaki-cutlass build --arch ...` builds anyway)"))
+    else:
+        rows.append(("kernels", "no toolchain: built kernels are used as found, nothing can be built"))
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+    return 0
