@@ -32,6 +32,7 @@ __all__ = [
     "Header",
     "Toolchain",
     "resolve_toolchain",
+    "locate_nvcc",
     "compile_flags",
     "nvcc_command",
 ]
@@ -72,6 +73,17 @@ class Toolchain:
     templates_dir: Path
     include_dir: Path  # our headers
     headers: tuple[tuple[str, Header], ...]  # every file under include_dir, by relative path
+
+    @property
+    def library_dirs(self) -> tuple[Path, ...]:
+        """Where the linker finds the CUDA runtime when nvcc's own profile does not say: an
+        nvcc of NVIDIA's wheels keeps it in `<top>/lib`, where its nvcc.profile does not
+        look (it names `<top>/lib64`). The same static runtime a toolkit links: not part
+        of the cache key, as the include folders are not."""
+        wheel_lib = self.nvcc.parent.parent / "lib"
+        if (wheel_lib / "libcudart_static.a").is_file() and not (self.nvcc.parent.parent / "lib64").exists():
+            return (wheel_lib,)
+        return ()
 
     @property
     def include_dirs(self) -> tuple[Path, ...]:
@@ -124,22 +136,55 @@ def resolve_toolchain(*, nvcc: Path | str | None = None, cutlass_root: Path | st
 
 
 def _find_nvcc(explicit: Path | str | None) -> Path:
+    return locate_nvcc(explicit)[0]
+
+
+def locate_nvcc(explicit: Path | str | None = None) -> tuple[Path, str]:
+    """(nvcc, the setting that chose it). In order: `explicit`, `OZAKI_NVCC`,
+    `$CUDA_HOME/bin/nvcc`, the NVIDIA toolkit wheels (`pip install ozaki-cutlass[nvcc]`,
+    found by cuda-pathfinder), `nvcc` on PATH, /usr/local/cuda/bin/nvcc. Raises
+    ToolchainError when none is there."""
     if explicit is not None:
-        return _executable(Path(explicit), "the nvcc argument")
+        return _executable(Path(explicit), "the nvcc argument"), "the nvcc argument"
     override = environment.nvcc_override()
     if override is not None:
-        return _executable(override, "OZAKI_NVCC")
+        return _executable(override, "OZAKI_NVCC"), "OZAKI_NVCC"
     cuda_home = environment.cuda_home()
     if cuda_home is not None:
-        return _executable(cuda_home / "bin" / "nvcc", "CUDA_HOME")
+        return _executable(cuda_home / "bin" / "nvcc", "CUDA_HOME"), "CUDA_HOME"
+    wheel = _wheel_nvcc()
+    if wheel is not None:
+        return wheel, "the NVIDIA toolkit wheels (cuda-pathfinder)"
     on_path = shutil.which("nvcc")
     if on_path is not None:
-        return Path(on_path)
+        return Path(on_path), "PATH"
     if _FALLBACK_NVCC.is_file():
-        return _FALLBACK_NVCC
+        return _FALLBACK_NVCC, str(_FALLBACK_NVCC.parent.parent)
     raise ToolchainError(
-        "nvcc not found: set OZAKI_NVCC or CUDA_HOME, or put nvcc on PATH"
+        "nvcc not found: pip install 'ozaki-cutlass[nvcc]' (NVIDIA's toolkit wheels), set OZAKI_NVCC or "
+        "CUDA_HOME, or put nvcc on PATH"
     )
+
+
+def _wheel_nvcc() -> Path | None:
+    """The nvcc of NVIDIA's pip wheels (nvidia-cuda-nvcc with its crt, nvvm, runtime and
+    cccl wheels), as cuda-pathfinder finds it inside site-packages; None without them.
+    cuda-pathfinder also looks at CUDA_HOME and conda; only a wheel's nvcc is taken here,
+    so that PATH keeps its place after it."""
+    try:
+        from cuda import pathfinder
+    except ImportError:
+        return None
+    try:
+        found = pathfinder.find_nvidia_binary_utility("nvcc")
+    except Exception:  # noqa: BLE001 - an older pathfinder, or one that cannot answer
+        return None
+    if not found:
+        return None
+    path = Path(found)
+    if "site-packages" not in path.parts and "dist-packages" not in path.parts:
+        return None
+    return path.absolute() if path.is_file() and os.access(path, os.X_OK) else None
 
 
 def _executable(path: Path, source: str) -> Path:
@@ -270,4 +315,5 @@ def nvcc_command(variant: Variant, toolchain: Toolchain, *, source: str,
                  output: str) -> list[str]:
     """The nvcc argument list that compiles `source` into the shared library `output`."""
     includes = [f"-I{directory}" for directory in toolchain.include_dirs]
-    return [str(toolchain.nvcc), *compile_flags(variant.arch), *includes, "-o", output, source]
+    libraries = [f"-L{directory}" for directory in toolchain.library_dirs]
+    return [str(toolchain.nvcc), *compile_flags(variant.arch), *includes, *libraries, "-o", output, source]

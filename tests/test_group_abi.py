@@ -38,6 +38,7 @@ def check(tmp_path_factory):
     prelude = folder / "prelude.h"  # what the fused templates render before the headers
     prelude.write_text(abi.GROUP_GEMM.prelude())
     cmd = [str(tc.nvcc), "-x", "cu", "-std=c++17", "-O1", *(f"-I{d}" for d in tc.include_dirs),
+           *(f"-L{d}" for d in tc.library_dirs),
            "-include", str(prelude), str(DRIVER), "-o", str(binary)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:

@@ -471,15 +471,17 @@ def checker(tmp_path_factory) -> Path:
     from ozaki_cutlass.generator import ToolchainError, resolve_toolchain
 
     try:
-        nvcc = resolve_toolchain().nvcc
+        toolchain = resolve_toolchain()
     except ToolchainError as exc:
         pytest.skip(f"nvcc not available: {exc}")
+    nvcc = toolchain.nvcc
     folder = tmp_path_factory.mktemp("host_checker")
     binary = folder / "check_arithmetic"
     prelude = folder / "prelude.h"  # what stages.cu.j2 renders before the headers
     prelude.write_text(abi.STAGES.prelude())
     cmd = [str(nvcc), "-x", "cu", "-std=c++17", "-O2", "-Xcompiler", "-ffp-contract=off",
-           "-I", str(INCLUDE), "-include", str(prelude), str(CHECKER), "-o", str(binary)]
+           "-I", str(INCLUDE), *(f"-L{d}" for d in toolchain.library_dirs), "-include", str(prelude),
+           str(CHECKER), "-o", str(binary)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(f"compiling the checker failed:\n{' '.join(cmd)}\n{proc.stderr[-4000:]}")

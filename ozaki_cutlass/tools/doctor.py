@@ -14,18 +14,17 @@ from .. import __version__
 from ..device.arch import arch_for_capability, compute_capability
 from ..device.cublas import NativeUnavailable, library, version
 from ..dispatch import TuningTableError, kernel_targets, load_table
-from ..generator import Arch, ToolchainError, default_out_dir, environment, find_artifact, resolve_toolchain
+from ..generator import Arch, ToolchainError, default_out_dir, find_artifact, resolve_toolchain
+from ..generator.toolchain import locate_nvcc
 
-__all__ = ["doctor_main", "nvcc_source"]
+__all__ = ["doctor_main"]
 
 
-def nvcc_source() -> str:
-    """Which setting chose the nvcc resolve_toolchain finds (in its order of lookup)."""
-    if environment.nvcc_override() is not None:
-        return "OZAKI_NVCC"
-    if environment.cuda_home() is not None:
-        return "CUDA_HOME"
-    return "PATH (else /usr/local/cuda/bin)"
+def _nvcc_source() -> str:
+    try:
+        return locate_nvcc()[1]
+    except ToolchainError:
+        return "?"
 
 
 def _gpu() -> tuple[str, Arch | None]:
@@ -63,7 +62,7 @@ def doctor_main(args) -> int:
     try:
         toolchain = resolve_toolchain()
         release = next((line for line in toolchain.nvcc_version.splitlines() if "release" in line), "")
-        rows += [("nvcc", f"{toolchain.nvcc} (from {nvcc_source()}); {release.strip()}"),
+        rows += [("nvcc", f"{toolchain.nvcc} (from {_nvcc_source()}); {release.strip()}"),
                  ("CUTLASS", f"{toolchain.cutlass_version} at {toolchain.cutlass_root}")]
     except ToolchainError as exc:
         toolchain = None
