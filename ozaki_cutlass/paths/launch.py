@@ -105,8 +105,9 @@ def _kernel_set(variant, path, arch, problem, table, *, build: bool) -> KernelSe
     stages = load_stages(variant.arch, build_missing=build)
     if chosen_path == "staged":
         return KernelSet(path="staged", variant=variant, stages=stages, gemm=load_int8_gemm(variant, build_missing=build))
-    for sibling in dispatch.Candidate(path="fused", variant=variant).kernels(problem.moduli):
-        load_group_gemm(sibling, build_missing=build)  # every group size the call launches, found now
+    if build:  # after a first-use build: every group size the call launches, built now (not per call)
+        for sibling in dispatch.Candidate(path="fused", variant=variant).kernels(problem.moduli):
+            load_group_gemm(sibling)
     return KernelSet(path="fused", variant=variant, stages=stages)
 
 

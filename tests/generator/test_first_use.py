@@ -64,7 +64,7 @@ def test_a_missing_kernel_builds_them_all_once(monkeypatch, path):
     kern = launch.resolve_kernels(None, path, Arch.SM90A, problem, NO_TABLE)
     assert kern.path == path
     assert loaders.builds == [dispatch.kernel_targets(Arch.SM90A, NO_TABLE, 15)]
-    if path == "fused":  # every group size the call launches is loaded up front
+    if path == "fused":  # after the build, every group size the call launches is loaded too
         sizes = {v.group_size for name, v in loaders.loaded if name == "load_group_gemm"}
         assert sizes == {v.group_size for v in dispatch.Candidate(path="fused", variant=kern.variant).kernels(15)}
     launch.resolve_kernels(None, path, Arch.SM90A, problem, NO_TABLE)
