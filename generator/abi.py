@@ -100,6 +100,9 @@ stride_x >= (m-1)*ldx + n; A, B, X 16-byte aligned. {_STATUS_DOC}""",
 _VECTOR_SET = """\
 A vector set (x, nvec, k, vs, es) is nvec vectors of length k, element l of vector v at
 x[v*vs + l*es]: the rows of op(A) (v = i) or the columns of op(B) (v = j)."""
+_INNER = """\
+inner: null, or k device int32 inner shifts s_l (the contract's equilibration): entry l
+of every vector counts as x_vl 2^s_l, folded into each exponent (nothing is rounded)."""
 _INT8_PLANES = """\
 Int8 outputs are (rows_pad x k_pad) row-major per plane; k_pad is a multiple of
 kKAlignment and >= k, rows_pad >= nvec; the padding (l >= k or v >= nvec) is written as 0."""
@@ -114,7 +117,7 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=2,  # 2: the CRT functions take a NonfiniteSource
+    version=3,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -123,19 +126,21 @@ return 0.""",
     structs=(CRT_CONSTANTS, NONFINITE_SOURCE),
     entries=(
         entry("scan", "int",
-               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, int pb, int32_t* exps, "
-               "int32_t* fast_shift, int32_t* nonfinite_count, cudaStream_t stream",
+               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, int pb, "
+               "int32_t* exps, int32_t* fast_shift, int32_t* nonfinite_count, int32_t* logq, int64_t* abs_sum, "
+               "cudaStream_t stream",
                f"""\
-{_VECTOR_SET}
+{_VECTOR_SET} {_INNER}
 Per vector: nonfinite_count[v] = the number of NaN/Inf entries (treated as 0 below);
-exps[v] = E, the frexp exponent of max |x| (0 for an all-zero vector);
-fast_shift[v] = reference.fast_shifts with bound exponent pb."""),
+exps[v] = E, the largest frexp exponent of the non-zero x 2^s (0 for an all-zero vector);
+where not null: fast_shift[v] = reference.fast_shifts with bound exponent pb, logq[v] and
+abs_sum[v] = reference.fast_terms (ceil(log2 Q) or -1, and S1)."""),
         entry("coarse", "int",
-               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* exps, "
-               "int8_t* out, int64_t rows_pad, int64_t k_pad, cudaStream_t stream",
+               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, "
+               "const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad, cudaStream_t stream",
                f"""\
-out[v*k_pad + l] = ceil(2^(kCoarseBits - E_v) |x_vl|) (1 if that is 0 for x != 0; 0 for
-NaN/Inf): reference.coarse_magnitudes. {_INT8_PLANES}"""),
+out[v*k_pad + l] = ceil(2^(kCoarseBits - E_v) |x_vl 2^s_l|) (1 if that is 0 for x != 0; 0
+for NaN/Inf): reference.coarse_magnitudes. {_INNER} {_INT8_PLANES}"""),
         entry("accumulate_i64", "int",
                "const int32_t* part, int64_t rows, int64_t cols, int64_t ld_part, int64_t* acc, int first, "
                "cudaStream_t stream",
@@ -153,23 +158,51 @@ NaN/Inf): reference.coarse_magnitudes. {_INT8_PLANES}"""),
                "int32_t* nu, int32_t* workspace_d, cudaStream_t stream",
                "P_accurate_shifts from an int32 G of leading dimension ldg (one k chunk: the coarse GEMM's "
                "output read in place)."),
+        entry("inner_stats", "int",
+               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, double* partial, "
+               "int32_t* partial_exp, int32_t* exps, double* sums, cudaStream_t stream",
+               """\
+numerics.contract.inner_stats over the vectors of a vector set, per l < k: exps[l] = E_l
+(the largest frexp exponent of the finite non-zero x_vl, kNoExponent if none) and sums[l]
+(the fixed-order sum of |x_vl| 2^-E_l). partial and partial_exp: workspace of
+ceil(nvec / kInnerChunk) * k entries each."""),
+        entry("equilibrate", "int",
+               "const int32_t* exps_a, const int32_t* exps_b, int64_t k, int32_t* shift_a, int32_t* shift_b, "
+               "int32_t* applied, cudaStream_t stream",
+               """\
+numerics.contract.equilibration from P_inner_stats' exponents of op(A)'s columns and op(B)'s
+rows: shift_a[l] = -e_l, shift_b[l] = e_l (all 0 when not applied); applied[0] = 1 or 0."""),
+        entry("certificate", "int",
+               "const int32_t* exps_a, const int32_t* logq_a, const int64_t* s1_a, int64_t m, "
+               "const int32_t* exps_b, const int32_t* logq_b, const int64_t* s1_b, int64_t n, "
+               "const int32_t* inner_exp_a, const double* inner_a, const int32_t* inner_exp_b, "
+               "const double* inner_b, int64_t k, const int32_t* applied, double* out, cudaStream_t stream",
+               """\
+numerics.contract.certificate: out[0..11] = x2[0], x2[1], xz[0], xz[1], z2, w2[0], w2[1],
+wy[0], wy[1], y2, l1, applied (0.0 or 1.0, from applied[0]; applied may be null), from the
+scan's exps, logq, abs_sum of op(A)'s rows and op(B)'s columns and P_inner_stats' exps and
+sums of op(A)'s columns and op(B)'s rows."""),
+        entry("fast_shifts", "int",
+               "const int32_t* exps, const int32_t* logq, int64_t nvec, int64_t k, int pb, int32_t* shifts, "
+               "cudaStream_t stream",
+               "reference.shifts_from_log: the fast shifts for bound exponent pb from the scan's exps and logq."),
         entry("pack", "int",
                "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, double* out, "
                "cudaStream_t stream",
                "out[v*k + l] = x[v*vs + l*es]: the vector set as contiguous vectors (vs = k, es = 1)."),
         entry("residues", "int",
-               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* shifts, "
-               "int nmod, const int32_t* moduli, int8_t* out, int64_t rows_pad, int64_t k_pad, "
-               "cudaStream_t stream",
+               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, "
+               "const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out, int64_t rows_pad, "
+               "int64_t k_pad, cudaStream_t stream",
                f"""\
 moduli: nmod (1..kMaxModuli) device int32 values in [2, 256]. For modulus g:
-out[g*rows_pad*k_pad + v*k_pad + l] = trunc(2^shift_v x_vl) mods m_g, symmetric, int8
+out[g*rows_pad*k_pad + v*k_pad + l] = trunc(2^(shift_v + s_l) x_vl) mods m_g, symmetric, int8
 (reference.scale_to_integers + reference.residues). {_INT8_PLANES} The same as
 P_residues_strided with row_stride = k_pad, plane_stride = rows_pad*k_pad."""),
         entry("residues_strided", "int",
-               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* shifts, "
-               "int nmod, const int32_t* moduli, int8_t* out, int64_t rows_pad, int64_t k_pad, "
-               "int64_t row_stride, int64_t plane_stride, cudaStream_t stream",
+               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, "
+               "const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out, int64_t rows_pad, "
+               "int64_t k_pad, int64_t row_stride, int64_t plane_stride, cudaStream_t stream",
                """\
 P_residues at out[g*plane_stride + v*row_stride + l], l < k_pad, v < rows_pad (padding 0
 in every plane). Accepted: row_stride >= k_pad and plane_stride >= rows_pad*row_stride

@@ -1,6 +1,7 @@
 """ozaki_cutlass: FP64-accurate GEMM on INT8 tensor cores (Ozaki scheme II).
 
     ozaki_cutlass.gemm(a, b, ...)             the GPU path (CUTLASS INT8 kernels)
+    ozaki_cutlass.contract(a, b, ...)         what the accuracy contract chooses for a call
     ozaki_cutlass.prepare(a, side="left")     an operand quantized once, for many gemm calls
     ozaki_cutlass.reference.gemm(a, b, ...)   the NumPy reference: the same bits on the CPU
     ozaki_cutlass.workspace_bytes(m, n, k)    device memory the emulation keeps for such a call
@@ -31,6 +32,9 @@ except metadata.PackageNotFoundError:  # run from a tree that is not installed
 # public name -> the module that owns it
 _PUBLIC = {
     "gemm": "ozaki_cutlass.api",
+    "contract": "ozaki_cutlass.api",
+    "Choice": "ozaki_cutlass.numerics.contract",
+    "AccuracyWarning": "ozaki_cutlass.numerics.contract",
     "prepare": "ozaki_cutlass.operands.prepared",
     "Prepared": "ozaki_cutlass.operands.prepared",
     "DEFAULT_MODULI": "ozaki_cutlass.options",
@@ -45,7 +49,7 @@ _PUBLIC = {
 }
 _SUBMODULES = ("reference", "dispatch")
 
-__all__ = ["gemm", "prepare", "Prepared", "reference", "DEFAULT_MODULI", "CudaError", "NoGpuError", "KernelError",
+__all__ = ["gemm", "contract", "Choice", "AccuracyWarning", "prepare", "Prepared", "reference", "DEFAULT_MODULI", "CudaError", "NoGpuError", "KernelError",
            "UnsupportedProblem", "OutOfMemoryError", "empty_cache", "memory_held", "workspace_bytes"]
 
 

@@ -10,6 +10,7 @@ already decided native takes the native fast lane first
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from . import config, dispatch
@@ -19,6 +20,9 @@ from .device.arch import visible_arch
 from .device.arrays import allocate_like, current_stream, upload
 from .device.workspace import WORKSPACES
 from .generator import GemmVariant
+from .numerics.contract import CONTRACT_MODULI, Choice, warn
+from .paths.contract import run_contract
+from .reference import contract as reference_contract
 from .options import as_scalar
 from .paths.fast_lane import fast_lane
 from .paths.fused import run_fused
@@ -28,7 +32,7 @@ from .paths.prologue import run_prologue
 from .paths.scale import zero_result
 from .paths.staged import run_staged
 
-__all__ = ["gemm", "empty_cache", "memory_held"]
+__all__ = ["gemm", "contract", "empty_cache", "memory_held"]
 
 _RUNS = {"staged": run_staged, "fused": run_fused, "prologue": run_prologue}
 
@@ -36,7 +40,7 @@ _RUNS = {"staged": run_staged, "fused": run_fused, "prologue": run_prologue}
 def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
          trans_b: bool = False, moduli: int | None = None, mode: str | None = None, out: Any = None,
          stream: Any = None, kernel: str | GemmVariant | None = None, path: str | None = None,
-         policy: str = "auto", timings: dict | None = None) -> Any:
+         policy: str = "auto", timings: dict | None = None, accuracy: str | float | None = None) -> Any:
     """C = alpha op(A) op(B) + beta C, FP64-accurate, on INT8 tensor cores.
 
     Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,
@@ -51,18 +55,31 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0
     tile-local prologue prototype (ozaki_cutlass.paths.prologue; never chosen otherwise). Every
     choice gives the same bits.
 
+    ``moduli=None`` (the default) runs the **accuracy contract** (docs/numerics.md): per
+    call, the fewest moduli (8..20) whose certified bound ||C - AB||_F <= t || |A||B| ||_F
+    meets ``accuracy`` (t = 2^-53 for "dgemm", the default, which makes the bound at most
+    DGEMM's classical one divided by k; or a number in [2^-100, 1)), after an exact
+    power-of-two equilibration of the inner dimension; ``mode`` defaults to "fast" there.
+    It costs one read of 96 bytes per call (the call waits for the scan). Where 20 moduli
+    cannot meet the target, ``policy="auto"`` runs native DGEMM (``timings["policy"]``
+    says why) and ``policy="emulate"`` runs 20 moduli with an
+    :class:`~ozaki_cutlass.AccuracyWarning`; :func:`ozaki_cutlass.contract` tells what a
+    call chooses. An explicit ``moduli`` (2..20) runs exactly that count, asynchronously,
+    with no contract (``accuracy`` must be unset), ``mode`` defaulting to "accurate".
+
     ``policy``: "auto" (default) runs native cuBLAS DGEMM instead of the emulation where
     that is measured (tuning table) or, on sm_90 outside any table, predicted (H200 cost
     model) to be faster, so that calling this function never loses to DGEMM; it does so
     only when ``moduli``, ``kernel`` and ``path`` are all left unset (an explicit moduli
-    count asks for that emulation) and cuBLAS can take the layouts. Native results carry
-    DGEMM's accuracy (the emulation at the default 15 moduli is about 10x more accurate
-    on the benchmark inputs) and cuBLAS's bits, not the reference's. A shape's decision is
+    count asks for that emulation), ``accuracy`` asks no more than DGEMM's, and cuBLAS
+    can take the layouts. Native results carry DGEMM's accuracy and cuBLAS's bits, not
+    the reference's. A shape's decision is
     remembered until ozaki_cutlass.dispatch.forget_tables() (call it after changing
     OZAKI_TUNING_TABLE or rewriting the table in a running process). "emulate" always
     emulates (bits equal to ozaki_cutlass.reference.gemm); "native" always runs cuBLAS.
     ``timings``: a dict to fill with per-phase milliseconds (synchronizes); its "path" is
-    "staged", "fused" or "native" ("policy" says why for native).
+    "staged", "fused" or "native" ("policy" says why for native); "moduli" and "mode" are
+    those run, and under the contract "contract" holds the Choice as a dict.
 
     ``a`` and ``b`` may be operands made by :func:`ozaki_cutlass.prepare` (side "left"
     for ``a``, "right" for ``b``): their per-operand stages are not redone. Such a call
@@ -74,13 +91,46 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0
     beta = as_scalar(beta, "beta")
     if (policy == "auto" and c is None and out is None and moduli is None and kernel is None and path is None
             and timings is None and stream is None and not trans_a and not trans_b and beta == 0.0
-            and mode in (None, "accurate", "fast")):
-        result = fast_lane(a, b, alpha, mode or "accurate")
+            and accuracy is None and mode in (None, "accurate", "fast")):
+        result = fast_lane(a, b, alpha, mode or "fast")
         if result is not None:
             return result
     call = validate(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
-                    out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings)
+                    out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings,
+                    accuracy=accuracy)
     return _execute(call)
+
+
+def contract(a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, accuracy: str | float | None = None,
+             mode: str | None = None, policy: str = "auto", stream: Any = None) -> Choice:
+    """What ``gemm(a, b, ...)`` with these settings and no explicit ``moduli`` chooses under
+    the accuracy contract: a :class:`~ozaki_cutlass.numerics.contract.Choice` (the moduli
+    count and mode, whether the inner dimension was equilibrated, the certified relative
+    bound and the target, or the native fallback and why). GPU arrays are examined on the
+    GPU (the contract's stages, no product); NumPy arrays by
+    ``ozaki_cutlass.reference.contract``, which makes the same choice. The shape-based
+    native decision of ``policy="auto"`` is not part of it (``timings`` of a call shows
+    that)."""
+    call = validate(a, b, c=None, alpha=1.0, beta=0.0, trans_a=trans_a, trans_b=trans_b, moduli=None, mode=mode,
+                    out=None, stream=stream, kernel=None, path=None, policy=policy, timings=None, accuracy=accuracy)
+    may_fall_back = call.policy == "auto" and not call.emulation_asked
+    if call.on_host or not (call.m and call.n and call.k):
+        return reference_contract(call.a, call.b, trans_a=call.trans_a, trans_b=call.trans_b,
+                                  accuracy=accuracy, mode=mode, policy=policy) if call.on_host else \
+            Choice(CONTRACT_MODULI[0], call.mode, 0.0, call.target, False)
+    with driver.on_device(call.device):
+        arch = visible_arch(call.device)
+        if arch is None:
+            raise driver.NoGpuError(f"GPU {call.device} is not supported (compute capability 8.0 or newer needed)")
+        st = resolve_kernels(None, None, arch, dispatch.Problem(call.m, call.n, call.k, call.moduli, arch),
+                             dispatch.load_table()).stages
+        sh = current_stream(call.kind, call.stream, call.device)
+        A = call.A.t() if call.trans_a else call.A
+        B = call.B.t() if call.trans_b else call.B
+        ws = WORKSPACES.get(call.device, sh)
+        with ws.lock:
+            return run_contract(st, A, B, call.m, call.n, call.k, call.target, call.mode, may_fall_back, sh, ws,
+                                config.overlap())[0]
 
 
 def _execute(call: Call):
@@ -115,20 +165,30 @@ def _execute(call: Call):
             kern = resolve_kernels(call.variant, call.path, arch, problem, table)
         timer = PhaseTimer(sh, call.timings is not None)
         timer.mark("start")
+        choice = None
+        if not native and m and n:
+            launch = Launch(A=A, B=B, C=C, O=O, m=m, n=n, k=k, alpha=call.alpha, beta=call.beta,
+                            moduli=call.moduli, mode=call.mode, stream=sh, prepared=call.prepared)
+            fallback = None
+            if call.target is not None and call.policy == "auto" and not call.emulation_asked:
+                fallback = native_plan(A, B, C, O, call.beta)
+            choice = _emulate(kern, launch, call.device, timer, call.target, fallback is not None)
+            if choice is not None and choice.native:
+                native, why, plan = True, choice.reason, fallback
         if native:
             run_native(plan, call.alpha, call.beta, sh)
             timer.mark("native")
         else:
-            if m and n:
-                launch = Launch(A=A, B=B, C=C, O=O, m=m, n=n, k=k, alpha=call.alpha, beta=call.beta,
-                                moduli=call.moduli, mode=call.mode, stream=sh, prepared=call.prepared)
-                _emulate(kern, launch, call.device, timer)
             timer.mark("crt")
         if call.timings is not None:
             if native:
                 call.timings.update(timer.result(), path="native", kernel="cublasDgemm_v2", policy=why)
             else:
-                call.timings.update(timer.result(), path=kern.path, kernel=kern.variant.name)
+                call.timings.update(timer.result(), path=kern.path, kernel=kern.variant.name,
+                                    moduli=choice.moduli if choice else call.moduli,
+                                    mode=choice.mode if choice else call.mode)
+            if choice is not None:
+                call.timings["contract"] = choice.as_dict()
         if call.on_host:
             driver.synchronize(sh)
             value = result.get()
@@ -139,14 +199,27 @@ def _execute(call: Call):
         return result
 
 
-def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer) -> None:
+def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, target: float | None,
+             may_fall_back: bool) -> Choice | None:
+    """Run the emulation of ``launch``; under the accuracy contract (``target`` set) choose
+    its moduli count and mode first and return the Choice (without running anything when
+    it falls back to native DGEMM: the caller runs that)."""
     ws = WORKSPACES.get(device, launch.stream)
+    overlap = config.overlap()  # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); same bits
     with ws.lock:
         if launch.alpha == 0.0 or launch.k == 0:
             zero_result(kern.stages, launch, ws)
-            return
-        # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); the same bits either way
-        _RUNS[kern.path](kern, launch, ws, timer, config.overlap())
+            return None
+        choice = None
+        if target is not None:
+            choice, pre = run_contract(kern.stages, launch.A, launch.B, launch.m, launch.n, launch.k, target,
+                                       launch.mode, may_fall_back, launch.stream, ws, overlap)
+            if choice.native:
+                return choice
+            warn(choice, stacklevel=4)
+            launch = dataclasses.replace(launch, moduli=choice.moduli, mode=choice.mode, prescan=pre)
+        _RUNS[kern.path](kern, launch, ws, timer, overlap)
+        return choice
 
 
 def empty_cache() -> int:

@@ -16,7 +16,8 @@ from .device.arrays import Matrix, describe_input, overlaps
 from .generator import GemmVariant
 from .generator.prologue import default_prologue_variant
 from .operands.prepared import Prepared
-from .options import POLICIES, as_flag, check_sizes, resolve_moduli, validate_mode
+from .numerics.contract import U
+from .options import DEFAULT_MODULI, POLICIES, as_flag, check_sizes, resolve_accuracy, resolve_moduli, validate_mode
 
 __all__ = ["Call", "validate", "requested_variant", "prologue_refusal", "PATHS"]
 
@@ -46,9 +47,10 @@ class Call:
     k: int
     alpha: float
     beta: float
-    moduli: int
+    moduli: int             # the count run; under the contract, the nominal one the dispatcher plans with
     mode: str
-    emulation_asked: bool   # moduli, kernel or path given: the auto policy emulates
+    target: float | None    # the accuracy contract's target (None: an explicit moduli count)
+    emulation_asked: bool   # moduli, kernel, path or a target below DGEMM's: the auto policy emulates
     policy: str
     path: str | None
     variant: GemmVariant | None
@@ -102,7 +104,7 @@ def _check_out_overlap(O: Matrix, A, B, C, beta: float) -> None:
 
 
 def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mode, out, stream, kernel, path,
-             policy, timings) -> Call:
+             policy, timings, accuracy=None) -> Call:
     """The call of ``ozaki_cutlass.gemm`` (same arguments; ``alpha`` and ``beta`` already
     real numbers), checked; TypeError or ValueError naming what is wrong otherwise."""
     if path is not None and path not in PATHS:
@@ -118,8 +120,19 @@ def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mo
     for name, p in prepared.items():
         p.check_side(name)
     first = next(iter(prepared.values()), None)
-    count = resolve_moduli(moduli if moduli is not None or first is None else first.moduli)
-    mode = validate_mode(mode if mode is not None else (first.mode if first is not None else "accurate"))
+    if first is not None or path == "prologue":
+        if accuracy is not None:
+            raise ValueError("prepared operands and path='prologue' run an explicit moduli count; "
+                             "accuracy= (the contract) is not taken there")
+        if first is None and moduli is None:
+            raise ValueError("path='prologue' runs an explicit moduli count: pass moduli= (the accuracy "
+                             "contract runs on the staged and fused paths)")
+        count = resolve_moduli(moduli if moduli is not None else first.moduli)
+        mode = validate_mode(mode if mode is not None else (first.mode if first is not None else "accurate"))
+        target = None
+    else:
+        count, mode, target = resolve_accuracy(moduli, accuracy, mode)
+        count = DEFAULT_MODULI if count is None else count
     if prepared:
         if trans_a and "a" in prepared or trans_b and "b" in prepared:
             raise ValueError("a prepared operand is transposed by prepare(trans=True), not by trans_a/trans_b")
@@ -170,7 +183,8 @@ def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mo
         if isinstance(O, Matrix):
             _check_out_overlap(O, A, B, C, beta)
     return Call(a=a, b=b, c=c, out=out, A=A, B=B, C=C, O=O, trans_a=trans_a, trans_b=trans_b, m=m, n=n, k=k,
-                alpha=alpha, beta=beta, moduli=count, mode=mode,
-                emulation_asked=moduli is not None or variant is not None or path is not None,
+                alpha=alpha, beta=beta, moduli=count, mode=mode, target=target,
+                emulation_asked=(moduli is not None or variant is not None or path is not None
+                                 or (target is not None and target < U)),
                 policy=policy, path=path, variant=variant, stream=stream, timings=timings, on_host=on_host,
                 kind=kind, device=device, prepared=prepared)

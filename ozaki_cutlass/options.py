@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .numerics.contract import ACCURACY_DEFAULT, target_of
 from .numerics.moduli import validate_moduli_count
 
 __all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_dtype", "check_host_matrix",
-           "check_sizes", "resolve_moduli", "validate_mode"]
+           "check_sizes", "resolve_accuracy", "resolve_moduli", "validate_mode", "validate_policy"]
 
 #: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
 #: gives a normwise error no larger than float64 ``@`` (docs/accuracy.md measures it).
@@ -70,6 +71,25 @@ def validate_mode(mode: object) -> str:
 
 def resolve_moduli(moduli: object) -> int:
     return DEFAULT_MODULI if moduli is None else validate_moduli_count(moduli)
+
+
+def resolve_accuracy(moduli: object, accuracy: object, mode: object) -> tuple[int | None, str, float | None]:
+    """(count, mode, target) of a call. An explicit ``moduli`` runs exactly that count, no
+    contract: target None, ``mode`` None meaning "accurate". Else the accuracy contract
+    (count None): the target of ``accuracy`` (None: "dgemm"), ``mode`` None meaning "fast"."""
+    if moduli is not None:
+        if accuracy is not None:
+            raise ValueError("give moduli= (exactly that count, no accuracy contract) or accuracy= "
+                             "(the contract chooses the count), not both")
+        return validate_moduli_count(moduli), validate_mode(mode), None
+    return None, "fast" if mode is None else validate_mode(mode), target_of(
+        ACCURACY_DEFAULT if accuracy is None else accuracy)
+
+
+def validate_policy(policy: object) -> str:
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    return policy  # type: ignore[return-value]
 
 
 #: The largest dimension the kernels take: they index with int, with room for padding.

@@ -29,9 +29,12 @@ import numpy as np
 
 from .numerics.moduli import COARSE_BITS, K_CHUNK, CRTConstants, crt_constants
 from .templates.constants import FAST_BOUND_BITS, NO_CONSTRAINT  # shared with the kernels
-from .options import DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, resolve_moduli, validate_mode
+from .numerics.contract import (CONTRACT_MODULI, Choice, certificate, choose, equilibration, inner_stats,
+                                 warn)
+from .options import (DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, resolve_accuracy,
+                      validate_policy)
 
-__all__ = ["DEFAULT_MODULI", "MODES", "gemm", "choose_scaling", "Scaling", "split_nonfinite", "exponents",
+__all__ = ["DEFAULT_MODULI", "MODES", "gemm", "contract", "choose_scaling", "fast_terms", "shifts_from_log", "Scaling", "split_nonfinite", "exponents",
            "fast_shifts", "fast_bound_bits", "coarse_magnitudes", "coarse_bound", "accurate_shifts",
            "scale_to_integers", "residues", "modular_products", "crt_reconstruct", "unscale"]
 
@@ -96,34 +99,59 @@ def split_nonfinite(a: np.ndarray, b: np.ndarray):
     return np.where(fa, a, 0.0), np.where(fb, b, 0.0), pattern
 
 
-def exponents(x: np.ndarray, axis: int) -> np.ndarray:
-    """E with max |x| along ``axis`` < 2^E (frexp exponent of the maximum; 0 for zeros)."""
-    amax = np.max(np.abs(x), axis=axis) if x.shape[axis] else np.zeros(x.shape[1 - axis])
-    return np.frexp(amax)[1].astype(np.int64)
+def _along_k(values, axis: int):
+    """Per-k values (the inner shifts) broadcast against a matrix whose k runs along ``axis``."""
+    return np.expand_dims(values, 1 - axis)
 
 
-def fast_shifts(x: np.ndarray, axis: int, exps: np.ndarray, bound_exponent: int) -> np.ndarray:
-    """Shifts s with ||2^s x||_2 <= 2^(pb/2) per row (axis=1) or column (axis=0).
+def _inner_or_zero(inner, x: np.ndarray, axis: int):
+    return 0 if inner is None else _along_k(np.asarray(inner, dtype=np.int64), axis)
 
-    q = ceil(2^(qb - E) |x|) <= 2^qb bounds |x| from above; Q = sum q^2 is an exact
-    unsigned integer, so ||x||^2 <= 2^(2(E - qb)) Q <= 2^(2(E - qb) + ceil(log2 Q)).
-    With t = floor((pb - ceil(log2 Q)) / 2) and s = t - E + qb, ||2^s x||^2 <= 2^pb, and
-    by Cauchy-Schwarz sum_l |A'_il||B'_lj| <= 2^pb for every (i, j).
-    """
+
+def exponents(x: np.ndarray, axis: int, inner=None) -> np.ndarray:
+    """E with max |x 2^s| along ``axis`` < 2^E: the largest frexp exponent of the non-zero
+    entries of a vector, with the inner shift s_l of its index l added (``inner``; None:
+    0); 0 for a zero vector. Integer arithmetic: no scaled value is ever formed."""
+    nz = x != 0
+    ex = np.frexp(x)[1].astype(np.int64) + _inner_or_zero(inner, x, axis)
+    low = np.iinfo(np.int64).min
+    top = np.max(np.where(nz, ex, low), axis=axis) if x.shape[axis] else np.full(x.shape[1 - axis], low)
+    return np.where(top == low, 0, top).astype(np.int64)
+
+
+def fast_terms(x: np.ndarray, axis: int, exps: np.ndarray, inner=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per vector: ceil(log2 Q) (-1 where Q = 0) and S1 = sum q, for
+    q = ceil(2^(qb - E) |x 2^s|) <= 2^qb (raised to 1 for x != 0), Q = sum q^2 (exact
+    unsigned integers). q bounds |x 2^s| 2^(qb - E) from above, so 2^(E - qb) S1 bounds the
+    vector's 1-norm and 2^(2(E - qb)) Q its squared 2-norm."""
     k = x.shape[axis]
     qb = fast_bound_bits(k)
-    e = np.expand_dims(exps, axis)
-    q = np.ceil(np.ldexp(np.abs(x), qb - e))
-    q = np.where((x != 0) & (q == 0), 1.0, q)  # a deep underflow must not drop a bound
-    sumsq = np.sum(q.astype(np.uint64) ** np.uint64(2), axis=axis, dtype=np.uint64)
-    t = (bound_exponent - _ceil_log2(sumsq)) // 2
-    return np.where(sumsq > 0, t - exps + qb, 0).astype(np.int64)
+    q = np.ceil(np.ldexp(np.abs(x), qb - np.expand_dims(exps, axis) + _inner_or_zero(inner, x, axis)))
+    q = np.where((x != 0) & (q == 0), 1.0, q).astype(np.uint64)  # a deep underflow must not drop a bound
+    sumsq = np.sum(q ** np.uint64(2), axis=axis, dtype=np.uint64)
+    logq = np.where(sumsq > 0, _ceil_log2(sumsq), -1).astype(np.int64)
+    return logq, np.sum(q, axis=axis, dtype=np.uint64)
 
 
-def coarse_magnitudes(x: np.ndarray, axis: int, exps: np.ndarray) -> np.ndarray:
-    """ceil(2^(COARSE_BITS - E) |x|) as integers in [0, 2^COARSE_BITS], zero only for zeros."""
+def shifts_from_log(exps: np.ndarray, logq: np.ndarray, k: int, bound_exponent: int) -> np.ndarray:
+    """The fast shifts from fast_terms' ceil(log2 Q): s = floor((pb - ceil(log2 Q)) / 2) - E + qb
+    (0 for a zero vector). Then ||2^s x||^2 <= 2^(2(s + E - qb)) Q <= 2^pb, and by
+    Cauchy-Schwarz sum_l |A'_il||B'_lj| <= 2^pb for every (i, j)."""
+    qb = fast_bound_bits(k)
+    return np.where(logq >= 0, (bound_exponent - logq) // 2 - exps + qb, 0).astype(np.int64)
+
+
+def fast_shifts(x: np.ndarray, axis: int, exps: np.ndarray, bound_exponent: int, inner=None) -> np.ndarray:
+    """Shifts s with ||2^s x||_2 <= 2^(pb/2) per row (axis=1) or column (axis=0):
+    :func:`fast_terms`, then :func:`shifts_from_log`."""
+    logq, _ = fast_terms(x, axis, exps, inner)
+    return shifts_from_log(exps, logq, x.shape[axis], bound_exponent)
+
+
+def coarse_magnitudes(x: np.ndarray, axis: int, exps: np.ndarray, inner=None) -> np.ndarray:
+    """ceil(2^(COARSE_BITS - E) |x 2^s|) as integers in [0, 2^COARSE_BITS], zero only for zeros."""
     e = np.expand_dims(exps, axis)
-    q = np.ceil(np.ldexp(np.abs(x), COARSE_BITS - e))
+    q = np.ceil(np.ldexp(np.abs(x), COARSE_BITS - e + _inner_or_zero(inner, x, axis)))
     q = np.where((x != 0) & (q == 0), 1.0, q)
     return q.astype(np.int8)
 
@@ -156,9 +184,10 @@ def accurate_shifts(g, exps_a, exps_b, mu_fast, nu_fast, bound_exponent):
     return mu_fast + d, nu_fast + gcol
 
 
-def scale_to_integers(x: np.ndarray, shifts: np.ndarray, axis: int) -> np.ndarray:
-    """trunc(2^s x): integer-valued float64, exact (|result| < 2^pb, 53 significant bits)."""
-    return np.trunc(np.ldexp(x, np.expand_dims(shifts, axis)))
+def scale_to_integers(x: np.ndarray, shifts: np.ndarray, axis: int, inner=None) -> np.ndarray:
+    """trunc(2^(s + s_l) x): integer-valued float64, exact (|result| < 2^pb, 53 significant
+    bits); s_l the inner shift of the entry's k index (``inner``; None: 0)."""
+    return np.trunc(np.ldexp(x, np.expand_dims(shifts, axis) + _inner_or_zero(inner, x, axis)))
 
 
 @lru_cache(maxsize=None)
@@ -267,59 +296,112 @@ class Scaling:
     exps_b: np.ndarray
 
 
-def choose_scaling(a: np.ndarray, b: np.ndarray, consts: CRTConstants, mode: str) -> Scaling:
-    """Stages 2-3 for finite a (m x k) and b (k x n)."""
+def choose_scaling(a: np.ndarray, b: np.ndarray, consts: CRTConstants, mode: str, inner=None) -> Scaling:
+    """Stages 2-3 for finite a (m x k) and b (k x n); ``inner``: the equilibration e (op(A)
+    is scaled by 2^-e, op(B) by 2^e) or None."""
     pb = consts.bound_exponent
-    ea = exponents(a, axis=1)
-    eb = exponents(b, axis=0)
-    mu = fast_shifts(a, 1, ea, pb)
-    nu = fast_shifts(b, 0, eb, pb)
+    sa, sb = (None, None) if inner is None else (-inner, inner)
+    ea = exponents(a, 1, sa)
+    eb = exponents(b, 0, sb)
+    mu = fast_shifts(a, 1, ea, pb, sa)
+    nu = fast_shifts(b, 0, eb, pb, sb)
     if mode == "accurate" and a.shape[0] and b.shape[1]:
-        g = coarse_bound(coarse_magnitudes(a, 1, ea), coarse_magnitudes(b, 0, eb))
+        g = coarse_bound(coarse_magnitudes(a, 1, ea, sa), coarse_magnitudes(b, 0, eb, sb))
         mu, nu = accurate_shifts(g, ea, eb, mu, nu, pb)
     return Scaling(mu=mu, nu=nu, exps_a=ea, exps_b=eb)
 
 
+def _contract(a: np.ndarray, b: np.ndarray, target: float, mode: str, may_fall_back: bool):
+    """The contract's stages on finite op(A) (m x k, m, k >= 1) and op(B): its Choice and
+    the equilibration e."""
+    inner_a, inner_b = inner_stats(a), inner_stats(b.T)
+    e = equilibration(inner_a[0], inner_b[0])
+    ea, eb = exponents(a, 1, -e), exponents(b, 0, e)
+    logq_a, s1_a = fast_terms(a, 1, ea, -e)
+    logq_b, s1_b = fast_terms(b, 0, eb, e)
+    cert = certificate(ea, logq_a, s1_a, eb, logq_b, s1_b, inner_a, inner_b, fast_bound_bits(a.shape[1]),
+                       bool(e.any()))
+    return choose(cert, target, mode, may_fall_back), e
+
+
+def _operands(a, b, trans_a, trans_b):
+    a = check_host_matrix(a, "a")
+    b = check_host_matrix(b, "b")
+    a = a.T if as_flag(trans_a, "trans_a") else a
+    b = b.T if as_flag(trans_b, "trans_b") else b
+    if b.shape[0] != a.shape[1]:
+        raise ValueError(f"inner dimensions differ: op(a) is {a.shape}, op(b) is {b.shape}")
+    return a, b
+
+
+def contract(a: np.ndarray, b: np.ndarray, *, trans_a: bool = False, trans_b: bool = False,
+             accuracy: str | float | None = None, mode: str | None = None, policy: str = "auto") -> Choice:
+    """What :func:`gemm` (and ``ozaki_cutlass.gemm``) with these settings and no explicit
+    ``moduli`` chooses: the :class:`~ozaki_cutlass.numerics.contract.Choice` (moduli, mode,
+    equilibration, certified bound, or the native fallback and why). An empty product
+    (m, n or k zero) chooses the fewest moduli with bound 0."""
+    a, b = _operands(a, b, trans_a, trans_b)
+    _, mode, target = resolve_accuracy(None, accuracy, mode)
+    policy = validate_policy(policy)
+    if not (a.shape[0] and b.shape[1] and a.shape[1]):
+        return Choice(CONTRACT_MODULI[0], mode, 0.0, target, False)
+    a, b, _ = split_nonfinite(a, b)
+    return _contract(a, b, target, mode, policy == "auto")[0]
+
+
 def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0,
          trans_a: bool = False, trans_b: bool = False, moduli: int | None = None,
-         mode: str | None = None) -> np.ndarray:
+         mode: str | None = None, accuracy: str | float | None = None, policy: str = "auto") -> np.ndarray:
     """C = alpha op(A) op(B) + beta C with the Ozaki scheme II, in NumPy.
 
     a, b (and c): 2-D float64 NumPy arrays (other dtypes and masked arrays are refused,
-    as ``ozaki_cutlass.gemm`` refuses them). ``moduli``: number of moduli (2..20; None =
-    DEFAULT_MODULI). ``mode``: "accurate" (extra coarse GEMM, larger shifts; None means
-    it) or "fast" (Cauchy-Schwarz bound only). ``trans_a``, ``trans_b``: True or False. Both bounds are rigorous: the integer
-    product is always reconstructed exactly. alpha == 0 does not read a or b; beta == 0
-    does not read c. Returns a new float64 array; c is not modified.
+    as ``ozaki_cutlass.gemm`` refuses them). ``trans_a``, ``trans_b``: True or False.
+
+    ``moduli=None`` (the default) runs the accuracy contract (docs/numerics.md): the
+    fewest moduli (8..20) whose certified bound ||C - AB||_F <= t || |A||B| ||_F meets
+    ``accuracy`` (t = 2^-53 for "dgemm", the default, or a number in [2^-100, 1)), after
+    an exact inner equilibration; ``mode`` defaults to "fast" there. Where 20 moduli do
+    not meet it: ``policy="auto"`` returns float64 ``@`` (where the GPU runs native
+    DGEMM) unless 20 moduli still certify 2^-53, ``policy="emulate"`` runs 20 moduli with
+    an AccuracyWarning; ``policy="native"`` always returns float64 ``@``. An explicit
+    ``moduli`` (2..20) runs exactly that count, no contract (``accuracy`` must then be
+    unset), ``mode`` defaulting to "accurate" (extra coarse GEMM, larger shifts) or
+    "fast" (Cauchy-Schwarz bound only). Both bounds are rigorous: the integer product is
+    always reconstructed exactly. alpha == 0 does not read a or b; beta == 0 does not
+    read c. Returns a new float64 array; c is not modified.
     """
-    a = check_host_matrix(a, "a")
-    b = check_host_matrix(b, "b")
     alpha = as_scalar(alpha, "alpha")
     beta = as_scalar(beta, "beta")
-    trans_a, trans_b = as_flag(trans_a, "trans_a"), as_flag(trans_b, "trans_b")
-    count = resolve_moduli(moduli)
-    mode = validate_mode(mode)
-    a = a.T if trans_a else a
-    b = b.T if trans_b else b
-    m, k = a.shape
-    if b.shape[0] != k:
-        raise ValueError(f"inner dimensions differ: op(a) is {a.shape}, op(b) is {b.shape}")
-    n = b.shape[1]
+    a0, b0 = _operands(a, b, trans_a, trans_b)
+    count, mode, target = resolve_accuracy(moduli, accuracy, mode)
+    policy = validate_policy(policy)
+    m, k = a0.shape
+    n = b0.shape[1]
     if c is not None:
         c = check_host_matrix(c, "c")
         if c.shape != (m, n):
             raise ValueError(f"c must have shape {(m, n)}, got {c.shape}")
     elif beta != 0.0:
         raise ValueError("beta != 0 needs c")
-    if alpha == 0.0 or k == 0:
+    if policy == "native":
+        return _float64(a0, b0, alpha, beta, c)
+    if alpha == 0.0 or k == 0 or m == 0 or n == 0:
         y = np.zeros((m, n))
         return y + beta * c if beta != 0.0 else y
 
+    a, b, pattern = split_nonfinite(a0, b0)
+    inner = None
+    if count is None:
+        choice, e = _contract(a, b, target, mode, policy == "auto")
+        if choice.native:
+            return _float64(a0, b0, alpha, beta, c)
+        warn(choice)
+        count, mode, inner = choice.moduli, choice.mode, (e if e.any() else None)
     consts = crt_constants(count)
-    a, b, pattern = split_nonfinite(a, b)
-    sc = choose_scaling(a, b, consts, mode)
-    a_int = scale_to_integers(a, sc.mu, axis=1)
-    b_int = scale_to_integers(b, sc.nu, axis=0)
+    sc = choose_scaling(a, b, consts, mode, inner)
+    sa, sb = (None, None) if inner is None else (-inner, inner)
+    a_int = scale_to_integers(a, sc.mu, 1, sa)
+    b_int = scale_to_integers(b, sc.nu, 0, sb)
     ra = residues(a_int, consts.moduli)
     rb = residues(b_int.T, consts.moduli)
     r = modular_products(ra, rb, consts.moduli)
@@ -327,3 +409,9 @@ def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: fl
     if pattern is not None:
         x = np.where(pattern == 0, x, pattern)
     return unscale(x, sc.mu, sc.nu, alpha, beta, c)
+
+
+def _float64(a, b, alpha: float, beta: float, c) -> np.ndarray:
+    """alpha a @ b + beta c in float64 (where the GPU runs native DGEMM)."""
+    y = alpha * (a @ b)
+    return y + beta * c if beta != 0.0 else y

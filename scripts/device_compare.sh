@@ -18,7 +18,12 @@ export OZAKI_CACHE_DIR=${OZAKI_CACHE_DIR:-/root/ozaki-cache}
 STEP=${STEP:-build}
 
 # the base may predate `python -m ozaki_cutlass`: its CLI's main, called directly
-before() { (cd /tmp && PYTHONPATH=$BASE_SITE $PY -c 'import sys; from ozaki_cutlass.cli import main; sys.exit(main(sys.argv[1:]))' "$@"); }
+before() { (cd /tmp && PYTHONPATH=$BASE_SITE $PY -c 'import sys
+try:
+    from ozaki_cutlass.tools.cli import main
+except ImportError:
+    from ozaki_cutlass.cli import main
+sys.exit(main(sys.argv[1:]))' "$@"); }
 after() { (cd /tmp && $PY -m ozaki_cutlass "$@"); }
 
 if [[ $STEP == build ]]; then

@@ -27,6 +27,11 @@ __all__ = [
     "FAST_BOUND_BITS",
     "NO_CONSTRAINT",
     "MAX_GROUP_SIZE",
+    "INNER_CHUNK",
+    "REDUCE_LANES",
+    "NO_EXPONENT",
+    "EQUILIBRATION_SPREAD",
+    "FLUSH_EXPONENT",
     "partial_bytes",
     "KernelConstant",
     "KERNEL_CONSTANTS",
@@ -74,6 +79,27 @@ NO_CONSTRAINT = 1 << 30
 #: Moduli one fused kernel folds: the product of 4 moduli <= 256 fits 32 bits.
 MAX_GROUP_SIZE = 4
 
+# --- the accuracy contract (ozaki_cutlass.numerics.contract, docs/numerics.md) ----------
+#: The inner sums sum_v |x(v, l)| of the contract run in a fixed order, so that every
+#: kernel, layout and the reference give the same bits: in sequence over runs of this
+#: many vectors, then in sequence over the runs.
+INNER_CHUNK = 128
+
+#: The certificate's sums over vectors and over k: lane t adds the entries t, t + LANES,
+#: ... in sequence, then the lanes are added pairwise (t + h into t, h = LANES/2 .. 1).
+REDUCE_LANES = 256
+
+#: The exponent of an inner column with no finite non-zero entry.
+NO_EXPONENT = -(1 << 30)
+
+#: The inner equilibration is applied only when its exponents spread over at least this
+#: many (well-scaled inputs keep their unequilibrated bits).
+EQUILIBRATION_SPREAD = 3
+
+#: The contract's terms scaled below 2^FLUSH_EXPONENT are dropped (they are below 2^-900
+#: of the largest), so that every term is a normal double and every scaling is exact.
+FLUSH_EXPONENT = -960
+
 
 def partial_bytes(group_size: int) -> int:
     """Bytes of one stored group partial X mod M: 1 for a group of one modulus (M <= 256),
@@ -114,6 +140,13 @@ KERNEL_CONSTANTS: tuple[KernelConstant, ...] = (
     KernelConstant("kNoConstraint", "int64_t", NO_CONSTRAINT,
                    "slack of an unconstrained (i, j) pair (NO_CONSTRAINT)"),
     KernelConstant("kMaxGroupSize", "int", MAX_GROUP_SIZE, "moduli one fused kernel folds (MAX_GROUP_SIZE)"),
+    KernelConstant("kInnerChunk", "int", INNER_CHUNK, "vectors per run of an inner sum (INNER_CHUNK)"),
+    KernelConstant("kReduceLanes", "int", REDUCE_LANES, "lanes of the certificate's sums (REDUCE_LANES)"),
+    KernelConstant("kNoExponent", "int", NO_EXPONENT, "exponent of an all-zero inner column (NO_EXPONENT)"),
+    KernelConstant("kEquilibrationSpread", "int", EQUILIBRATION_SPREAD,
+                   "least spread of applied equilibration exponents (EQUILIBRATION_SPREAD)"),
+    KernelConstant("kFlushExponent", "int", FLUSH_EXPONENT,
+                   "contract terms below 2^kFlushExponent are dropped (FLUSH_EXPONENT)"),
     KernelConstant("kPartialBytes", "int",
                    (0, *(partial_bytes(g) for g in range(1, MAX_GROUP_SIZE + 1))),
                    "bytes of a stored group partial, by group size (partial_bytes)"),

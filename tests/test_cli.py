@@ -96,8 +96,9 @@ def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys, mo
     assert cli.main(argv) == 0
     first = capsys.readouterr()
     # the default plain and fused GEMMs, the one-modulus sibling of the G = 2 kernel (15
-    # moduli in groups of 2) and the stage-kernel library
-    total = len(catalog("sm_90a", epilogue=None)) + 2
+    # moduli in groups of 2), the G = 2 sibling of the built-in G = 3 candidate (the
+    # contract's 8 moduli: 3 + 3 + 2) and the stage-kernel library
+    total = len(catalog("sm_90a", epilogue=None)) + 3
     assert f"{total} variants: {total} compiled, 0 cached" in first.out
     assert f"[{total}/{total}] built" in first.err
     assert len(fake_nvcc.calls()) == total
@@ -123,7 +124,9 @@ def test_build_also_builds_what_the_tuning_table_routes_to(fake_nvcc, tmp_path, 
     assert cli.main(["build", "--arch", "sm_90a", "--jobs", "1", "--out", str(tmp_path / "out")]) == 0
     # 15 moduli (the default count) in groups of 4 run the G = 4 kernel and its G = 3 sibling;
     # the default G = 2 kernel splits them 2 x 7 + 1 and brings its one-modulus sibling
-    extra = {staged, fused, fused.replace("_g4_", "_g3_"), "i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g1"}
+    # the contract's counts (8..20) add the built-in G = 3 candidate's G = 2 sibling (8 = 3 + 3 + 2)
+    extra = {staged, fused, fused.replace("_g4_", "_g3_"), "i8_sm90a_128x128x128_c1x1_coop_s0_pcrt_g1",
+             "i8_sm90a_128x128x128_c2x1_coop_s0_pcrt_g2"}
     assert set(fake_nvcc.compiled()) == defaults | extra | {"stages_sm90a"}
 
 
@@ -323,14 +326,16 @@ def test_public_api():
     """The names and the gemm signature users rely on (the README's): loaded on first use."""
     import inspect
 
-    assert set(ozaki_cutlass.__all__) == {"gemm", "prepare", "Prepared", "reference", "DEFAULT_MODULI", "CudaError",
+    assert set(ozaki_cutlass.__all__) == {"gemm", "contract", "Choice", "AccuracyWarning", "prepare", "Prepared",
+                                          "reference", "DEFAULT_MODULI", "CudaError",
                                           "NoGpuError", "KernelError", "UnsupportedProblem", "OutOfMemoryError",
                                           "empty_cache", "memory_held", "workspace_bytes"}
     for name in ozaki_cutlass.__all__:
         assert getattr(ozaki_cutlass, name) is not None
     params = inspect.signature(ozaki_cutlass.gemm).parameters
     assert list(params) == ["a", "b", "c", "alpha", "beta", "trans_a", "trans_b", "moduli", "mode", "out", "stream",
-                            "kernel", "path", "policy", "timings"]
+                            "kernel", "path", "policy", "timings", "accuracy"]
+    assert params["moduli"].default is None and params["accuracy"].default is None
     assert params["policy"].default == "auto" and params["mode"].default is None
     assert list(inspect.signature(ozaki_cutlass.prepare).parameters) == ["x", "side", "trans", "moduli", "mode",
                                                                          "stream"]

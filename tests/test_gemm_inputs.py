@@ -252,7 +252,9 @@ def test_policy_and_transpose_flags_checked_first():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(kernel="i8_sm80_128x128x64_w64x64x64_ms_s4_int32_g1"), "kernel= chooses staged or fused"),
-    (dict(policy="native"), "policy='native' runs cuBLAS DGEMM"),
+    (dict(policy="native", moduli=15), "policy='native' runs cuBLAS DGEMM"),
+    (dict(), "path='prologue' runs an explicit moduli count"),
+    (dict(moduli=15, accuracy=1e-20), "accuracy= .the contract. is not taken"),
 ])
 def test_prologue_path_refusals(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -19,7 +19,7 @@ from ozaki_cutlass.paths.footprint import workspace_buffers
 
 class Recorder:
     def __getattr__(self, name):
-        return lambda *args: None
+        return lambda *args, **kw: None
 
 
 class FakeGemm:
@@ -106,9 +106,14 @@ def test_workspace_bytes_bounds_every_path_and_group():
     # 8192^3, 15 moduli, accurate, staged (the larger path): int32 planes 3.75 GiB,
     # residues 1.875, packed operands 1, coarse bound and magnitudes 0.375, vectors ~0
     gib = 2**30
-    assert ozaki_cutlass.workspace_bytes(8192, 8192, 8192) == ozaki_cutlass.workspace_bytes(8192, 8192, 8192,
-                                                                                            path="staged")
-    assert 7.0 * gib < ozaki_cutlass.workspace_bytes(8192, 8192, 8192) < 7.01 * gib
+    explicit = ozaki_cutlass.workspace_bytes(8192, 8192, 8192, moduli=15)
+    assert explicit == ozaki_cutlass.workspace_bytes(8192, 8192, 8192, moduli=15, path="staged")
+    assert 7.0 * gib < explicit < 7.01 * gib
+    # the default (the contract): up to 20 moduli in fast mode (planes 5, residues 2.5, packed
+    # operands 1) and the contract's buffers (inner partials 2 x 0.75 MiB per run of 128)
+    contract = ozaki_cutlass.workspace_bytes(8192, 8192, 8192)
+    assert contract == ozaki_cutlass.workspace_bytes(8192, 8192, 8192, path="staged")
+    assert 8.5 * gib < contract < 8.52 * gib
     with pytest.raises(ValueError, match="m must be a non-negative int"):
         ozaki_cutlass.workspace_bytes(-1, 2, 3)
     with pytest.raises(ValueError, match="path must be"):

@@ -22,7 +22,7 @@ class Recorder:
         self.calls = []
 
     def __getattr__(self, stage):
-        return lambda *args: self.calls.append((stage, args))
+        return lambda *args, **kw: self.calls.append((stage, args + tuple(v for v in kw.values() if v)))
 
 
 @pytest.fixture

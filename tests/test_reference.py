@@ -306,21 +306,25 @@ def test_reference_and_gpu_api_refuse_alike(kwargs):
     assert type(ref.value) is type(gpu.value) and str(ref.value) == str(gpu.value)
 
 
-def test_mode_none_is_the_default_accurate_mode(rng):
+def test_mode_none_is_accurate_with_moduli_and_fast_under_the_contract(rng):
     a, b = random_matrix(6, 9, 2.0, rng), random_matrix(9, 5, 2.0, rng)
     bits = lambda x: x.view(np.int64)  # noqa: E731
-    assert np.array_equal(bits(R.gemm(a, b, mode=None)), bits(R.gemm(a, b, mode="accurate")))
-    assert np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, mode="accurate")))
+    assert np.array_equal(bits(R.gemm(a, b, moduli=15, mode=None)), bits(R.gemm(a, b, moduli=15, mode="accurate")))
+    assert not np.array_equal(bits(R.gemm(a, b, moduli=15)), bits(R.gemm(a, b, moduli=15, mode="fast")))
+    assert np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, mode="fast")))
+    assert R.contract(a, b).mode == "fast" and R.contract(a, b, mode="accurate").mode == "accurate"
 
 
-def test_default_moduli_documented():
+def test_the_default_runs_the_count_the_contract_chooses():
     assert R.DEFAULT_MODULI in range(MIN_MODULI, MAX_MODULI + 1)
     rng = np.random.default_rng(3)
-    a, b = random_matrix(16, 24, 4.0, rng), random_matrix(24, 8, 4.0, rng)
+    a, b = random_matrix(16, 24, 0.5, rng), random_matrix(24, 8, 0.5, rng)
     bits = lambda x: x.view(np.int64)  # noqa: E731
-    assert np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=R.DEFAULT_MODULI)))
-    for other in (R.DEFAULT_MODULI - 1, R.DEFAULT_MODULI + 1):  # the default is one count, not any
-        assert not np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=other)))
+    choice = R.contract(a, b)
+    assert not choice.equilibrated and not choice.native  # well scaled: the shifts alone
+    assert np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=choice.moduli, mode="fast")))
+    for other in (choice.moduli - 1, choice.moduli + 1):  # the default is one count, not any
+        assert not np.array_equal(bits(R.gemm(a, b)), bits(R.gemm(a, b, moduli=other, mode="fast")))
 
 
 def test_same_bits_compares_bit_patterns():

@@ -169,6 +169,15 @@ class DeviceBuffer:
               "cuMemsetD8Async")
 
 
+def read_back(ptr: int, host: np.ndarray, stream=0) -> np.ndarray:
+    """Copy ``host.nbytes`` bytes from device pointer ``ptr`` into ``host`` (C-contiguous)
+    after the work on ``stream``, and wait for it: the one small read a contract call makes."""
+    check(bindings().cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes, stream_handle(stream)),
+          "cuMemcpyDtoHAsync")
+    synchronize(stream)
+    return host
+
+
 def stream_handle(stream) -> int:
     """An int CUstream handle from None/0 (the legacy default stream), an int, a
     cuda-bindings CUstream, or an object with ``.handle``/``.ptr``/``cuda_stream``."""

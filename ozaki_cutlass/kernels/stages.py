@@ -61,11 +61,30 @@ class Stages(GeneratedLibrary):
             self._constants[consts.count] = crt_constants_struct(consts)
         return self._constants[consts.count]
 
-    def scan(self, x, nvec, k, vs, es, pb, exps, shifts, nonfinite, stream):
-        self._stage("scan", x, nvec, k, vs, es, pb, exps, shifts, nonfinite, stream or None)
+    def scan(self, x, nvec, k, vs, es, pb, exps, shifts, nonfinite, stream, *, inner=0, logq=0, abs_sum=0):
+        """``inner``: the contract's inner shifts (0: none); ``shifts``, ``logq``, ``abs_sum``:
+        0 where not wanted."""
+        self._stage("scan", x, nvec, k, vs, es, inner or None, pb, exps, shifts or None, nonfinite,
+                    logq or None, abs_sum or None, stream or None)
 
-    def coarse(self, x, nvec, k, vs, es, exps, out, rows_pad, k_pad, stream):
-        self._stage("coarse", x, nvec, k, vs, es, exps, out, rows_pad, k_pad, stream or None)
+    def coarse(self, x, nvec, k, vs, es, exps, out, rows_pad, k_pad, stream, *, inner=0):
+        self._stage("coarse", x, nvec, k, vs, es, inner or None, exps, out, rows_pad, k_pad, stream or None)
+
+    def inner_stats(self, x, nvec, k, vs, es, partial, partial_exp, exps, sums, stream):
+        """numerics.contract.inner_stats; partial, partial_exp: inner_runs(nvec) * k entries."""
+        self._stage("inner_stats", x, nvec, k, vs, es, partial, partial_exp, exps, sums, stream or None)
+
+    def equilibrate(self, exps_a, exps_b, k, shift_a, shift_b, applied, stream):
+        self._stage("equilibrate", exps_a, exps_b, k, shift_a, shift_b, applied, stream or None)
+
+    def certificate(self, a, b, inner_a, inner_b, k, applied, out, stream):
+        """``a``, ``b``: (exps, logq, abs_sum, nvec) of op(A)'s rows and op(B)'s columns;
+        ``inner_a``, ``inner_b``: (exps, sums) of P_inner_stats; out: 12 doubles
+        (numerics.contract.Certificate.from_values)."""
+        self._stage("certificate", *a, *b, *inner_a, *inner_b, k, applied, out, stream or None)
+
+    def fast_shifts(self, exps, logq, nvec, k, pb, shifts, stream):
+        self._stage("fast_shifts", exps, logq, nvec, k, pb, shifts, stream or None)
 
     def accumulate_i64(self, part, rows, cols, ld_part, acc, first, stream):
         self._stage("accumulate_i64", part, rows, cols, ld_part, acc, int(first), stream or None)
@@ -84,17 +103,17 @@ class Stages(GeneratedLibrary):
         """out[v*k + l] = x[v*vs + l*es] (float64): contiguous vectors for the other stages."""
         self._stage("pack", x, nvec, k, vs, es, out, stream or None)
 
-    def residues(self, x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad, stream):
-        self._stage("residues", x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,
+    def residues(self, x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad, stream, *, inner=0):
+        self._stage("residues", x, nvec, k, vs, es, inner or None, shifts, nmod, moduli, out, rows_pad, k_pad,
                     stream or None)
 
     def residues_strided(self, x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,
-                         row_stride, plane_stride, stream):
+                         row_stride, plane_stride, stream, *, inner=0):
         """Residue (g, v, l) at out[g*plane_stride + v*row_stride + l]: plane_stride =
         rows_pad*k_pad, row_stride = k_pad is ``residues``' layout; plane_stride = k_pad,
         row_stride = nmod*k_pad concatenates a row's moduli along k (fused GEMM)."""
-        self._stage("residues_strided", x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad,
-                    row_stride, plane_stride, stream or None)
+        self._stage("residues_strided", x, nvec, k, vs, es, inner or None, shifts, nmod, moduli, out, rows_pad,
+                    k_pad, row_stride, plane_stride, stream or None)
 
     def crt_unscale(self, c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride, consts: CRTConstants,
                     mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):

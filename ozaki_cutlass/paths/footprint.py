@@ -14,7 +14,9 @@ from __future__ import annotations
 from ..generator.variants import MAX_GROUP_SIZE
 from ..numerics.moduli import K_CHUNK, group_sizes, partial_bytes
 from ..operands.stages import round_up
-from ..options import resolve_moduli, validate_mode
+from ..numerics.contract import CONTRACT_MODULI
+from ..options import resolve_accuracy
+from .contract import contract_buffers
 
 __all__ = ["workspace_buffers", "workspace_bytes", "MAX_TILE_K"]
 
@@ -23,9 +25,10 @@ MAX_TILE_K = 128
 
 
 def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
-                      group_size: int = 1, tile_k: int = MAX_TILE_K) -> dict[str, int]:
+                      group_size: int = 1, tile_k: int = MAX_TILE_K, contract: bool = False) -> dict[str, int]:
     """The workspace buffers (name -> bytes) an emulated m x n x k call asks for on
-    ``path`` ("staged", "fused" or "prologue"), each operand counted as packed."""
+    ``path`` ("staged", "fused" or "prologue"), each operand counted as packed;
+    ``contract``: the call runs the accuracy contract (and then ``moduli`` of them)."""
     if m == 0 or n == 0:
         return {}
     if k == 0:
@@ -34,6 +37,9 @@ def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
     k16 = round_up(k, 16)
     n_pad = round_up(n, 16 if path == "fused" else 4)
     out: dict[str, int] = {}
+    if contract:
+        for name, nvec in (("a", m), ("b", n), ("", 0)):
+            out |= contract_buffers(name, nvec, k)
     for name, nvec, rows_pad in (("a", m, m), ("b", n, n_pad)):
         out |= {f"pack_{name}": 8 * nvec * k, f"e{name}": 4 * nvec, f"fast_{name}": 4 * nvec,
                 f"nf_{name}": 4 * nvec, f"shift_{name}": 4 * nvec}
@@ -59,11 +65,15 @@ def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
 
 def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str | None = None) -> int:
     """Bytes of device memory the emulation's workspace holds after an m x n x k call
-    with ``moduli`` (default 15) and ``mode`` (default "accurate") on ``path`` ("staged",
-    "fused"; None: the larger of the two, what the dispatcher may choose), for any of the
-    fused kernels' group sizes. An upper bound (see the module docstring); the native DGEMM
-    path needs none."""
-    count, mode = resolve_moduli(moduli), validate_mode(mode)
+    with ``moduli`` and ``mode`` on ``path`` ("staged", "fused"; None: the larger of the
+    two, what the dispatcher may choose), for any of the fused kernels' group sizes.
+    ``moduli=None`` is gemm's default, the accuracy contract: its buffers and the most
+    moduli it may choose (20), ``mode`` defaulting to "fast" there and to "accurate" with
+    an explicit count. An upper bound (see the module docstring); the native DGEMM path
+    needs none."""
+    contract = moduli is None
+    count, mode, _ = resolve_accuracy(moduli, None, mode)
+    count = CONTRACT_MODULI[-1] if contract else count
     for dim, value in (("m", m), ("n", n), ("k", k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{dim} must be a non-negative int, got {value!r}")
@@ -71,5 +81,5 @@ def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str
     for p in paths:
         if p not in ("staged", "fused", "prologue"):
             raise ValueError(f"path must be 'staged', 'fused', 'prologue' or None, got {p!r}")
-    return max(sum(workspace_buffers(m, n, k, count, mode, p, group_size=g).values())
+    return max(sum(workspace_buffers(m, n, k, count, mode, p, group_size=g, contract=contract).values())
                for p in paths for g in range(1, min(MAX_GROUP_SIZE, count) + 1))

@@ -43,6 +43,7 @@ class Launch:
     mode: str
     stream: int
     prepared: dict = field(default_factory=dict)
+    prescan: object = None  # paths.contract.Prescan: the accuracy contract's scan, done
 
     @property
     def c_input(self) -> tuple[int, int, int]:

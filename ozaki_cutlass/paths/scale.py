@@ -28,6 +28,8 @@ class Scaled:
     nu: int
     nonfinite_a: int
     nonfinite_b: int
+    inner_a: int = 0  # the contract's inner shifts (device int32 per l), 0: none
+    inner_b: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class _Side:
     nonfinite: int
     coarse: int
     shift: int  # accurate mode: the shifts accurate_shifts writes
+    inner: int = 0
 
 
 def scale(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, overlap: bool) -> Scaled:
@@ -47,7 +50,9 @@ def scale(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, overlap: bool) 
     es = rs): pack (where k is strided), exponents, fast shifts, non-finite counts, coarse
     magnitudes; A's side on the call's stream, B's on the side stream when ``overlap``.
     Then the accurate shifts through one INT8 GEMM of the coarse magnitudes (the plain
-    kernel of the arch). A side in ``L.prepared`` brings its own results."""
+    kernel of the arch). A side in ``L.prepared`` brings its own results; under the
+    accuracy contract (``L.prescan``) the scan is done, and the fast shifts of the chosen
+    count follow from it."""
     st, sh, m, n, k = kern.stages, L.stream, L.m, L.n, L.k
     pb = crt_constants(L.moduli).bound_exponent
     accurate = L.mode == "accurate"
@@ -56,6 +61,8 @@ def scale(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, overlap: bool) 
     def i32(name: str, size: int) -> int:
         return ws.get(name, 4 * size)
 
+    if L.prescan is not None:
+        return _after_prescan(kern, L, n_pad, ws, i32)
     todo: list[tuple[str, OperandBuffers]] = []
     for name, X, nvec, vs, es, rows_pad in (("a", L.A, m, L.A.rs, L.A.cs, m), ("b", L.B, n, L.B.cs, L.B.rs, n_pad)):
         if name in L.prepared:
@@ -76,9 +83,36 @@ def scale(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, overlap: bool) 
     for name, p in L.prepared.items():
         sides[name] = _Side(p.vector_set, p.exps, p.fast, p.nonfinite, p.coarse,
                             i32("shift_" + name, m if name == "a" else n))
-    a, b = sides["a"], sides["b"]
-    if not accurate:
-        return Scaled(a.vectors, b.vectors, a.fast, b.fast, a.nonfinite, b.nonfinite)
+    return _shifts(kern, L, n_pad, ws, i32, sides["a"], sides["b"])
+
+
+def _after_prescan(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, i32) -> Scaled:
+    """The scale stage of a contract call: the fast shifts of the chosen count from the
+    contract's scan, then (accurate mode) the coarse magnitudes of the equilibrated
+    operands and the accurate shifts."""
+    st, sh, k = kern.stages, L.stream, L.k
+    pb = crt_constants(L.moduli).bound_exponent
+    k16 = round_up(k, 16)
+    sides = {}
+    for name, p, nvec, rows_pad in (("a", L.prescan.a, L.m, L.m), ("b", L.prescan.b, L.n, n_pad)):
+        fast = i32("fast_" + name, nvec)
+        st.fast_shifts(p.exps, p.logq, nvec, k, pb, fast, sh)
+        coarse = 0
+        if L.mode == "accurate":
+            coarse = ws.get("bar_" + name, rows_pad * k16)
+            st.coarse(*p.vectors, p.exps, coarse, rows_pad, k16, sh, inner=p.inner)
+        sides[name] = _Side(p.vectors, p.exps, fast, p.nonfinite, coarse, i32("shift_" + name, nvec), p.inner)
+    return _shifts(kern, L, n_pad, ws, i32, sides["a"], sides["b"])
+
+
+def _shifts(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, i32, a: _Side, b: _Side) -> Scaled:
+    """The shifts of both sides: the fast ones, or in accurate mode those of the coarse
+    bound's INT8 GEMM."""
+    st, sh, m, n, k = kern.stages, L.stream, L.m, L.n, L.k
+    pb = crt_constants(L.moduli).bound_exponent
+    k16 = round_up(k, 16)
+    if L.mode != "accurate":
+        return Scaled(a.vectors, b.vectors, a.fast, b.fast, a.nonfinite, b.nonfinite, a.inner, b.inner)
     gemm = kern.coarse_gemm()
     nchunks = -(-k16 // K_CHUNK)
     part = i32("gpart", m * n_pad)
@@ -96,7 +130,7 @@ def scale(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, overlap: bool) 
             gemm(m, n_pad, kl, 1, a.coarse + k0, k16, 0, b.coarse + k0, k16, 0, part, n_pad, 0, gws, ws_bytes, sh)
             st.accumulate_i64(part, m, n, n_pad, g, ch == 0, sh)
         st.accurate_shifts(g, m, n, *shift_args)
-    return Scaled(a.vectors, b.vectors, a.shift, b.shift, a.nonfinite, b.nonfinite)
+    return Scaled(a.vectors, b.vectors, a.shift, b.shift, a.nonfinite, b.nonfinite, a.inner, b.inner)
 
 
 def residues(kern: KernelSet, L: Launch, sc: Scaled, ra: int, rb: int, n_pad: int, kp: int,
@@ -107,13 +141,14 @@ def residues(kern: KernelSet, L: Launch, sc: Scaled, ra: int, rb: int, n_pad: in
     ``skip``: the sides ("a", "b") whose residues are already made (prepared, fast mode)."""
     st, sh, count, moduli = kern.stages, L.stream, L.moduli, ws.moduli()
     with Fork(ws, sh, overlap) as side:
-        for name, v, shifts, out, rows_pad, s in (("b", sc.b, sc.nu, rb, n_pad, side), ("a", sc.a, sc.mu, ra, L.m, sh)):
+        for name, v, shifts, out, rows_pad, s, inner in (("b", sc.b, sc.nu, rb, n_pad, side, sc.inner_b),
+                                                         ("a", sc.a, sc.mu, ra, L.m, sh, sc.inner_a)):
             if name in skip:
                 continue
             if layout is None:
-                st.residues(*v, shifts, count, moduli, out, rows_pad, kp, s)
+                st.residues(*v, shifts, count, moduli, out, rows_pad, kp, s, inner=inner)
             else:
-                st.residues_strided(*v, shifts, count, moduli, out, rows_pad, kp, *layout, s)
+                st.residues_strided(*v, shifts, count, moduli, out, rows_pad, kp, *layout, s, inner=inner)
 
 
 def nonfinite_source(L: Launch, sc: Scaled) -> CNonfiniteSource:

@@ -1,5 +1,9 @@
 """``ozaki-cutlass bench``: whole emulated calls (staged, fused, auto) against native DGEMM.
 
+The staged and fused rows run an explicit moduli count (``--moduli``, default 15); the auto
+row calls ``ozaki_cutlass.gemm(a, b)`` as a user does, under the accuracy contract, and
+shows the moduli count, mode and bound it chose.
+
 Each shape: fresh random inputs on the GPU (CuPy), native DGEMM and every path timed in
 alternating rounds (CUDA events around each whole call, warm-up first, medians), the phase
 breakdown from ``timings=``, the error of sampled rows against a double-double product,
@@ -62,8 +66,10 @@ def csv_rows(rows, paths):
                                "int8_gemm_ms": p["int8_gemm"], "crt_ms": p["crt"], "error": e["error"]})
         if "auto" in r:
             e = r["auto"]
-            out.append(base | {"path": "auto", "kernel": f"{e['chose']}: {e['why']}", "ms": e["ms"],
-                               "tflops": e["tflops"], "ratio_to_native": e["ratio"]})
+            c = e.get("contract") or {}
+            chosen = f" ({c['moduli']} moduli {c['mode']})" if c and not c["native"] else ""
+            out.append(base | {"path": "auto", "kernel": f"{e['chose']}: {e['why']}{chosen}", "ms": e["ms"],
+                               "tflops": e["tflops"], "ratio_to_native": e["ratio"], "error": e.get("error", "")})
     return out
 
 
@@ -115,6 +121,7 @@ def bench_main(args) -> int:
     shapes = args.shapes or list(DEFAULT_SHAPES)
     driver.ensure_context()
     moduli = resolve_moduli(args.moduli)
+    args.auto_mode, args.mode = args.mode, args.mode or "accurate"  # the auto row: as given (None: the contract's)
     rows = []
     print(f"Emulated DGEMM, moduli = {moduli}, mode = {args.mode}, phi = {args.phi}; median of {args.reps} "
           f"after {args.warmup} warm-up, the paths in alternation; errors on 2 sampled rows vs double-double; "
@@ -159,14 +166,16 @@ def bench_main(args) -> int:
             # differ by microseconds of host time, which 5 samples do not resolve
             auto_reps = max(args.reps, min(AUTO_REPS_MAX, int(AUTO_BUDGET_MS / nat_ms)))
             (auto_t, native_t), (auto_out, native_out) = driver.event_times(
-                [functools.partial(gemm, xa, xb, mode=args.mode),
+                [functools.partial(gemm, xa, xb, mode=args.auto_mode),
                  functools.partial(operator.matmul, xa, xb)], args.warmup, auto_reps)
             auto_ms, native_ms = statistics.median(auto_t), statistics.median(native_t)
             t = {}
-            gemm(xa, xb, timings=t, mode=args.mode)
+            gemm(xa, xb, timings=t, mode=args.auto_mode)
+            contract = t.get("contract")
             row["auto"] = {"ms": auto_ms, "tflops": flops / auto_ms / 1e9, "native_ms": native_ms, "reps": auto_reps,
                            "ratio": native_ms / auto_ms, "chose": t["path"],
-                           "why": t.get("policy", "emulation faster"),
+                           "why": t.get("policy", "emulation faster"), "contract": contract,
+                           "error": sample_error(cp.asnumpy(auto_out[sample]), ref),
                            # native: the very kernel of a @ b? (equal bits say so)
                            "bits_equal_native": bool(cp.array_equal(auto_out.view(cp.int64),
                                                                     native_out.view(cp.int64)))}
@@ -202,9 +211,13 @@ def _print_row(r, paths) -> None:
               f"{p['int8_gemm']:8.2f} {p['crt']:7.2f} {p['total']:9.2f} {e['error']:9.2e}  {e['kernel']}")
     if "auto" in r:
         e = r["auto"]
+        c = e.get("contract")
+        chosen = "" if not c or c["native"] else (f" {c['moduli']} moduli {c['mode']}"
+                                                  + (", equilibrated" if c["equilibrated"] else "")
+                                                  + f", bound {c['bound']:.2g};")
         print(f"{shape:>19} {'auto':>7} {e['tflops']:7.1f} {e['ratio']:8.2f} {'':7s} {'':7s} {'':8s} {'':7s} "
-              f"{e['ms']:9.2f} {'':9s}  -> {e['chose']} ({e['why']}); {e['ms']:.4g} ms against native "
-              f"{e['native_ms']:.4g} ms, alternating, median of {e['reps']}"
+              f"{e['ms']:9.2f} {e['error']:9.2e}  -> {e['chose']} ({e['why']});{chosen} {e['ms']:.4g} ms against "
+              f"native {e['native_ms']:.4g} ms, alternating, median of {e['reps']}"
               + ("; bits equal to native" if e.get("bits_equal_native") else ""))
     if "bit_identical" in r:
         print(f"{shape:>19} paths bit-identical: {r['bit_identical']}", flush=True)
@@ -215,7 +228,9 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--shapes", type=shape, nargs="+", default=None, metavar="N|MxNxK",
                    help="problem shapes (default: squares 1024..16384, small k, large k, tall-skinny)")
     p.add_argument("--moduli", type=moduli_count, default=None)
-    p.add_argument("--mode", choices=["fast", "accurate"], default="accurate")
+    p.add_argument("--mode", choices=["fast", "accurate"], default=None,
+                   help="scaling mode of the staged and fused rows (default: accurate) and of the auto row "
+                        "(default: the accuracy contract's, fast)")
     p.add_argument("--paths", nargs="+", choices=["staged", "fused"], default=["staged", "fused"])
     p.add_argument("--phi", type=spread, default=0.5,
                    help=f"spread of the inputs' exponents, 0 to {PHI_MAX:g}: entries are (U - 0.5) "

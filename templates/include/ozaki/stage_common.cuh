@@ -20,8 +20,12 @@ struct VectorSet {
   int64_t k;
   int64_t vs;  // stride between vectors
   int64_t es;  // stride between the elements of one vector
+  // The accuracy contract's inner shifts: element l counts as x(v, l) 2^inner[l] (the
+  // equilibration, folded into every exponent so that nothing is rounded); null: 0.
+  const int32_t* inner = nullptr;
 
   __device__ double at(int64_t v, int64_t l) const { return x[v * vs + l * es]; }
+  __device__ int shift(int64_t l) const { return inner != nullptr ? __ldg(inner + l) : 0; }
 };
 
 inline constexpr int kWarp = 32;
@@ -87,6 +91,12 @@ __device__ inline void load_chunk(const VectorSet& xs, bool vector_loads, int64_
     const int64_t l = l0 + i;
     a[i] = l < xs.k ? __ldg(row + l * xs.es) : 0.0;
   }
+}
+
+// s[i] = the inner shift of l0 + i (0 past k or without inner shifts).
+__device__ inline void load_shifts(const VectorSet& xs, int64_t l0, int (&s)[kChunk]) {
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) s[i] = xs.inner != nullptr && l0 + i < xs.k ? __ldg(xs.inner + l0 + i) : 0;
 }
 
 // 16 bytes at dst: one 16-byte store when aligned, else byte stores.

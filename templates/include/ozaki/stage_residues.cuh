@@ -103,9 +103,11 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
         for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
       }
       const int32_t shift = active && v < a.xs.nvec ? a.shifts[v] : 0;
+      int inner[kChunk];
+      load_shifts(a.xs, l0, inner);
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
-        const ScaledInteger s = scaled_integer(x[i], shift);
+        const ScaledInteger s = scaled_integer(x[i], shift + inner[i]);
         p[i] = residue_pieces(s, false);
         e[i] = s.exp;
         emax = s.exp > emax ? s.exp : emax;
@@ -185,7 +187,7 @@ inline int pack(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es
 // (row_stride >= k_pad, plane_stride >= rows_pad * row_stride) or the concatenated one
 // (plane_stride >= k_pad, row_stride >= nmod * plane_stride).
 inline int residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
-                            const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
+                            const int32_t* inner, const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
                             int64_t rows_pad, int64_t k_pad, int64_t row_stride,
                             int64_t plane_stride, cudaStream_t stream, Message& err) {
   const char* what = "residues";
@@ -220,7 +222,7 @@ inline int residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs
   if (moduli == nullptr) return err.set(kBadArgument, "%s: moduli is null", what);
   if (rows_pad > 0 && k_pad > 0 && out == nullptr)
     return err.set(kBadArgument, "%s: out is null", what);
-  const VectorSet xs{x, nvec, k, vs, es};
+  const VectorSet xs{x, nvec, k, vs, es, inner};
   const ChunkGrid grid = chunk_grid(xs, rows_pad, k_pad);
   if (grid.slots == 0) return kOk;
   ResidueArgs args{xs, shifts, nmod, moduli, out, row_stride, plane_stride, grid,
@@ -231,12 +233,12 @@ inline int residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs
 }
 
 inline int residues(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
-                    const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
+                    const int32_t* inner, const int32_t* shifts, int nmod, const int32_t* moduli, int8_t* out,
                     int64_t rows_pad, int64_t k_pad, cudaStream_t stream, Message& err) {
   if (!product_fits(rows_pad > 0 ? rows_pad : 0, k_pad > 0 ? k_pad : 0, nmod > 0 ? nmod : 1)) {
     return err.set(kBadArgument, "residues: output size rows_pad*k_pad*nmod overflows int64");
   }
-  return residues_strided(x, nvec, k, vs, es, shifts, nmod, moduli, out, rows_pad, k_pad, k_pad,
+  return residues_strided(x, nvec, k, vs, es, inner, shifts, nmod, moduli, out, rows_pad, k_pad, k_pad,
                           rows_pad * k_pad, stream, err);
 }
 

@@ -20,24 +20,35 @@
 namespace ozaki {
 namespace stages {
 
-// --- scan: exponent, non-finite count and fast shift per vector ----------------------
+// --- scan: exponent, non-finite count and fast-bound terms per vector -----------------
 // Lanes along k (es the smaller stride): each warp reads one vector (8 per block).
 // Lanes along vectors (vs the smaller stride, e.g. the columns of a row-major B): the 32
 // lanes of a warp read 32 neighbouring vectors and the 8 warps split k.
-// Each thread keeps a partial (max, count, sum of squares); one owner thread per vector
-// reduces them from shared memory (max and integer sums do not depend on the order).
+// Each thread keeps a partial (largest exponent, count, sums of q and q^2); one owner
+// thread per vector reduces them from shared memory (max and integer sums do not depend
+// on the order). E is the largest frexp exponent of the non-zero entries with their inner
+// shifts added (the exponent of max |x 2^s|, no scaled value formed).
+struct ScanOutputs {
+  int pb;
+  int32_t* exps;
+  int32_t* fast_shift;      // null: not written (the contract writes it once N is chosen)
+  int32_t* nonfinite_count;
+  int32_t* logq;            // ceil(log2 Q), -1 for Q = 0; null: not written
+  int64_t* abs_sum;         // S1 = sum q; null: not written
+};
+
 template <bool kLanesAlongK>
 __global__ void __launch_bounds__(kWarp * kRowsPerBlock)
-scan_kernel(VectorSet xs, int pb, int32_t* exps, int32_t* fast_shift,
-            int32_t* nonfinite_count) {
+scan_kernel(VectorSet xs, ScanOutputs o) {
   constexpr int kVectors = kLanesAlongK ? kRowsPerBlock : kWarp;  // per block
   constexpr int kLanes = kLanesAlongK ? kWarp : kRowsPerBlock;    // per vector
   const int vloc = kLanesAlongK ? threadIdx.y : threadIdx.x;
   const int lane = kLanesAlongK ? threadIdx.x : threadIdx.y;
 
-  __shared__ double s_max[kVectors][kLanes];
+  __shared__ int32_t s_top[kVectors][kLanes];
   __shared__ int32_t s_count[kVectors][kLanes];
   __shared__ uint64_t s_sum[kVectors][kLanes];
+  __shared__ uint64_t s_sum1[kVectors][kLanes];
   __shared__ int32_t s_exp[kVectors];
 
   const int qb = fast_bound_bits(xs.k);
@@ -46,55 +57,63 @@ scan_kernel(VectorSet xs, int pb, int32_t* exps, int32_t* fast_shift,
     const int64_t v = group * kVectors + vloc;
     const bool active = v < xs.nvec;
 
-    // Pass 1: max |x| over the finite entries, count of the others.
-    double vmax = 0.0;
+    // Pass 1: the largest exponent over the finite non-zero entries, count of the others.
+    int32_t top = kNoExponent;
     int32_t nonfinite = 0;
     if (active) {
       for (int64_t l = lane; l < xs.k; l += kLanes) {
         const double a = xs.at(v, l);
         if (!isfinite(a)) {
           ++nonfinite;
-        } else if (fabs(a) > vmax) {
-          vmax = fabs(a);
+        } else if (a != 0.0) {
+          const int32_t e = frexp_exponent(a) + xs.shift(l);
+          top = e > top ? e : top;
         }
       }
     }
-    s_max[vloc][lane] = vmax;
+    s_top[vloc][lane] = top;
     s_count[vloc][lane] = nonfinite;
     __syncthreads();
     if (lane == 0) {
-      double m = 0.0;
+      int32_t t = kNoExponent;
       int32_t count = 0;
       for (int p = 0; p < kLanes; ++p) {
-        m = s_max[vloc][p] > m ? s_max[vloc][p] : m;
+        t = s_top[vloc][p] > t ? s_top[vloc][p] : t;
         count += s_count[vloc][p];
       }
-      s_exp[vloc] = frexp_exponent(m);
+      s_exp[vloc] = t == kNoExponent ? 0 : t;
       if (active) {
-        exps[v] = s_exp[vloc];
-        nonfinite_count[v] = count;
+        o.exps[v] = s_exp[vloc];
+        o.nonfinite_count[v] = count;
       }
     }
     __syncthreads();
 
-    // Pass 2: Q = sum q^2, exact in uint64 (fast_bound_bits keeps it below 2^63).
+    // Pass 2: Q = sum q^2 and S1 = sum q, exact in uint64 (fast_bound_bits keeps Q below 2^63).
     const int e = s_exp[vloc];
-    uint64_t sum = 0;
+    uint64_t sum = 0, sum1 = 0;
     if (active) {
       for (int64_t l = lane; l < xs.k; l += kLanes) {
         const double a = xs.at(v, l);
         if (isfinite(a)) {
-          const uint64_t q = ceil_scaled_magnitude(a, qb - e);
+          const uint64_t q = ceil_scaled_magnitude(a, qb - e + xs.shift(l));
           sum += q * q;
+          sum1 += q;
         }
       }
     }
     s_sum[vloc][lane] = sum;
+    s_sum1[vloc][lane] = sum1;
     __syncthreads();
     if (lane == 0 && active) {
-      uint64_t total = 0;
-      for (int p = 0; p < kLanes; ++p) total += s_sum[vloc][p];
-      fast_shift[v] = fast_shift_value(total, e, qb, pb);
+      uint64_t total = 0, total1 = 0;
+      for (int p = 0; p < kLanes; ++p) {
+        total += s_sum[vloc][p];
+        total1 += s_sum1[vloc][p];
+      }
+      if (o.fast_shift != nullptr) o.fast_shift[v] = fast_shift_value(total, e, qb, o.pb);
+      if (o.logq != nullptr) o.logq[v] = total == 0 ? -1 : ceil_log2(total);
+      if (o.abs_sum != nullptr) o.abs_sum[v] = static_cast<int64_t>(total1);
     }
     __syncthreads();  // shared memory is reused by the next group
   }
@@ -111,13 +130,16 @@ coarse_kernel(VectorSet xs, const int32_t* exps, int8_t* out, int64_t k_pad, Chu
     double a[kChunk];
     load_chunk(xs, grid.vector_loads, v, l0, a);
     const int e = v < xs.nvec ? exps[v] : 0;
+    int sh[kChunk];
+    load_shifts(xs, l0, sh);
     uint32_t words[4];
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       uint32_t word = 0;
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        const uint32_t q = static_cast<uint8_t>(coarse_value(a[4 * w + b], e));  // 0 for padding
+        // 2^(kCoarseBits - E) |x 2^s| = 2^(kCoarseBits - (E - s)) |x|; 0 for padding
+        const uint32_t q = static_cast<uint8_t>(coarse_value(a[4 * w + b], e - sh[4 * w + b]));
         word |= q << (8 * b);
       }
       words[w] = word;
@@ -224,31 +246,30 @@ accurate_columns_kernel(ShiftArgs<G> a) {
 }
 
 // --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
-inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, int pb,
-                int32_t* exps, int32_t* fast_shift, int32_t* nonfinite_count,
-                cudaStream_t stream, Message& err) {
+inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                const int32_t* inner, int pb, int32_t* exps, int32_t* fast_shift,
+                int32_t* nonfinite_count, int32_t* logq, int64_t* abs_sum, cudaStream_t stream,
+                Message& err) {
   const char* what = "scan";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
   if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
-  if (nvec > 0 && (exps == nullptr || fast_shift == nullptr || nonfinite_count == nullptr)) {
-    return err.set(kBadArgument, "%s: exps, fast_shift and nonfinite_count must not be null",
-                   what);
+  if (nvec > 0 && (exps == nullptr || nonfinite_count == nullptr)) {
+    return err.set(kBadArgument, "%s: exps and nonfinite_count must not be null", what);
   }
   if (nvec == 0) return kOk;
-  const VectorSet xs{x, nvec, k, vs, es};
+  const VectorSet xs{x, nvec, k, vs, es, inner};
+  const ScanOutputs o{pb, exps, fast_shift, nonfinite_count, logq, abs_sum};
   const dim3 block(kWarp, kRowsPerBlock);
   if (lanes_along_k(vs, es)) {
-    scan_kernel<true><<<blocks_for(nvec, kRowsPerBlock), block, 0, stream>>>(
-        xs, pb, exps, fast_shift, nonfinite_count);
+    scan_kernel<true><<<blocks_for(nvec, kRowsPerBlock), block, 0, stream>>>(xs, o);
   } else {
-    scan_kernel<false><<<blocks_for(nvec, kWarp), block, 0, stream>>>(
-        xs, pb, exps, fast_shift, nonfinite_count);
+    scan_kernel<false><<<blocks_for(nvec, kWarp), block, 0, stream>>>(xs, o);
   }
   return check_launch(err, what);
 }
 
 inline int coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
-                  const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad,
+                  const int32_t* inner, const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad,
                   cudaStream_t stream, Message& err) {
   const char* what = "coarse";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
@@ -256,7 +277,7 @@ inline int coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t 
   if (nvec > 0 && exps == nullptr) return err.set(kBadArgument, "%s: exps is null", what);
   if (rows_pad > 0 && k_pad > 0 && out == nullptr)
     return err.set(kBadArgument, "%s: out is null", what);
-  const VectorSet xs{x, nvec, k, vs, es};
+  const VectorSet xs{x, nvec, k, vs, es, inner};
   const ChunkGrid grid = chunk_grid(xs, rows_pad, k_pad);
   if (grid.slots == 0) return kOk;
   const int64_t blocks = resident_blocks(coarse_kernel, kThreads, grid.slots, kThreads);

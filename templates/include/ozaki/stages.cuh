@@ -55,3 +55,4 @@
 #include "ozaki/stage_scan.cuh"
 #include "ozaki/stage_residues.cuh"
 #include "ozaki/stage_crt.cuh"
+#include "ozaki/stage_contract.cuh"

@@ -1,0 +1,89 @@
+"""The accuracy contract on the GPU (ozaki_cutlass.numerics.contract): before the scale
+stage of a call without an explicit moduli count, the inner statistics of both operands,
+the equilibration, the scan of the equilibrated operands and the certificate, then one
+read of 12 doubles and the choice on the host, made by the same function as the
+reference's from the same numbers. The scan's results are kept for the scale stage
+(:class:`Prescan`), so the contract adds two reads of A and B's values (inner stats; the
+scan is the one every call runs) and a few tiny kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..device import driver
+from ..device.workspace import Fork, Workspace
+from ..numerics.contract import Certificate, Choice, choose
+from ..operands.stages import OperandBuffers, VectorSet, needs_pack, vectors_of
+from ..templates.constants import INNER_CHUNK
+
+__all__ = ["Prescan", "SideScan", "run_contract", "contract_buffers"]
+
+
+@dataclass(frozen=True, slots=True)
+class SideScan:
+    """One operand after the contract's scan: its vector set, inner shifts (device int32 per
+    l) and the scan's per-vector buffers."""
+
+    vectors: VectorSet
+    inner: int
+    exps: int
+    logq: int
+    nonfinite: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prescan:
+    """Both operands' SideScan, for the scale stage of the chosen count."""
+
+    a: SideScan
+    b: SideScan
+
+
+def contract_buffers(name: str, nvec: int, k: int) -> dict[str, int]:
+    """The workspace buffers (name -> bytes) the contract adds for one operand ("a" or "b");
+    the shared ones come with name "". The footprint (paths.footprint) counts them."""
+    if not name:
+        return {"eq_shift": 8 * k, "eq_applied": 16, "certificate": 96}
+    runs = -(-nvec // INNER_CHUNK)
+    return {f"inner_part_{name}": 8 * runs * k, f"inner_pexp_{name}": 4 * runs * k, f"inner_e_{name}": 4 * k,
+            f"inner_s_{name}": 8 * k, f"logq_{name}": 4 * nvec, f"s1_{name}": 8 * nvec}
+
+
+def run_contract(st, A, B, m: int, n: int, k: int, target: float, mode: str, may_fall_back: bool,
+                 sh: int, ws: Workspace, overlap: bool) -> tuple[Choice, Prescan]:
+    """The contract's stages for op(A) (m x k device Matrix) and op(B) (k x n), m, n, k >= 1,
+    on stream ``sh`` (B's side on the workspace's second stream when ``overlap``); returns
+    the choice (numerics.contract.choose) and what the scale stage reuses."""
+    sides = []
+    for name, X, nvec, vs, es in (("a", A, m, A.rs, A.cs), ("b", B, n, B.cs, B.rs)):
+        bufs = contract_buffers(name, nvec, k)
+        ob = OperandBuffers(X=X, nvec=nvec, vs=vs, es=es, rows_pad=nvec,
+                            packed=ws.get("pack_" + name, 8 * nvec * k) if needs_pack(nvec, k, es) else 0,
+                            exps=ws.get("e" + name, 4 * nvec), fast=0, nonfinite=ws.get("nf_" + name, 4 * nvec),
+                            coarse=0)
+        sides.append((name, ob, {key: ws.get(key, size) for key, size in bufs.items()}))
+    shared = {key: ws.get(key, size) for key, size in contract_buffers("", 0, k).items()}
+    made: dict[str, VectorSet] = {}
+    with Fork(ws, sh, overlap) as side:
+        for name, ob, b in reversed(sides):
+            s = side if name == "b" else sh
+            v = made[name] = vectors_of(st, ob, k, s)
+            st.inner_stats(*v, b[f"inner_part_{name}"], b[f"inner_pexp_{name}"], b[f"inner_e_{name}"],
+                           b[f"inner_s_{name}"], s)
+    (_, oa, ba), (_, ob_, bb) = sides
+    shift_a, shift_b = shared["eq_shift"], shared["eq_shift"] + 4 * k
+    st.equilibrate(ba["inner_e_a"], bb["inner_e_b"], k, shift_a, shift_b, shared["eq_applied"], sh)
+    with Fork(ws, sh, overlap) as side:
+        for name, ob, b, inner in (("b", ob_, bb, shift_b), ("a", oa, ba, shift_a)):
+            st.scan(*made[name], 0, ob.exps, 0, ob.nonfinite, side if name == "b" else sh, inner=inner,
+                    logq=b[f"logq_{name}"], abs_sum=b[f"s1_{name}"])
+    st.certificate((oa.exps, ba["logq_a"], ba["s1_a"], m), (ob_.exps, bb["logq_b"], bb["s1_b"], n),
+                   (ba["inner_e_a"], ba["inner_s_a"]), (bb["inner_e_b"], bb["inner_s_b"]), k, shared["eq_applied"],
+                   shared["certificate"], sh)
+    values = driver.read_back(shared["certificate"], np.empty(12), sh)
+    choice = choose(Certificate.from_values(values, m, n, k), target, mode, may_fall_back)
+    pre = Prescan(SideScan(made["a"], shift_a, oa.exps, ba["logq_a"], oa.nonfinite),
+                  SideScan(made["b"], shift_b, ob_.exps, bb["logq_b"], ob_.nonfinite))
+    return choice, pre

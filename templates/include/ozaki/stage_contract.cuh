@@ -1,0 +1,292 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// The accuracy contract's stages (ozaki_cutlass/numerics/contract.py mirrors each one):
+// P_inner_stats (per inner index: largest exponent E and a fixed-order sum of |x| 2^-E),
+// P_equilibrate (the inner shifts of both operands), P_certificate (the dozen sums the
+// host's choice of the moduli count needs, in one fixed order) and P_fast_shifts (the fast
+// shifts for the chosen count): kernels and host launchers. Every float operation is an
+// explicit round-to-nearest intrinsic in a fixed order, so the bits match the NumPy mirror.
+
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "ozaki/constants.h"
+#include "ozaki/scaling.h"
+#include "ozaki/stage_common.cuh"
+#include "ozaki/stage_launch.cuh"
+
+namespace ozaki {
+namespace stages {
+
+// --- inner stats: per run of kInnerChunk vectors its largest exponent R and the sum of
+// |x| 2^-R in sequence; then per l the runs in sequence, each scaled by 2^(R - E_l) -----
+// x 2^shift for x >= 0 with frexp exponent ex: 0 unless the result's exponent exceeds
+// kFlushExponent (then it is a normal double and the scaling is exact).
+__device__ inline double flushed_scale(double x, int ex, int64_t shift) {
+  return ex != kNoExponent && ex + shift > kFlushExponent ? ldexp(x, static_cast<int>(shift)) : 0.0;
+}
+
+__global__ void __launch_bounds__(kThreads)
+inner_partials_kernel(VectorSet xs, int64_t runs, double* partial, int32_t* partial_exp) {
+  const int64_t total = runs * xs.k;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t run = idx / xs.k;
+    const int64_t l = idx - run * xs.k;
+    const int64_t v0 = run * kInnerChunk;
+    const int64_t v_end = v0 + kInnerChunk < xs.nvec ? v0 + kInnerChunk : xs.nvec;
+    int32_t top = kNoExponent;
+    for (int64_t v = v0; v < v_end; ++v) {
+      const double a = __ldg(xs.x + v * xs.vs + l * xs.es);
+      if (isfinite(a) && a != 0.0) {
+        const int e = frexp_exponent(a);
+        top = e > top ? e : top;
+      }
+    }
+    double sum = 0.0;
+    for (int64_t v = v0; v < v_end; ++v) {  // the same entries again (from cache)
+      const double a = __ldg(xs.x + v * xs.vs + l * xs.es);
+      if (isfinite(a) && a != 0.0) sum = __dadd_rn(sum, flushed_scale(fabs(a), frexp_exponent(a), -int64_t(top)));
+    }
+    partial[idx] = sum;
+    partial_exp[idx] = top;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+inner_combine_kernel(int64_t runs, int64_t k, const double* partial, const int32_t* partial_exp,
+                     int32_t* exps, double* sums) {
+  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < k;
+       l += int64_t(gridDim.x) * blockDim.x) {
+    int32_t top = kNoExponent;
+    for (int64_t run = 0; run < runs; ++run) {
+      const int32_t e = partial_exp[run * k + l];
+      top = e > top ? e : top;
+    }
+    double sum = 0.0;
+    for (int64_t run = 0; run < runs; ++run) {
+      const double p = partial[run * k + l];
+      if (p > 0.0) {
+        sum = __dadd_rn(sum, flushed_scale(p, frexp_exponent(p),
+                                           int64_t(partial_exp[run * k + l]) - top));
+      }
+    }
+    sums[l] = sum;
+    exps[l] = top;
+  }
+}
+
+// --- equilibrate: e_l = floor((Ea_l - Eb_l) / 2), applied when it spreads enough ------
+__device__ inline int64_t inner_exponent(const int32_t* ea, const int32_t* eb, int64_t l) {
+  return ea[l] == kNoExponent || eb[l] == kNoExponent
+             ? 0
+             : floor_div(static_cast<int64_t>(ea[l]) - eb[l], 2);
+}
+
+__global__ void __launch_bounds__(kThreads)
+equilibrate_kernel(const int32_t* ea, const int32_t* eb, int64_t k, int32_t* shift_a,
+                   int32_t* shift_b, int32_t* applied) {
+  __shared__ int64_t s_lo[kThreads];
+  __shared__ int64_t s_hi[kThreads];
+  int64_t lo = 0, hi = 0;
+  bool any = false;
+  for (int64_t l = threadIdx.x; l < k; l += kThreads) {
+    const int64_t e = inner_exponent(ea, eb, l);
+    lo = !any || e < lo ? e : lo;
+    hi = !any || e > hi ? e : hi;
+    any = true;
+  }
+  if (!any) {  // every lane covers l = threadIdx.x first, so only lanes past k get here
+    lo = inner_exponent(ea, eb, 0);
+    hi = lo;
+  }
+  s_lo[threadIdx.x] = lo;
+  s_hi[threadIdx.x] = hi;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      s_lo[threadIdx.x] = s_lo[threadIdx.x + half] < s_lo[threadIdx.x] ? s_lo[threadIdx.x + half] : s_lo[threadIdx.x];
+      s_hi[threadIdx.x] = s_hi[threadIdx.x + half] > s_hi[threadIdx.x] ? s_hi[threadIdx.x + half] : s_hi[threadIdx.x];
+    }
+    __syncthreads();
+  }
+  const bool apply = s_hi[0] - s_lo[0] >= kEquilibrationSpread;
+  for (int64_t l = threadIdx.x; l < k; l += kThreads) {
+    const int32_t e = apply ? static_cast<int32_t>(inner_exponent(ea, eb, l)) : 0;
+    shift_a[l] = -e;
+    shift_b[l] = e;
+  }
+  if (threadIdx.x == 0) applied[0] = apply ? 1 : 0;
+}
+
+// --- certificate: the sums of numerics.contract.certificate, in its fixed order ------
+struct CertificateSide {
+  const int32_t* exps;
+  const int32_t* logq;
+  const int64_t* s1;
+  int64_t nvec;
+};
+
+// x 2^e, or 0 below 2^kFlushExponent (x >= 1/4: never subnormal, the scaling is exact).
+__device__ inline double scaled_term(double x, int64_t e) {
+  return e < kFlushExponent ? 0.0 : ldexp(x, static_cast<int>(e));
+}
+
+// Lanes' partials (s[lane]) added pairwise: t + h into t, h = kReduceLanes/2 .. 1.
+__device__ inline double lane_tree(double* s) {
+  __syncthreads();
+  for (int half = kReduceLanes / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) s[threadIdx.x] = __dadd_rn(s[threadIdx.x], s[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const double total = s[0];
+  __syncthreads();
+  return total;
+}
+
+__device__ inline int32_t side_top(const CertificateSide& c, int32_t* s_top) {
+  int32_t top = kNoExponent;
+  for (int64_t i = threadIdx.x; i < c.nvec; i += kReduceLanes) {
+    if (c.logq[i] >= 0 && c.exps[i] > top) top = c.exps[i];
+  }
+  s_top[threadIdx.x] = top;
+  __syncthreads();
+  for (int half = kReduceLanes / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half && s_top[threadIdx.x + half] > s_top[threadIdx.x]) s_top[threadIdx.x] = s_top[threadIdx.x + half];
+    __syncthreads();
+  }
+  const int32_t t = s_top[0] == kNoExponent ? 0 : s_top[0];
+  __syncthreads();
+  return t;
+}
+
+// out[0..4] (or out[5..9]): the x2[0], x2[1], xz[0], xz[1], z2 sums of one side.
+__device__ inline void side_sums(const CertificateSide& c, int32_t top, int qb, double* s, double* out) {
+  double acc[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  for (int64_t i = threadIdx.x; i < c.nvec; i += kReduceLanes) {
+    const int32_t lq = c.logq[i];
+    if (lq < 0) continue;
+    const int64_t d = static_cast<int64_t>(c.exps[i]) - top - qb;
+    const int64_t h = lq >> 1;
+    const int p = lq & 1;
+    const double s1 = static_cast<double>(c.s1[i]);
+    acc[p] = __dadd_rn(acc[p], scaled_term(1.0, 2 * (h + d)));
+    acc[2 + p] = __dadd_rn(acc[2 + p], scaled_term(s1, h + 2 * d));
+    acc[4] = __dadd_rn(acc[4], scaled_term(__dmul_rn(s1, s1), 2 * d));
+  }
+  for (int q = 0; q < 5; ++q) {
+    s[threadIdx.x] = acc[q];
+    const double total = lane_tree(s);
+    if (threadIdx.x == 0) out[q] = total;
+  }
+}
+
+__global__ void __launch_bounds__(kReduceLanes)
+certificate_kernel(CertificateSide a, CertificateSide b, const int32_t* inner_exp_a, const double* inner_a,
+                   const int32_t* inner_exp_b, const double* inner_b, int64_t k, int qb,
+                   const int32_t* applied, double* out) {
+  __shared__ double s[kReduceLanes];
+  __shared__ int32_t s_top[kReduceLanes];
+  const int32_t ra = side_top(a, s_top);
+  const int32_t rb = side_top(b, s_top);
+  side_sums(a, ra, qb, s, out);
+  side_sums(b, rb, qb, s, out + 5);
+  double acc = 0.0;
+  for (int64_t l = threadIdx.x; l < k; l += kReduceLanes) {
+    if (!(inner_a[l] > 0.0 && inner_b[l] > 0.0)) continue;
+    int ea, eb;
+    const double fa = frexp(inner_a[l], &ea);
+    const double fb = frexp(inner_b[l], &eb);
+    acc = __dadd_rn(acc, scaled_term(__dmul_rn(fa, fb), static_cast<int64_t>(ea) + eb + inner_exp_a[l] +
+                                                            inner_exp_b[l] - ra - rb));
+  }
+  s[threadIdx.x] = acc;
+  const double l1 = lane_tree(s);
+  if (threadIdx.x == 0) {
+    out[10] = l1;
+    out[11] = applied != nullptr && applied[0] != 0 ? 1.0 : 0.0;
+  }
+}
+
+// --- fast shifts of the chosen count -------------------------------------------------
+__global__ void __launch_bounds__(kThreads)
+fast_shifts_kernel(const int32_t* exps, const int32_t* logq, int64_t nvec, int qb, int pb,
+                   int32_t* shifts) {
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nvec;
+       v += int64_t(gridDim.x) * blockDim.x) {
+    shifts[v] = logq[v] < 0 ? 0 : static_cast<int32_t>(floor_div(static_cast<int64_t>(pb) - logq[v], 2) - exps[v] + qb);
+  }
+}
+
+// --- host launchers ------------------------------------------------------------------
+inline int64_t inner_runs(int64_t nvec) { return (nvec + kInnerChunk - 1) / kInnerChunk; }
+
+inline int inner_stats(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                       double* partial, int32_t* partial_exp, int32_t* exps, double* sums,
+                       cudaStream_t stream, Message& err) {
+  const char* what = "inner_stats";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  const int64_t runs = inner_runs(nvec);
+  if (!product_fits(runs, k)) return err.set(kBadArgument, "%s: size overflows", what);
+  if (k == 0) return kOk;
+  if (exps == nullptr || sums == nullptr || (nvec > 0 && (partial == nullptr || partial_exp == nullptr)))
+    return err.set(kBadArgument, "%s: null pointer", what);
+  if (runs > 0) {
+    const VectorSet xs{x, nvec, k, vs, es};
+    inner_partials_kernel<<<blocks_for(runs * k, kThreads), kThreads, 0, stream>>>(xs, runs, partial,
+                                                                                  partial_exp);
+    if (int s = check_launch(err, what)) return s;
+  }
+  inner_combine_kernel<<<blocks_for(k, kThreads), kThreads, 0, stream>>>(runs, k, partial, partial_exp,
+                                                                        exps, sums);
+  return check_launch(err, what);
+}
+
+inline int equilibrate(const int32_t* exps_a, const int32_t* exps_b, int64_t k, int32_t* shift_a,
+                       int32_t* shift_b, int32_t* applied, cudaStream_t stream, Message& err) {
+  const char* what = "equilibrate";
+  if (k < 0) return err.set(kBadArgument, "%s: k=%lld < 0", what, static_cast<long long>(k));
+  if (applied == nullptr || (k > 0 && (exps_a == nullptr || exps_b == nullptr || shift_a == nullptr ||
+                                       shift_b == nullptr)))
+    return err.set(kBadArgument, "%s: null pointer", what);
+  equilibrate_kernel<<<1, kThreads, 0, stream>>>(exps_a, exps_b, k, shift_a, shift_b, applied);
+  return check_launch(err, what);
+}
+
+inline int certificate(const int32_t* exps_a, const int32_t* logq_a, const int64_t* s1_a, int64_t m,
+                       const int32_t* exps_b, const int32_t* logq_b, const int64_t* s1_b, int64_t n,
+                       const int32_t* inner_exp_a, const double* inner_a, const int32_t* inner_exp_b,
+                       const double* inner_b, int64_t k, const int32_t* applied, double* out,
+                       cudaStream_t stream, Message& err) {
+  const char* what = "certificate";
+  if (m < 0 || n < 0 || k < 0) return err.set(kBadArgument, "%s: negative size", what);
+  if (out == nullptr || (m > 0 && (exps_a == nullptr || logq_a == nullptr || s1_a == nullptr)) ||
+      (n > 0 && (exps_b == nullptr || logq_b == nullptr || s1_b == nullptr)) ||
+      (k > 0 && (inner_a == nullptr || inner_b == nullptr || inner_exp_a == nullptr || inner_exp_b == nullptr)))
+    return err.set(kBadArgument, "%s: null pointer", what);
+  certificate_kernel<<<1, kReduceLanes, 0, stream>>>(CertificateSide{exps_a, logq_a, s1_a, m},
+                                                     CertificateSide{exps_b, logq_b, s1_b, n}, inner_exp_a,
+                                                     inner_a, inner_exp_b, inner_b, k, fast_bound_bits(k),
+                                                     applied, out);
+  return check_launch(err, what);
+}
+
+inline int fast_shifts(const int32_t* exps, const int32_t* logq, int64_t nvec, int64_t k, int pb,
+                       int32_t* shifts, cudaStream_t stream, Message& err) {
+  const char* what = "fast_shifts";
+  if (nvec < 0) return err.set(kBadArgument, "%s: nvec < 0", what);
+  if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
+  if (nvec == 0) return kOk;
+  if (exps == nullptr || logq == nullptr || shifts == nullptr)
+    return err.set(kBadArgument, "%s: null pointer", what);
+  fast_shifts_kernel<<<blocks_for(nvec, kThreads), kThreads, 0, stream>>>(exps, logq, nvec,
+                                                                         fast_bound_bits(k), pb, shifts);
+  return check_launch(err, what);
+}
+
+}  // namespace stages
+}  // namespace ozaki

@@ -1,0 +1,125 @@
+"""The accuracy contract on the GPU makes the reference's choices and gives its bits: the
+stage kernels against their NumPy mirrors, whole calls on every path, layout and mode,
+the fallback and the warning."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import reference
+from ozaki_cutlass.numerics import contract as K
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
+from ozaki_cutlass.templates.constants import INNER_CHUNK
+
+pytestmark = pytest.mark.gpu
+
+
+def family(rng, name, m, k, n, p):
+    if name == "phi":
+        return random_matrix(m, k, p, rng), random_matrix(k, n, p, rng)
+    if name == "inner":
+        a, b = random_matrix(m, k, 0.5, rng), random_matrix(k, n, 0.5, rng)
+        d = np.where(np.arange(k) % 2 == 0, int(p), -int(p))
+        return np.ldexp(a, d[None, :]), np.ldexp(b, -d[:, None])
+    if name == "uniform":
+        return rng.random((m, k)), rng.random((k, n))
+    if name == "tiny":  # subnormal and huge entries
+        return np.ldexp(random_matrix(m, k, 1.0, rng), -1060), np.ldexp(random_matrix(k, n, 1.0, rng), 1000)
+    raise ValueError(name)
+
+
+CASES = [("phi", 0.5), ("phi", 4.0), ("phi", 8.0), ("inner", 20), ("inner", 40), ("uniform", 0), ("tiny", 0)]
+
+
+@pytest.mark.parametrize("vs_es", [(1, None), (None, 1)])  # k contiguous, or strided
+def test_inner_stats_kernel_is_the_mirror(st, rng, dev, vs_es):
+    nvec, k = 3 * INNER_CHUNK + 5, 70
+    v = np.ldexp(random_matrix(nvec, k, 4.0, rng), rng.integers(-900, 900, (1, k)))
+    v[3, 5], v[9, 6], v[:, 7] = np.nan, -np.inf, 0.0
+    v[200, 8] = 2.0**-1074
+    x = v if vs_es[0] == 1 else np.asfortranarray(v)
+    vs, es = (k, 1) if vs_es[0] == 1 else (1, nvec)
+    px = dev.put(x.ravel(order="K"))
+    runs = -(-nvec // INNER_CHUNK)
+    part, pexp = dev.empty(8 * runs * k), dev.empty(4 * runs * k)
+    exps, sums = dev.empty(4 * k), dev.empty(8 * k)
+    st.inner_stats(px, nvec, k, vs, es, part.ptr, pexp.ptr, exps.ptr, sums.ptr, 0)
+    want_e, want_s = K.inner_stats(v)
+    assert np.array_equal(dev.get(exps, np.int32, (k,)), want_e)
+    assert same_bits(dev.get(sums, np.float64, (k,)), want_s)
+
+
+@pytest.mark.parametrize("name, p", CASES)
+def test_certificate_and_choice_are_the_references(rng, name, p):
+    cp = pytest.importorskip("cupy")
+    a, b = family(rng, name, 70, 300, 45, p)
+    got = ozaki_cutlass.contract(cp.asarray(a), cp.asarray(b))
+    assert got == reference.contract(a, b)
+    assert ozaki_cutlass.contract(a, b) == got  # NumPy inputs: the reference's
+    for kw in (dict(accuracy=1e-25), dict(accuracy=1e-9, mode="accurate"), dict(policy="emulate")):
+        assert ozaki_cutlass.contract(cp.asarray(a), cp.asarray(b), **kw) == reference.contract(a, b, **kw)
+
+
+@pytest.mark.parametrize("path", ["staged", "fused"])
+@pytest.mark.parametrize("name, p", CASES)
+def test_default_calls_are_bit_identical_to_the_reference(rng, path, name, p):
+    for i, (m, n, k) in enumerate([(1, 1, 1), (5, 1, 33), (33, 65, 127), (129, 63, 300), (40, 30, 2000)]):
+        ta, tb = bool(i % 2), bool(i % 3 == 0)
+        a, b = family(rng, name, m, k, n, p)
+        a_in = np.ascontiguousarray(a.T) if ta else a
+        b_in = np.ascontiguousarray(b.T) if tb else b
+        for mode in (None, "accurate"):
+            want = reference.gemm(a_in, b_in, trans_a=ta, trans_b=tb, mode=mode, policy="emulate")
+            t = {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ozaki_cutlass.AccuracyWarning)
+                got = ozaki_cutlass.gemm(a_in, b_in, trans_a=ta, trans_b=tb, mode=mode, path=path, timings=t)
+            assert same_bits(got, want), (name, m, n, k, ta, tb, mode, t)
+            choice = reference.contract(a_in, b_in, trans_a=ta, trans_b=tb, mode=mode, policy="emulate")
+            assert t["contract"] == choice.as_dict() and t["moduli"] == choice.moduli
+
+
+def test_device_arrays_layouts_and_streams(rng):
+    cp = pytest.importorskip("cupy")
+    a, b = family(rng, "inner", 96, 256, 80, 30)
+    want = reference.gemm(a, b)
+    for da, db in ((cp.asarray(a), cp.asarray(b)), (cp.asfortranarray(cp.asarray(a)), cp.asarray(b)),
+                   (cp.asarray(a), cp.asfortranarray(cp.asarray(b)))):
+        assert same_bits(cp.asnumpy(ozaki_cutlass.gemm(da, db, policy="emulate")), want)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), policy="emulate")
+    s.synchronize()
+    assert same_bits(cp.asnumpy(got), want)
+
+
+def test_fallback_to_native_and_the_warning(rng):
+    cp = pytest.importorskip("cupy")
+    n = 8192  # a size the auto policy emulates (the shipped table): the contract decides
+    a, b = cp.zeros((n, n)), cp.zeros((n, n))
+    a[:, :n // 2] = 1.0  # disjoint supports: |A||B| = 0, so no count certifies anything
+    b[n // 2:, :] = 1.0
+    t = {}
+    got = ozaki_cutlass.gemm(a, b, timings=t)
+    assert t["path"] == "native" and "accuracy contract" in t["policy"] and t["contract"]["native"]
+    assert float(cp.abs(got).max()) == 0.0
+    small_a, small_b = cp.asnumpy(a[:64, n // 2 - 32:n // 2 + 32]), cp.asnumpy(b[n // 2 - 32:n // 2 + 32, :64])
+    small_a[:, 32:], small_b[:32, :] = 0.0, 0.0
+    with pytest.warns(ozaki_cutlass.AccuracyWarning, match="20 moduli certify"):
+        got = ozaki_cutlass.gemm(small_a, small_b, policy="emulate")
+    assert same_bits(got, reference.gemm(small_a, small_b, policy="emulate"))
+
+
+def test_explicit_moduli_reads_nothing_back(rng, monkeypatch):
+    from ozaki_cutlass.device import driver
+
+    a, b = family(rng, "phi", 50, 60, 40, 1.0)
+    reads = []
+    real = driver.read_back
+    monkeypatch.setattr(driver, "read_back", lambda *args: reads.append(args) or real(*args))
+    ozaki_cutlass.gemm(a, b, moduli=15)
+    assert reads == []
+    ozaki_cutlass.gemm(a, b, policy="emulate")
+    assert len(reads) == 1
