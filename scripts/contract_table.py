@@ -12,6 +12,10 @@ those of docs/accuracy.md:
     rows S       phi 0.5 inputs, rows of A scaled by 2^U(-S, S), columns of B by 2^U(-S/2, S/2)
 
     python scripts/contract_table.py --json out/contract.json      (GPU, CuPy; ~3 min on an H200)
+
+``--overhead`` times instead, on phi 0.5 cubes, the default call against the same count and
+mode given explicitly (the contract's own cost: its stages and the one read), 15 moduli
+in accurate mode (the default before the contract) and native DGEMM, in alternation.
 """
 
 from __future__ import annotations
@@ -58,8 +62,12 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None, help="write the records here")
+    ap.add_argument("--overhead", action="store_true", help="time the contract's own cost (see above)")
     args = ap.parse_args()
     import cupy as cp
+
+    if args.overhead:
+        return overhead(cp, args)
 
     import ozaki_cutlass
     from ozaki_cutlass.device import driver
@@ -98,6 +106,36 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "records": records}, f,
+                      indent=2)
+    return 0
+
+
+def overhead(cp, args) -> int:
+    import ozaki_cutlass
+    from ozaki_cutlass.device import driver
+
+    records = []
+    print("| n | default (contract) ms | same count and mode, explicit ms | 15 accurate ms | DGEMM ms | chose |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for n in (4096, 8192, 16384):
+        a, b = make(cp, "phi", 0.5, n, n, n, args.seed)
+        t = {}
+        ozaki_cutlass.gemm(a, b, timings=t)
+        count, mode = t["moduli"], t["mode"]
+        calls = [lambda: ozaki_cutlass.gemm(a, b), lambda: ozaki_cutlass.gemm(a, b, moduli=count, mode=mode),
+                 lambda: ozaki_cutlass.gemm(a, b, moduli=15, mode="accurate"), lambda: a @ b]
+        times, _ = driver.event_times(calls, args.warmup, args.reps)
+        ms = [statistics.median(x) for x in times]
+        records.append({"n": n, "moduli": count, "mode": mode, "path": t["path"], "ms_default": ms[0],
+                        "ms_explicit": ms[1], "ms_15_accurate": ms[2], "ms_dgemm": ms[3]})
+        print(f"| {n} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[2]:.2f} | {ms[3]:.2f} | {count} {mode} ({t['path']}) |",
+              flush=True)
+        del a, b
+        cp.get_default_memory_pool().free_all_blocks()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "overhead": records}, f,
                       indent=2)
     return 0
 
