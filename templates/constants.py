@@ -87,7 +87,7 @@ INNER_CHUNK = 128
 
 #: The certificate's sums over vectors and over k: lane t adds the entries t, t + LANES,
 #: ... in sequence, then the lanes are added pairwise (t + h into t, h = LANES/2 .. 1).
-REDUCE_LANES = 256
+REDUCE_LANES = 1024
 
 #: The exponent of an inner column with no finite non-zero entry.
 NO_EXPONENT = -(1 << 30)

@@ -222,15 +222,18 @@ def test_inner_stats_is_the_kernels_order():
         top = max(math.frexp(x)[1] for x in finite) if finite else K.NO_EXPONENT
         assert exps[l] == top
         total = 0.0
-        for r0 in range(0, 300, INNER_CHUNK):
-            run = [abs(float(x)) for x in v[r0:r0 + INNER_CHUNK, l] if math.isfinite(x) and x != 0]
-            if not run:
-                continue
-            rtop = max(math.frexp(x)[1] for x in run)
-            s = 0.0
-            for x in run:
-                if math.frexp(x)[1] - rtop > flush:
-                    s += math.ldexp(x, -rtop)
+        for r0 in range(0, 300, INNER_CHUNK):  # one pass per run, relative to the largest so far
+            rtop, s = K.NO_EXPONENT, 0.0
+            for x in v[r0:r0 + INNER_CHUNK, l]:
+                if not math.isfinite(x) or x == 0:
+                    continue
+                e = math.frexp(float(x))[1]
+                if e > rtop:
+                    if s > 0:
+                        s = math.ldexp(s, rtop - e) if math.frexp(s)[1] + rtop - e > flush else 0.0
+                    rtop = e
+                if e - rtop > flush:
+                    s += math.ldexp(abs(float(x)), -rtop)
             if s > 0 and math.frexp(s)[1] + rtop - top > flush:
                 total += math.ldexp(s, rtop - top)
         assert sums[l] == total

@@ -76,8 +76,9 @@ def target_of(accuracy: object) -> float:
 # --------------------------------------------------------------------------- stages
 
 def fixed_order_sum(terms: np.ndarray) -> float:
-    """The certificate kernel's sum of float64 ``terms``: lane t adds entries t, t + 256,
-    ... in sequence from 0.0, then lanes are added pairwise (t + h into t, h = 128 .. 1).
+    """The certificate kernel's sum of float64 ``terms``: lane t adds entries t, t + LANES,
+    ... in sequence from 0.0, then lanes are added pairwise (t + h into t, h = LANES/2 ..
+    1), LANES = REDUCE_LANES.
     Padding with zeros changes nothing (x + 0.0 == x)."""
     t = np.asarray(terms, dtype=np.float64).ravel()
     rows = -(-t.size // REDUCE_LANES)
@@ -108,10 +109,11 @@ def inner_stats(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per column l of ``v`` (nvec x k: op(A) itself, or op(B) transposed): E_l, the frexp
     exponent of max_v |v(v, l)| over its finite non-zero entries (NO_EXPONENT if none),
     and sum_v |v(v, l)| 2^-E_l over them (0 for none), in a fixed order: per run of
-    INNER_CHUNK vectors its own largest exponent R and the sum in sequence of |x| 2^-R,
-    then the runs in sequence, each scaled by 2^(R - E_l). Every scaling is exact; a term
-    or run it would take below 2^FLUSH_EXPONENT counts as 0 (a lower bound: the sums feed
-    the certificate's lower bound of || |A||B| ||_F)."""
+    INNER_CHUNK vectors, in sequence, a sum relative to the largest exponent R seen so far
+    (when R grows, the sum so far is scaled down to it first); then the runs in sequence,
+    each scaled by 2^(R - E_l). Every scaling is exact; a term or sum it would take below
+    2^FLUSH_EXPONENT counts as 0 (a lower bound: the sums feed the certificate's lower
+    bound of || |A||B| ||_F)."""
     nvec, k = v.shape
     mag = np.where(np.isfinite(v), np.abs(v), 0.0)
     ex = np.where(mag > 0, _frexp_exponents(mag), NO_EXPONENT)
@@ -120,10 +122,15 @@ def inner_stats(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pad_e = np.full((runs * INNER_CHUNK, k), NO_EXPONENT, dtype=np.int64)
     pad_m[:nvec], pad_e[:nvec] = mag, ex
     gm, ge = pad_m.reshape(runs, INNER_CHUNK, k), pad_e.reshape(runs, INNER_CHUNK, k)
-    top = ge.max(axis=1) if runs else np.zeros((0, k), dtype=np.int64)  # per run
+    top = np.full((runs, k), NO_EXPONENT, dtype=np.int64)
     part = np.zeros((runs, k))
     for r in range(INNER_CHUNK):
-        part = part + _scaled_by(gm[:, r, :], ge[:, r, :], top)
+        e = ge[:, r, :]
+        grown = e > top
+        part = np.where(grown & (part > 0), _scaled_by(part, np.where(part > 0, _frexp_exponents(part), NO_EXPONENT),
+                                                       np.where(grown, e, top), top), part)
+        top = np.where(grown, e, top)
+        part = part + _scaled_by(gm[:, r, :], e, top)
     exps = top.max(axis=0) if runs else np.full(k, NO_EXPONENT, dtype=np.int64)
     sums = np.zeros(k)
     for run in range(runs):

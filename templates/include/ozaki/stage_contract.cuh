@@ -30,6 +30,7 @@ __device__ inline double flushed_scale(double x, int ex, int64_t shift) {
   return ex != kNoExponent && ex + shift > kFlushExponent ? ldexp(x, static_cast<int>(shift)) : 0.0;
 }
 
+// One pass: the sum is kept relative to the largest exponent seen so far in the run.
 __global__ void __launch_bounds__(kThreads)
 inner_partials_kernel(VectorSet xs, int64_t runs, double* partial, int32_t* partial_exp) {
   const int64_t total = runs * xs.k;
@@ -38,19 +39,20 @@ inner_partials_kernel(VectorSet xs, int64_t runs, double* partial, int32_t* part
     const int64_t run = idx / xs.k;
     const int64_t l = idx - run * xs.k;
     const int64_t v0 = run * kInnerChunk;
-    const int64_t v_end = v0 + kInnerChunk < xs.nvec ? v0 + kInnerChunk : xs.nvec;
+    const int64_t count = v0 + kInnerChunk < xs.nvec ? kInnerChunk : xs.nvec - v0;
+    const double* p = xs.x + v0 * xs.vs + l * xs.es;
     int32_t top = kNoExponent;
-    for (int64_t v = v0; v < v_end; ++v) {
-      const double a = __ldg(xs.x + v * xs.vs + l * xs.es);
-      if (isfinite(a) && a != 0.0) {
-        const int e = frexp_exponent(a);
-        top = e > top ? e : top;
-      }
-    }
     double sum = 0.0;
-    for (int64_t v = v0; v < v_end; ++v) {  // the same entries again (from cache)
-      const double a = __ldg(xs.x + v * xs.vs + l * xs.es);
-      if (isfinite(a) && a != 0.0) sum = __dadd_rn(sum, flushed_scale(fabs(a), frexp_exponent(a), -int64_t(top)));
+#pragma unroll 8
+    for (int64_t t = 0; t < count; ++t) {
+      const double a = __ldg(p + t * xs.vs);
+      if (!isfinite(a) || a == 0.0) continue;
+      const int e = frexp_exponent(a);
+      if (e > top) {
+        if (sum > 0.0) sum = flushed_scale(sum, frexp_exponent(sum), int64_t(top) - e);
+        top = e;
+      }
+      sum = __dadd_rn(sum, flushed_scale(fabs(a), e, -int64_t(top)));
     }
     partial[idx] = sum;
     partial_exp[idx] = top;
