@@ -24,7 +24,7 @@ __all__ = ["Prescan", "SideScan", "run_contract", "contract_buffers"]
 @dataclass(frozen=True, slots=True)
 class SideScan:
     """One operand after the contract's scan: its vector set, inner shifts (device int32 per
-    l) and the scan's per-vector buffers."""
+    l; 0 when the equilibration is not applied) and the scan's per-vector buffers."""
 
     vectors: VectorSet
     inner: int
@@ -84,6 +84,8 @@ def run_contract(st, A, B, m: int, n: int, k: int, target: float, mode: str, may
                    shared["certificate"], sh)
     values = driver.read_back(shared["certificate"], np.empty(12), sh)
     choice = choose(Certificate.from_values(values, m, n, k), target, mode, may_fall_back)
+    if not choice.equilibrated:  # the shifts are all 0: the later stages need not read them
+        shift_a = shift_b = 0
     pre = Prescan(SideScan(made["a"], shift_a, oa.exps, ba["logq_a"], oa.nonfinite),
                   SideScan(made["b"], shift_b, ob_.exps, bb["logq_b"], ob_.nonfinite))
     return choice, pre

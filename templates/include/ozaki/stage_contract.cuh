@@ -27,7 +27,12 @@ namespace stages {
 // x 2^shift for x >= 0 with frexp exponent ex: 0 unless the result's exponent exceeds
 // kFlushExponent (then it is a normal double and the scaling is exact).
 __device__ inline double flushed_scale(double x, int ex, int64_t shift) {
-  return ex != kNoExponent && ex + shift > kFlushExponent ? ldexp(x, static_cast<int>(shift)) : 0.0;
+  if (ex == kNoExponent || ex + shift <= kFlushExponent) return 0.0;
+  const uint64_t bits = double_bits(x);
+  if ((bits >> 52) != 0 && ex + shift <= 1024) {  // x >= 0 normal, the result normal: move the exponent field
+    return __longlong_as_double(static_cast<long long>(bits + (static_cast<uint64_t>(shift) << 52)));
+  }
+  return ldexp(x, static_cast<int>(shift));
 }
 
 // One pass: the sum is kept relative to the largest exponent seen so far in the run.
@@ -135,7 +140,12 @@ struct CertificateSide {
 
 // x 2^e, or 0 below 2^kFlushExponent (x >= 1/4: never subnormal, the scaling is exact).
 __device__ inline double scaled_term(double x, int64_t e) {
-  return e < kFlushExponent ? 0.0 : ldexp(x, static_cast<int>(e));
+  if (e < kFlushExponent) return 0.0;
+  const uint64_t bits = double_bits(x);
+  if ((bits >> 52) != 0 && e <= 900) {  // x >= 1/4 normal, the result normal and finite
+    return __longlong_as_double(static_cast<long long>(bits + (static_cast<uint64_t>(e) << 52)));
+  }
+  return ldexp(x, static_cast<int>(e));
 }
 
 // Lanes' partials (s[lane]) added pairwise: t + h into t, h = kReduceLanes/2 .. 1.
