@@ -6,6 +6,7 @@
     ozaki_cutlass.reference.gemm(a, b, ...)   the NumPy reference: the same bits on the CPU
     ozaki_cutlass.workspace_bytes(m, n, k)    device memory the emulation keeps for such a call
     ozaki_cutlass.empty_cache()               release it (memory_held() says how much is held)
+    ozaki_cutlass.torch_op.matmul(a, b)       torch.ops.ozaki.gemm: autograd, torch.compile
 
 Importing does no work: the public names are loaded on first use (so that importing
 ``ozaki_cutlass.generator`` loads no runtime module), and the CUDA driver is touched on
