@@ -83,3 +83,57 @@ def test_on_device_makes_the_previous_context_current_again(monkeypatch):
     with driver.on_device(0):  # already current: nothing to restore
         pass
     assert fake.set_calls == []
+
+
+class _OldDriver:
+    """A driver that initializes but supports only CUDA 12.8 (branch 570)."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    class CUdevice_attribute:
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+    def cuInit(self, flags):
+        return (0,)
+
+    def cuDriverGetVersion(self):
+        return (0, 12080)
+
+    def cuDeviceGetCount(self):
+        return (0, 1)
+
+    def cuDeviceGet(self, ordinal):
+        return (0, ordinal)
+
+    def cuDeviceGetAttribute(self, which, device):
+        return (0, 9 if which == 75 else 0)
+
+
+def test_a_cuda_12_driver_is_refused_with_the_reason(monkeypatch, caplog):
+    import sys
+    import types
+
+    import pytest
+
+    from ozaki_cutlass.device import arch
+
+    assert driver.driver_refusal(13000) is None and driver.driver_refusal(13020) is None
+    why = driver.driver_refusal(12080)
+    assert "CUDA 12.8" in why and "580" in why and "reference.gemm" in why
+    fake = _OldDriver()
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
+    monkeypatch.setattr(driver, "_CONTEXTS", {})
+    with pytest.raises(driver.NoGpuError, match="supports CUDA 12.8"):
+        driver.ensure_context(0)
+    # the arch query (what the demo, the CLI and the dispatcher ask first) says "no GPU" and why
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.driver = fake
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)
+    monkeypatch.setattr(arch, "_CAPABILITIES", {})
+    monkeypatch.setattr(arch, "_WARNED", set())
+    with caplog.at_level("WARNING"):
+        assert arch.compute_capability(0) is None
+    assert "GPU path off" in caplog.text and "CUDA 12.8" in caplog.text

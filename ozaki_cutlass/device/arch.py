@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from ..generator import Arch
+from .driver import driver_refusal
 
 __all__ = ["compute_capability", "arch_for_capability", "visible_arch"]
 
@@ -29,6 +30,16 @@ def compute_capability(ordinal: int = 0) -> tuple[int, int] | None:
     return capability
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_driver(why: str) -> None:
+    """Log, once per process, why the driver cannot run the GPU path."""
+    if why not in _WARNED:
+        _WARNED.add(why)
+        log.warning("GPU path off: %s", why)
+
+
 def _query_capability(ordinal: int) -> tuple[int, int] | None:
     """The driver's answer, or None: any exception (cuda-bindings that fail to import with
     something other than ImportError, a driver library that is missing or too old, a call
@@ -44,6 +55,11 @@ def _query_capability(ordinal: int) -> tuple[int, int] | None:
         (status,) = driver.cuInit(0)
         if status != success:
             log.debug("cuInit failed: %s", status)
+            return None
+        status, version = driver.cuDriverGetVersion()
+        why = driver_refusal(int(version)) if status == success else None
+        if why is not None:
+            _warn_driver(why)
             return None
         status, count = driver.cuDeviceGetCount()
         if status != success or count <= ordinal:

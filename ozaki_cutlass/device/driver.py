@@ -28,7 +28,8 @@ class OutOfMemoryError(MemoryError):
 
 _DRIVER = None
 
-__all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "bindings", "check", "ensure_context", "primary_context", "on_device",
+__all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "driver_refusal", "bindings", "check",
+           "ensure_context", "primary_context", "on_device", "read_back",
            "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
            "event_times"]
 
@@ -63,6 +64,22 @@ def check(result, what: str = "CUDA call"):
 
 _CONTEXTS: dict[int, object] = {}
 
+#: The CUDA version a driver must support (cuDriverGetVersion, 1000 major + 10 minor):
+#: the kernels are built with CUDA 13's nvcc and runtime, and the runtime runs on cuda-python
+#: 13, neither of which works on a CUDA 12 driver (branches 535-575).
+MIN_DRIVER_CUDA = 13000
+
+
+def driver_refusal(version: int) -> str | None:
+    """Why a driver supporting CUDA ``version`` (cuDriverGetVersion's number) cannot run
+    the GPU path, or None when it can."""
+    if version >= MIN_DRIVER_CUDA:
+        return None
+    return (f"the NVIDIA driver supports CUDA {version // 1000}.{version % 1000 // 10}, and ozaki-cutlass needs "
+            f"a driver for CUDA {MIN_DRIVER_CUDA // 1000}.0 or newer (driver 580 or later): its kernels are built "
+            "with CUDA 13 (nvcc and runtime) and it runs on cuda-python 13. Update the driver; meanwhile "
+            "ozaki_cutlass.reference.gemm runs the same algorithm on the CPU")
+
 
 def ensure_context(ordinal: int = 0):
     """Retain the device's primary context (the one CuPy and PyTorch use) and make it
@@ -78,6 +95,7 @@ def ensure_context(ordinal: int = 0):
     try:
         cu = bindings()
         check(cu.cuInit(0), "cuInit")
+        version = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")
         count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
     except (ImportError, OSError, CudaError) as exc:
         raise NoGpuError(f"no CUDA GPU is usable here ({exc}); "
@@ -85,6 +103,9 @@ def ensure_context(ordinal: int = 0):
     except Exception as exc:  # cuda.pathfinder raises its own error when libcuda is absent
         raise NoGpuError(f"no CUDA driver found ({exc}); "
                          "ozaki_cutlass.reference.gemm runs the same algorithm on the CPU") from exc
+    why = driver_refusal(int(version))
+    if why is not None:
+        raise NoGpuError(why)
     if ordinal >= count:
         raise NoGpuError(f"GPU {ordinal} requested but {count} visible")
     dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")

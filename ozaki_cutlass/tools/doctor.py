@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..device.arch import arch_for_capability, compute_capability
+from ..device.driver import driver_refusal
 from ..device.cublas import NativeUnavailable, library, version
 from ..dispatch import TuningTableError, kernel_targets, load_table
 from ..generator import Arch, ToolchainError, default_out_dir, find_artifact, resolve_toolchain
@@ -30,6 +31,16 @@ def _nvcc_source() -> str:
 def _gpu() -> tuple[str, Arch | None]:
     capability = compute_capability(0)
     if capability is None:
+        try:
+            from cuda.bindings import driver as cu
+
+            cu.cuInit(0)
+            status, cuda = cu.cuDriverGetVersion()
+            why = driver_refusal(int(cuda)) if status == cu.CUresult.CUDA_SUCCESS else None
+        except Exception:  # noqa: BLE001 - no driver library, or broken bindings: the line below says so
+            why = None
+        if why is not None:
+            return f"none usable: {why}", None
         return "none usable (no driver, no GPU or no cuda-bindings): the GPU path is off", None
     arch = arch_for_capability(*capability)
     name = "?"
@@ -41,6 +52,8 @@ def _gpu() -> tuple[str, Arch | None]:
         name = raw.split(b"\0", 1)[0].decode(errors="replace")
         _, cuda = cu.cuDriverGetVersion()
         name += f", driver CUDA {cuda // 1000}.{cuda % 1000 // 10}"
+        if driver_refusal(int(cuda)) is not None:
+            name += " (too old: the GPU path needs CUDA 13.0+)"
     except Exception:  # noqa: BLE001 - the capability answered; the name is a courtesy
         pass
     kernels = f"builds {arch.value}" if arch is not None else "below 8.0: not supported"
