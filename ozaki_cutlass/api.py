@@ -17,7 +17,7 @@ from . import config, dispatch
 from .call import Call, validate
 from .device import driver
 from .device.arch import visible_arch
-from .device.arrays import allocate_like, current_stream, upload
+from .device.arrays import DeviceArray, allocate_like, current_stream, upload
 from .device.workspace import WORKSPACES
 from .generator import GemmVariant
 from .numerics.contract import CONTRACT_MODULI, Choice, warn
@@ -153,10 +153,15 @@ def _execute(call: Call):
             C = upload(call.c, keep) if call.c is not None and call.beta != 0.0 else None  # beta == 0: c is not read
         A = A.t() if call.trans_a else A
         B = B.t() if call.trans_b else B
+        for X in (A, B, C):  # CUDA array interface v3: order after the producers' streams
+            if X is not None and X.stream is not None:
+                driver.order_after(X.stream, sh)
         if call.out is not None and not call.on_host:
             result, O = call.out, call.O
         else:
             result, O = allocate_like("numpy" if call.on_host else call.kind, m, n, call.device)
+        if isinstance(result, DeviceArray):
+            result.stream = sh
         plan = native_plan(A, B, C, O, call.beta) if native else None
         if native and plan is None:
             if call.policy == "native":

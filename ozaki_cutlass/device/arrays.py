@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..options import check_dtype, check_host_matrix
-from .driver import DeviceBuffer, stream_handle
+from .dlpack import KDL_CUDA, capsule
+from .driver import DeviceBuffer, canonical_stream, order_after, pointer_device, stream_handle
 
 _F64 = np.dtype(np.float64)
 
@@ -30,13 +31,15 @@ class Matrix:
     kind: str           # "numpy", "cupy", "torch", "cai"
     device: int | None  # CUDA ordinal where known
     owner: object       # keeps the memory alive
+    stream: int | None = None  # the producer's stream (CUDA array interface v3) to order after
 
     @property
     def shape(self) -> tuple[int, int]:
         return (self.rows, self.cols)
 
     def t(self) -> "Matrix":
-        return Matrix(self.ptr, self.cols, self.rows, self.cs, self.rs, self.kind, self.device, self.owner)
+        return Matrix(self.ptr, self.cols, self.rows, self.cs, self.rs, self.kind, self.device, self.owner,
+                      self.stream)
 
 
 def kind_of(x) -> str:
@@ -71,12 +74,19 @@ def _from_cai(x, name: str, kind: str) -> Matrix:
         raise ValueError(f"{name} has non-positive strides {strides}: unsupported (make it contiguous)")
     if cai.get("mask") is not None:
         raise ValueError(f"{name} is a masked array: unsupported")
-    device = None
+    ptr = int(cai["data"][0])
     if kind == "torch":
         device = x.device.index
     elif kind == "cupy":
         device = x.device.id
-    return Matrix(int(cai["data"][0]), rows, cols, rs or 1, cs or 1, kind, device, x)
+    else:  # a producer of no known library: the driver knows where its memory is
+        device = pointer_device(ptr) if rows and cols else None
+    # version 3: a stream the producer's work is ordered on (None: nothing to wait for)
+    stream = cai.get("stream") if int(cai.get("version", 2)) >= 3 else None
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
+        raise ValueError(f"{name} has __cuda_array_interface__ stream {stream!r}: the protocol allows None or "
+                         "a positive stream handle (1: the legacy default stream)")
+    return Matrix(ptr, rows, cols, rs or 1, cs or 1, kind, device, x, stream)
 
 
 def describe_input(x, name: str) -> Matrix | np.ndarray:
@@ -165,18 +175,21 @@ def allocate_like(kind: str, rows: int, cols: int, device: int | None):
 
         arr = torch.empty((rows, cols), dtype=torch.float64, device=f"cuda:{device or 0}")
         return arr, _from_cai(arr, "out", "torch")
-    buf = DeviceArray(rows, cols)
-    return buf, Matrix(buf.ptr, rows, cols, cols, 1, "cai", None, buf)
+    buf = DeviceArray(rows, cols, device or 0)
+    return buf, Matrix(buf.ptr, rows, cols, cols, 1, "cai", device, buf)
 
 
 class DeviceArray:
     """A float64 device matrix of our own, returned for inputs of no known library.
-    Exposes ``__cuda_array_interface__`` (so CuPy, Numba, PyTorch can wrap it) and
-    ``get()`` to copy it to a NumPy array."""
+    Exports ``__cuda_array_interface__`` (version 3, with the stream it was written on) and
+    ``__dlpack__``/``__dlpack_device__`` (so CuPy, PyTorch, JAX, Numba can take it, ordered
+    after that stream), and ``get()`` to copy it to a NumPy array."""
 
-    def __init__(self, rows: int, cols: int):
+    def __init__(self, rows: int, cols: int, device: int = 0):
         self.shape = (rows, cols)
         self.dtype = _F64
+        self.device = device
+        self.stream = 0  # set by the call that writes it: the legacy default stream until then
         self._buf = DeviceBuffer(8 * rows * cols)
 
     @property
@@ -186,7 +199,23 @@ class DeviceArray:
     @property
     def __cuda_array_interface__(self):
         return {"shape": self.shape, "typestr": "<f8", "data": (self.ptr, False),
-                "version": 3, "strides": None, "stream": None}
+                "version": 3, "strides": None, "stream": canonical_stream(self.stream)}
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return KDL_CUDA, self.device
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this array (unversioned; no copy). ``stream``: the consumer's
+        stream (an int: 1 legacy default, 2 per-thread default, else a handle; -1: no
+        ordering; None: the legacy default); it is made to wait for this array's stream."""
+        if copy:
+            raise BufferError("DeviceArray.__dlpack__ does not copy (copy=True asked)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, {tuple(dl_device)} was asked")
+        if stream != -1:
+            order_after(self.stream, 1 if stream is None else int(stream))
+        rows, cols = self.shape
+        return capsule(self, self.ptr, self.shape, (cols, 1), self.device)
 
     def get(self) -> np.ndarray:
-        return self._buf.download(np.empty(self.shape, dtype=np.float64))
+        return self._buf.download(np.empty(self.shape, dtype=np.float64), self.stream)

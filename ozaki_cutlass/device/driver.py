@@ -29,7 +29,8 @@ class OutOfMemoryError(MemoryError):
 _DRIVER = None
 
 __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "driver_refusal", "bindings", "check",
-           "ensure_context", "primary_context", "on_device", "read_back",
+           "ensure_context", "primary_context", "on_device", "read_back", "pointer_device", "canonical_stream",
+           "order_after",
            "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
            "event_times"]
 
@@ -197,6 +198,39 @@ def read_back(ptr: int, host: np.ndarray, stream=0) -> np.ndarray:
           "cuMemcpyDtoHAsync")
     synchronize(stream)
     return host
+
+
+def pointer_device(ptr: int) -> int | None:
+    """The CUDA ordinal of the GPU that holds device pointer ``ptr``, or None when the driver
+    cannot tell (no driver or GPU, or not a device pointer)."""
+    try:
+        cu = bindings()
+        check(cu.cuInit(0), "cuInit")
+        value = check(cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr),
+                      "cuPointerGetAttribute")
+    except Exception:  # noqa: BLE001 - no driver library, no GPU, or a host pointer: unknown
+        return None
+    return int(value)
+
+
+def canonical_stream(handle: int) -> int:
+    """A stream handle with the legacy default stream spelled one way (0 and
+    CU_STREAM_LEGACY = 1 are the same stream)."""
+    return 1 if handle in (0, 1) else handle
+
+
+def order_after(producer: int, consumer: int) -> None:
+    """Make the work enqueued later on stream ``consumer`` wait for the work enqueued on
+    stream ``producer`` so far (an event; nothing when they are the same stream)."""
+    if canonical_stream(producer) == canonical_stream(consumer):
+        return
+    cu = bindings()
+    event = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        check(cu.cuEventRecord(event, as_cu_stream(producer)), "cuEventRecord")
+        check(cu.cuStreamWaitEvent(as_cu_stream(consumer), event, 0), "cuStreamWaitEvent")
+    finally:
+        check(cu.cuEventDestroy(event), "cuEventDestroy")  # the wait keeps what it needs
 
 
 def stream_handle(stream) -> int:

@@ -1,0 +1,100 @@
+"""Array interop on the CPU: the CUDA array interface v3 stream and device of producers of
+no known library, the stream ordering they get, and the DLPack capsule's lifetime. The GPU
+side (CuPy and PyTorch consuming our DeviceArray): tests/gpu/test_interop_gpu.py."""
+
+import ctypes
+
+import pytest
+
+from ozaki_cutlass.device import arrays, dlpack, driver
+
+
+class CAI:
+    def __init__(self, version=3, stream=None, ptr=0x7F0000000000):
+        self.__cuda_array_interface__ = {"shape": (4, 3), "typestr": "<f8", "data": (ptr, False),
+                                         "version": version, "strides": None}
+        if stream is not ...:
+            self.__cuda_array_interface__["stream"] = stream
+
+
+def test_a_producers_stream_is_kept_and_checked():
+    assert arrays.describe_input(CAI(stream=None), "a").stream is None
+    assert arrays.describe_input(CAI(stream=7), "a").stream == 7
+    assert arrays.describe_input(CAI(stream=1), "a").t().stream == 1
+    assert arrays.describe_input(CAI(version=2, stream=7), "a").stream is None  # v2 has no stream
+    for bad in (0, -3, True, "s"):
+        with pytest.raises(ValueError, match="stream"):
+            arrays.describe_input(CAI(stream=bad), "a")
+
+
+def test_the_device_of_an_unknown_producer_comes_from_the_driver(monkeypatch):
+    monkeypatch.setattr(arrays, "pointer_device", lambda ptr: 3 if ptr == 0x7F0000000000 else None)
+    assert arrays.describe_input(CAI(), "a").device == 3
+    assert driver.pointer_device(0x1234) is None or isinstance(driver.pointer_device(0x1234), int)
+
+
+def test_order_after_waits_only_across_streams(monkeypatch):
+    calls = []
+
+    class Fake:
+        class CUresult:
+            CUDA_SUCCESS = 0
+
+        class CUevent_flags:
+            CU_EVENT_DISABLE_TIMING = 2
+
+        def CUstream(self, h):
+            return h
+
+        def cuEventCreate(self, flags):
+            calls.append(("create", flags))
+            return (0, "ev")
+
+        def cuEventRecord(self, ev, s):
+            calls.append(("record", ev, s))
+            return (0,)
+
+        def cuStreamWaitEvent(self, s, ev, flags):
+            calls.append(("wait", s, ev))
+            return (0,)
+
+        def cuEventDestroy(self, ev):
+            calls.append(("destroy", ev))
+            return (0,)
+
+    fake = Fake()
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
+    driver.order_after(0, 1)  # both the legacy default stream
+    driver.order_after(9, 9)
+    assert calls == []
+    driver.order_after(9, 0)
+    assert calls == [("create", 2), ("record", "ev", 9), ("wait", 0, "ev"), ("destroy", "ev")]
+
+
+def _name(capsule):
+    get = ctypes.pythonapi.PyCapsule_GetName
+    get.restype, get.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    return get(capsule)
+
+
+def test_a_dlpack_capsule_keeps_its_owner_until_released():
+    owner = object()
+    cap = dlpack.capsule(owner, 0x7F0000001000, (5, 3), (3, 1), 0)
+    assert _name(cap) == b"dltensor" and len(dlpack._LIVE) == 1
+    (kept, managed, shape, strides), = dlpack._LIVE.values()
+    assert kept is owner and list(shape) == [5, 3] and list(strides) == [3, 1]
+    t = managed.dl_tensor
+    assert (t.data, t.device.device_type, t.ndim, t.dtype.code, t.dtype.bits) == (0x7F0000001000, 2, 2, 2, 64)
+    del cap  # never consumed: the capsule's destructor calls the deleter
+    assert dlpack._LIVE == {}
+    # a consumer renames the capsule and calls the deleter itself
+    cap = dlpack.capsule(owner, 0x7F0000001000, (5, 3), (3, 1), 0)
+    address = next(iter(dlpack._LIVE))
+    rename = ctypes.pythonapi.PyCapsule_SetName
+    rename.restype, rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+    assert rename(cap, b"used_dltensor") == 0
+    del cap
+    assert len(dlpack._LIVE) == 1  # the consumer owns it now
+    managed = dlpack._DLManagedTensor.from_address(address)
+    managed.deleter(ctypes.pointer(managed))
+    assert dlpack._LIVE == {}
