@@ -95,8 +95,10 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
     """Quantize ``x`` once for use as ``a`` (side="left") or ``b`` (side="right") of
     :func:`ozaki_cutlass.gemm`; ``trans`` transposes it first (gemm's trans_a/trans_b
     must then be left False). ``moduli`` and ``mode`` must be those of the calls that use
-    it (gemm takes them from the prepared operand when left unset; mode None means
-    "accurate", as in gemm). ``x``: NumPy (copied
+    it (gemm takes them from the prepared operand when left unset; moduli None means
+    DEFAULT_MODULI, mode None "accurate", as with an explicit count in gemm: a call with
+    a prepared operand runs that count, no accuracy contract, whose count depends on both
+    operands). ``x``: NumPy (copied
     to the GPU), CuPy, PyTorch CUDA or ``__cuda_array_interface__``, float64. The work
     is enqueued on ``stream`` (default as in gemm); gemm calls on other streams must be
     ordered after it by the caller."""
