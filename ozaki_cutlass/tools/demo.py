@@ -80,7 +80,7 @@ def accuracy_main(args) -> int:
     counts = tuple(range(args.min_moduli, args.max_moduli + 1))
     phis = tuple(args.phi)
     t0 = time.perf_counter()
-    rows = error_table(args.n, phis, counts, seed=args.seed, reference=args.reference)
+    rows = error_table(args.n, phis, counts, seed=args.seed, reference=args.reference, contract=True)
     table = format_error_table(rows, counts)
     print(f"n = {args.n}, reference: {rows[0]['reference']}, seed {args.seed}, "
           f"{time.perf_counter() - t0:.1f} s. '*': error <= float64 @.")
