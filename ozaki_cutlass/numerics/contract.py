@@ -32,7 +32,8 @@ from ..templates.constants import EQUILIBRATION_SPREAD, FLUSH_EXPONENT, INNER_CH
 from .moduli import MAX_MODULI, crt_constants
 
 __all__ = ["ACCURACY_DEFAULT", "AccuracyWarning", "CONTRACT_MODULI", "Certificate", "Choice", "U",
-           "certificate", "choose", "equilibration", "fixed_order_sum", "inner_stats", "target_of", "warn"]
+           "certificate", "choose", "equilibration", "fixed_order_sum", "inner_stats", "rounding_margin",
+           "target_of", "warn"]
 
 #: The unit roundoff of float64.
 U = 2.0**-53
@@ -44,10 +45,16 @@ ACCURACY_DEFAULT = "dgemm"
 #: on float64 data, and would need more kernels).
 CONTRACT_MODULI = range(8, MAX_MODULI + 1)
 
-#: Relative margin for the rounding of the certificate's float64 sums (each of at most
-#: 2^31 terms, relative error < 2^-21 of it... far below; the bound side is raised and
-#: the target side lowered by it).
-_MARGIN = 2.0**-40
+def rounding_margin(m: int, n: int, k: int) -> float:
+    """A relative margin that covers the rounding of the certificate's float64 sums of
+    nonnegative terms, and of the few products and the square root that combine them.
+    A lane's sequential sum of s terms is within (s - 1) u of the exact one, a pairwise tree
+    of 2^t lanes adds t u; the inner sums run INNER_CHUNK terms per run, then one per run.
+    The bound side is raised and the lower bound lowered by it; 16x covers the
+    combination. Terms dropped below 2^-960 of the largest add at most (m + n + k) 2^-900."""
+    lanes = REDUCE_LANES.bit_length()
+    terms = max(m, n, k) / REDUCE_LANES + lanes + INNER_CHUNK + max(m, n) / INNER_CHUNK
+    return 16.0 * U * (terms + 16.0) + (m + n + k) * 2.0**-900
 
 
 class AccuracyWarning(UserWarning):
@@ -205,10 +212,11 @@ class Certificate:
         s = xx * self.y2 + self.z2 * ww + 2.0 * (xz * wy)
         if s == 0.0:
             return 0.0
-        lower = self.l1 * (1.0 - _MARGIN) / math.sqrt(float(self.m) * float(self.n))
+        margin = rounding_margin(self.m, self.n, self.k)
+        lower = self.l1 * (1.0 - margin) / math.sqrt(float(self.m) * float(self.n))
         if lower == 0.0:
             return math.inf
-        return math.sqrt(s) * (1.0 + _MARGIN) / lower
+        return math.sqrt(s) * (1.0 + margin) / lower
 
 
 def certificate(exps_a, logq_a, s1_a, exps_b, logq_b, s1_b, inner_a, inner_b, qb: int,
