@@ -62,7 +62,8 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0
     power-of-two equilibration of the inner dimension; ``mode`` defaults to "fast" there.
     It costs one read of 96 bytes per call (the call waits for the scan). Where 20 moduli
     cannot meet the target, ``policy="auto"`` runs native DGEMM (``timings["policy"]``
-    says why) and ``policy="emulate"`` runs 20 moduli with an
+    says why; not when ``kernel`` or ``path`` is given, nor where 20 moduli still certify
+    2^-53) and otherwise 20 moduli run with an
     :class:`~ozaki_cutlass.AccuracyWarning`; :func:`ozaki_cutlass.contract` tells what a
     call chooses. An explicit ``moduli`` (2..20) runs exactly that count, asynchronously,
     with no contract (``accuracy`` must be unset), ``mode`` defaulting to "accurate".
@@ -113,7 +114,8 @@ def contract(a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, ac
     that)."""
     call = validate(a, b, c=None, alpha=1.0, beta=0.0, trans_a=trans_a, trans_b=trans_b, moduli=None, mode=mode,
                     out=None, stream=stream, kernel=None, path=None, policy=policy, timings=None, accuracy=accuracy)
-    may_fall_back = call.policy == "auto" and not call.emulation_asked
+    if call.target is None:
+        raise ValueError("prepared operands run an explicit moduli count: there is no contract to ask about")
     if call.on_host or not (call.m and call.n and call.k):
         return reference_contract(call.a, call.b, trans_a=call.trans_a, trans_b=call.trans_b,
                                   accuracy=accuracy, mode=mode, policy=policy) if call.on_host else \
@@ -127,10 +129,13 @@ def contract(a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, ac
         sh = current_stream(call.kind, call.stream, call.device)
         A = call.A.t() if call.trans_a else call.A
         B = call.B.t() if call.trans_b else call.B
+        for X in (A, B):
+            if X.stream is not None:
+                driver.order_after(X.stream, sh)
         ws = WORKSPACES.get(call.device, sh)
         with ws.lock:
-            return run_contract(st, A, B, call.m, call.n, call.k, call.target, call.mode, may_fall_back, sh, ws,
-                                config.overlap())[0]
+            return run_contract(st, A, B, call.m, call.n, call.k, call.target, call.mode, call.may_fall_back, sh,
+                                ws, config.overlap())[0]
 
 
 def _execute(call: Call):
@@ -175,7 +180,7 @@ def _execute(call: Call):
             launch = Launch(A=A, B=B, C=C, O=O, m=m, n=n, k=k, alpha=call.alpha, beta=call.beta,
                             moduli=call.moduli, mode=call.mode, stream=sh, prepared=call.prepared)
             fallback = None
-            if call.target is not None and call.policy == "auto" and not call.emulation_asked:
+            if call.target is not None and call.may_fall_back:
                 fallback = native_plan(A, B, C, O, call.beta)
             choice = _emulate(kern, launch, call.device, timer, call.target, fallback is not None)
             if choice is not None and choice.native:

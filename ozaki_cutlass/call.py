@@ -61,6 +61,13 @@ class Call:
     device: int
     prepared: dict = field(default_factory=dict)  # "a"/"b" -> Prepared
 
+    @property
+    def may_fall_back(self) -> bool:
+        """Whether the accuracy contract may run native DGEMM where 20 moduli do not meet
+        its target: policy "auto" with no kernel or path asked for (the reference's rule,
+        which has neither)."""
+        return self.policy == "auto" and self.variant is None and self.path is None
+
 
 def requested_variant(kernel, path: str | None) -> GemmVariant | None:
     """gemm's ``kernel=`` as a GemmVariant (None: the dispatcher chooses), checked against

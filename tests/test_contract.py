@@ -245,3 +245,16 @@ def test_equilibration_rule():
     eb = np.array([0, 10, 5, 3, 0])
     assert K.equilibration(ea, eb).tolist() == [5, -5, 0, 0, -4]
     assert K.equilibration(np.array([1, 2]), np.array([0, 0])).tolist() == [0, 0]  # spread < 3
+
+
+def test_a_target_below_dgemms_falls_back_only_when_20_moduli_do_not_reach_dgemms():
+    """The rule the GPU shares: under "auto", native where 20 moduli certify neither the
+    target nor 2^-53; a tighter target that 20 moduli miss but whose 2^-53 they reach runs
+    20 moduli with a warning."""
+    cert = K.Certificate((1.0, 1.0), (1.0, 1.0), 1.0, (1.0, 1.0), (1.0, 1.0), 1.0, 1e-30, 4, 4, 4, False)
+    assert cert.relative_bound(20) > U
+    assert K.choose(cert, 1e-20, "fast", True).native
+    assert not K.choose(cert, 1e-20, "fast", False).native
+    a, b = family("phi", 6, 64, 6, 0.5)
+    tight = R.contract(a, b, accuracy=2.0**-100)
+    assert tight.moduli == 20 and not tight.native  # 20 moduli reach 2^-53: no fallback

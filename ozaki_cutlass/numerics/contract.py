@@ -276,9 +276,9 @@ class Choice:
 
 def choose(cert: Certificate, target: float, mode: str, may_fall_back: bool) -> Choice:
     """The fewest moduli in CONTRACT_MODULI whose bound meets ``target``. Where 20 do not:
-    native DGEMM when ``may_fall_back`` (policy "auto" with nothing asking for the
-    emulation) and 20 moduli do not reach DGEMM's own target u either; else 20 moduli,
-    with ``reason`` set (the caller warns)."""
+    native DGEMM when ``may_fall_back`` (policy "auto" with no kernel or path asked for)
+    and 20 moduli do not reach DGEMM's own target u either; else 20 moduli, with
+    ``reason`` set (the caller warns)."""
     bounds = {}
     for count in CONTRACT_MODULI:
         bounds[count] = b = cert.relative_bound(count)
