@@ -176,3 +176,25 @@ def test_empty_cache_synchronizes_then_frees(monkeypatch):
     assert pool.clear() == 0 and cu.synced == 2
     pool.get(0, 11).get("ra", 500)  # made again on demand
     assert pool.nbytes() == 500
+
+
+@pytest.mark.parametrize("path, group_size", [("staged", 1), ("fused", 1), ("fused", 3)])
+@pytest.mark.parametrize("shape", [(40, 24, 72), (33, 17, 5)])
+def test_footprint_of_a_contract_call(fake_gpu, monkeypatch, path, group_size, shape):
+    """A call without moduli runs the contract's stages first: their buffers, then the
+    chosen count's (a certificate of zero sums: the fewest moduli, 8, in fast mode)."""
+    import numpy as np
+
+    from ozaki_cutlass.numerics.contract import CONTRACT_MODULI
+
+    values = np.zeros(12)
+    values[10] = 1.0  # the lower bound of || |A||B| ||; every bound sum 0
+    monkeypatch.setattr(driver, "read_back", lambda ptr, host, stream=0: np.copyto(host, values) or host)
+    m, n, k = shape
+    kernel = None
+    if path == "fused":
+        kernel = next(v for v in catalog("sm_90a", full=True, epilogue=Epilogue.PARTIAL_CRT)
+                      if v.group_size == group_size and v.tile_k == 128)
+    ozaki_cutlass.gemm(Dev((m, k), "F"), Dev((k, n)), path=path, kernel=kernel.name if kernel else None)
+    count = CONTRACT_MODULI[0]
+    assert fake_gpu.asked == workspace_buffers(m, n, k, count, "fast", path, group_size=group_size, contract=True)
