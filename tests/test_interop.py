@@ -98,3 +98,31 @@ def test_a_dlpack_capsule_keeps_its_owner_until_released():
     managed = dlpack._DLManagedTensor.from_address(address)
     managed.deleter(ctypes.pointer(managed))
     assert dlpack._LIVE == {}
+
+
+def test_device_array_dlpack_export(monkeypatch):
+    import types
+
+    import numpy as np
+
+    waits = []
+    monkeypatch.setattr(arrays, "order_after", lambda producer, consumer: waits.append((producer, consumer)))
+    da = arrays.DeviceArray.__new__(arrays.DeviceArray)  # no device memory: only the export is checked
+    da.shape, da.dtype, da.device, da.stream = (3, 2), np.dtype(np.float64), 0, 5
+    da._buf = types.SimpleNamespace(ptr=0x7F0000002000)
+    assert da.__dlpack_device__() == (dlpack.KDL_CUDA, 0)
+    assert da.__cuda_array_interface__["stream"] == 5 and da.__cuda_array_interface__["version"] == 3
+    cap = da.__dlpack__(stream=9)
+    assert waits == [(5, 9)] and _name(cap) == b"dltensor"
+    (kept, managed, shape, strides), = [v for v in dlpack._LIVE.values() if v[0] is da]
+    assert list(shape) == [3, 2] and list(strides) == [2, 1]
+    del cap, kept, managed
+    da.__dlpack__(stream=-1)  # -1: the consumer asks for no ordering
+    da.__dlpack__()  # None: the legacy default stream
+    assert waits == [(5, 9), (5, 1)]
+    with pytest.raises(BufferError, match="does not copy"):
+        da.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="lives on"):
+        da.__dlpack__(dl_device=(1, 0))
+    da.stream = 0
+    assert da.__cuda_array_interface__["stream"] == 1  # the legacy default stream, as the protocol spells it
