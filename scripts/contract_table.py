@@ -107,12 +107,16 @@ def main() -> int:
               f"{ms_native:.2f} | {ms_ours:.2f} | {ms_native / ms_ours:.2f} |", flush=True)
         del a, b, ours, native
         cp.get_default_memory_pool().free_all_blocks()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "records": records}, f,
-                      indent=2)
+    write_json(cp, args.json, records=records)
     return 0
+
+
+def write_json(cp, path, **payload) -> None:
+    """The records with the date and the GPU's name, to ``path`` (nothing when None)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), **payload}, f, indent=2)
 
 
 def overhead(cp, args) -> int:
@@ -127,7 +131,8 @@ def overhead(cp, args) -> int:
         t = {}
         ozaki_cutlass.gemm(a, b, timings=t, policy="emulate")
         count, mode = t["moduli"], t["mode"]
-        calls = [lambda: ozaki_cutlass.gemm(a, b, policy="emulate"), lambda: ozaki_cutlass.gemm(a, b, moduli=count, mode=mode),
+        calls = [lambda: ozaki_cutlass.gemm(a, b, policy="emulate"),
+                 lambda: ozaki_cutlass.gemm(a, b, moduli=count, mode=mode),
                  lambda: ozaki_cutlass.gemm(a, b, moduli=15, mode="accurate"), lambda: a @ b]
         times, _ = driver.event_times(calls, args.warmup, args.reps)
         ms = [statistics.median(x) for x in times]
@@ -137,11 +142,7 @@ def overhead(cp, args) -> int:
               flush=True)
         del a, b
         cp.get_default_memory_pool().free_all_blocks()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "overhead": records}, f,
-                      indent=2)
+    write_json(cp, args.json, overhead=records)
     return 0
 
 
