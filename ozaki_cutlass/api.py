@@ -20,7 +20,7 @@ from .device.arch import visible_arch
 from .device.arrays import DeviceArray, allocate_like, current_stream, upload
 from .device.workspace import WORKSPACES
 from .generator import GemmVariant
-from .numerics.contract import CONTRACT_MODULI, Choice, warn
+from .numerics.contract import Choice, warn
 from .paths.contract import run_contract
 from .reference import contract as reference_contract
 from .options import as_scalar
@@ -119,7 +119,7 @@ def contract(a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, ac
     if call.on_host or not (call.m and call.n and call.k):
         return reference_contract(call.a, call.b, trans_a=call.trans_a, trans_b=call.trans_b,
                                   accuracy=accuracy, mode=mode, policy=policy) if call.on_host else \
-            Choice(CONTRACT_MODULI[0], call.mode, 0.0, call.target, False)
+            Choice.of_empty_product(call.mode, call.target)
     with driver.on_device(call.device):
         arch = visible_arch(call.device)
         if arch is None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .numerics.moduli import COARSE_BITS, K_CHUNK, CRTConstants, crt_constants
 from .templates.constants import FAST_BOUND_BITS, NO_CONSTRAINT  # shared with the kernels
-from .numerics.contract import (CONTRACT_MODULI, Choice, certificate, choose, equilibration, inner_stats,
+from .numerics.contract import (Choice, certificate, choose, equilibration, inner_stats,
                                  warn)
 from .options import (DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, resolve_accuracy,
                       validate_policy)
@@ -344,7 +344,7 @@ def contract(a: np.ndarray, b: np.ndarray, *, trans_a: bool = False, trans_b: bo
     _, mode, target = resolve_accuracy(None, accuracy, mode)
     policy = validate_policy(policy)
     if not (a.shape[0] and b.shape[1] and a.shape[1]):
-        return Choice(CONTRACT_MODULI[0], mode, 0.0, target, False)
+        return Choice.of_empty_product(mode, target)
     a, b, _ = split_nonfinite(a, b)
     return _contract(a, b, target, mode, policy == "auto")[0]
 

@@ -269,6 +269,11 @@ class Choice:
     native: bool = False
     reason: str = ""
 
+    @classmethod
+    def of_empty_product(cls, mode: str, target: float) -> "Choice":
+        """The choice for m, n or k zero: nothing to bound, the fewest moduli."""
+        return cls(CONTRACT_MODULI[0], mode, 0.0, target, False)
+
     def as_dict(self) -> dict:
         return {"moduli": self.moduli, "mode": self.mode, "bound": self.bound, "target": self.target,
                 "equilibrated": self.equilibrated, "native": self.native, "reason": self.reason}
