@@ -26,10 +26,17 @@ from . import api, reference
 __all__ = ["matmul"]
 
 
+def _strided(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as gemm takes it: a broadcast view (a zero stride, as autograd's expanded
+    gradients have) is copied out; anything else goes as it is."""
+    x = x.detach()
+    return x.contiguous() if any(s <= 0 for s in x.stride()) else x
+
+
 def _run(a: torch.Tensor, b: torch.Tensor, moduli, mode, accuracy, policy) -> torch.Tensor:
     kwargs = dict(moduli=moduli, mode=mode, accuracy=accuracy, policy=policy)
     if a.device.type == "cuda":
-        return api.gemm(a.detach(), b.detach(), **kwargs)
+        return api.gemm(_strided(a), _strided(b), **kwargs)
     out = reference.gemm(a.detach().numpy(), b.detach().numpy(), **kwargs)
     return torch.from_numpy(out)
 

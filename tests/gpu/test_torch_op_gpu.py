@@ -42,3 +42,12 @@ def test_opcheck_gradients_and_compile_on_cuda():
 
     x, y = a.detach(), b.detach()
     assert same_bits(torch.compile(f, fullgraph=True)(x, y).cpu().numpy(), f(x, y).cpu().numpy())
+
+
+def test_broadcast_views_give_the_bits_of_their_copies():
+    # autograd's gradient of a sum is such a view (strides 0): the op copies it out
+    _, b = cuda_tensors(24, 40, 16)
+    ones = torch.ones((), dtype=torch.float64, device="cuda").expand(24, 40)
+    assert ones.stride() == (0, 0)
+    want = reference.gemm(np.ones((24, 40)), b.cpu().numpy(), policy="emulate")
+    assert same_bits(ozt.matmul(ones, b, policy="emulate").cpu().numpy(), want)
