@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The per-stage table of issue 16 on the device (carry .whl; kernels are built into
+# $OZAKI_CACHE_DIR if missing): bash scripts/device_stages.sh [CONFIG...]
+# CONFIG: "accurate15" (15 moduli, accurate mode, fused path) and/or "contract" (the
+# default call's choice, fused path). For each shape, one call under
+#   ncu --clock-control none --profile-from-start off --metrics time, DRAM read, DRAM write
+# (stages-SHAPE-CONFIG.{json,csv}) and the device's copy bandwidth (copy.txt), all in one
+# $OUT/stages.tar (the device tool brings back a few files only); then here: python scripts/stage_table.py table --bandwidth TBS RUN.json:NCU.csv ...
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+CONFIGS=${*:-accurate15 contract}
+SHAPES=${SHAPES:-"4096x4096x4096 8192x8192x8192 16384x16384x16384 8192x8192x2048 2048x2048x16384 16384x1024x16384 4096x4096x65536"}
+$PY - <<'PY' | tee "$OUT/copy.txt"
+import cupy as cp, statistics
+x = cp.empty(2**29); y = cp.empty_like(x)   # 4 GiB each
+ev = [cp.cuda.Event() for _ in range(2)]
+ts = []
+for _ in range(12):
+    ev[0].record(); cp.copyto(y, x); ev[1].record(); ev[1].synchronize()
+    ts.append(cp.cuda.get_elapsed_time(ev[0], ev[1]))
+ms = statistics.median(ts[2:])
+print(f"copy: {2 * x.nbytes / ms / 1e6:.0f} GB/s ({2 * x.nbytes / 1e9:.2f} GB in {ms:.3f} ms, median of 10)")
+PY
+for S in $SHAPES; do
+  IFS=x read -r M N K <<< "$S"
+  for C in $CONFIGS; do
+    case $C in
+      accurate15) ARGS="--moduli 15 --mode accurate" ;;
+      contract) ARGS="" ;;
+      *) echo "unknown config $C"; exit 2 ;;
+    esac
+    timeout 300 ncu --clock-control none --profile-from-start off --csv \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      $PY scripts/stage_table.py call "$M" "$N" "$K" $ARGS --path fused --json "$OUT/stages-$S-$C.json" \
+      > "$OUT/stages-$S-$C.csv" 2> "$OUT/stages-$S-$C.err" || tail -5 "$OUT/stages-$S-$C.err"
+    echo "$S $C: $(grep -c gpu__time "$OUT/stages-$S-$C.csv") kernels"
+  done
+done
+(cd "$OUT" && tar -cf stages.tar copy.txt stages-*.json stages-*.csv && rm -f stages-*)

@@ -1,0 +1,203 @@
+"""The stages around the INT8 products, each against its memory floor (issue 16).
+
+Two steps, the first on the GPU under Nsight Compute (scripts/device_stages.sh runs it):
+
+  python scripts/stage_table.py call M N K [--moduli 15] [--mode accurate] [--path fused] --json F
+      one warm call, then a few calls with ``timings=`` (CUDA events per phase, medians),
+      then one call between cudaProfilerStart/Stop for ``ncu --profile-from-start off``;
+      writes the shape, the settings and the phase medians to F.
+  python scripts/stage_table.py table --bandwidth TBS RUN.json:NCU.csv ...
+      groups the kernels of each profiled call into stages, adds their ncu durations and
+      DRAM bytes, and sets each stage against the bytes it must move at TBS TB/s
+      (the measured copy bandwidth); prints a Markdown table (and --json writes it).
+
+What each stage must move (8-byte doubles, N moduli, op(A) m x k, op(B) k x n):
+  pack        the strided operand copied to contiguous vectors: read and write it
+  inner       the contract's inner statistics: read A and B
+  scan        exponents, non-finite counts, bound terms: read A and B
+  coarse      accurate mode's coarse magnitudes: read A and B, write one byte per entry
+  coarse gemm accurate mode's bound, compute-bound: 2 m n k INT8 operations at the rate
+  shifts      the bound's row and column passes: read the m x n int32 bound
+  residues    read A and B, write N byte planes of each
+  int8 gemm   N products of 2 m n k at the INT8 rate
+  combine     read N byte planes of m x n, write C (read it too when beta != 0)
+  contract    the small kernels (equilibrate, certificate, fast shifts): nothing to speak of
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import statistics
+import sys
+
+INT8_TOPS = 1500.0  # the INT8 rate the H200's 700 W cap allows (docs/benchmarks.md)
+
+STAGES = ("pack", "inner", "scan", "contract", "coarse", "coarse gemm", "shifts", "residues",
+          "int8 gemm", "combine")
+_BY_NAME = (("pack_kernel", "pack"), ("inner_", "inner"), ("scan_", "scan"),
+            ("equilibrate_kernel", "contract"), ("certificate_kernel", "contract"),
+            ("fast_shifts_kernel", "contract"), ("coarse_kernel", "coarse"),
+            ("accumulate_i64", "shifts"), ("accurate_", "shifts"), ("residues_kernel", "residues"),
+            ("crt_", "combine"))
+
+
+def stage_of(kernel: str, seen_residues: bool) -> str:
+    """The stage of one kernel of a call, by name; a GEMM before any residues kernel is the
+    accurate bound's coarse GEMM."""
+    for key, stage in _BY_NAME:
+        if key in kernel:
+            return stage
+    return "int8 gemm" if seen_residues else "coarse gemm"
+
+
+def floor_bytes(stage: str, m: int, n: int, k: int, moduli: int, packed: int) -> float:
+    """The bytes ``stage`` must move (module docstring); ``packed``: elements packed."""
+    ab = 8.0 * (m + n) * k
+    return {"pack": 16.0 * packed, "inner": ab, "scan": ab, "coarse": ab + (m + n) * k,
+            "shifts": 4.0 * m * n, "residues": ab + float(moduli) * (m + n) * k,
+            "combine": float(moduli) * m * n + 8.0 * m * n}.get(stage, 0.0)
+
+
+def parse_ncu(text: str) -> list[dict]:
+    """ncu --csv rows (one per kernel and metric) -> [{kernel, ns, read, write}] in launch order."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    kernels: dict[str, dict] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        rec = kernels.setdefault(row["ID"], {"kernel": row["Kernel Name"], "ns": 0.0, "read": 0.0, "write": 0.0})
+        value = float(row["Metric Value"].replace(",", ""))
+        unit = row["Metric Unit"]
+        scale = {"ns": 1.0, "usecond": 1e3, "msecond": 1e6, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6,
+                 "Gbyte": 1e9}.get(unit)
+        if scale is None:
+            raise ValueError(f"unexpected unit {unit!r} for {row['Metric Name']}")
+        key = {"gpu__time_duration.sum": "ns", "dram__bytes_read.sum": "read",
+               "dram__bytes_write.sum": "write"}[row["Metric Name"]]
+        rec[key] = value * scale
+    return [kernels[i] for i in sorted(kernels, key=int)]
+
+
+def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dict]:
+    m, n, k, moduli = run["m"], run["n"], run["k"], run["moduli"]
+    sums: dict[str, dict] = {}
+    seen = False
+    packed = 0
+    for kr in kernels:
+        st = stage_of(kr["kernel"], seen)
+        seen = seen or st == "residues"
+        s = sums.setdefault(st, {"kernels": 0, "ms": 0.0, "bytes": 0.0})
+        s["kernels"] += 1
+        s["ms"] += kr["ns"] / 1e6
+        s["bytes"] += kr["read"] + kr["write"]
+    if "pack" in sums:
+        packed = run.get("packed", 0)
+    rows = []
+    for st in STAGES:
+        if st not in sums:
+            continue
+        s = sums[st]
+        if st in ("coarse gemm", "int8 gemm"):
+            ops = 2.0 * m * n * k * (moduli if st == "int8 gemm" else 1)
+            floor_ms = ops / (INT8_TOPS * 1e12) * 1e3
+            fb = None
+        else:
+            fb = floor_bytes(st, m, n, k, moduli, packed)
+            floor_ms = fb / (bandwidth_tbs * 1e12) * 1e3
+        rows.append({"stage": st, "kernels": s["kernels"], "ms": s["ms"], "dram_gb": s["bytes"] / 1e9,
+                     "gbs": s["bytes"] / (s["ms"] * 1e6) if s["ms"] else 0.0,
+                     "floor_gb": None if fb is None else fb / 1e9, "floor_ms": floor_ms,
+                     "ratio": s["ms"] / floor_ms if floor_ms else None})
+    return rows
+
+
+def format_rows(run: dict, rows: list[dict]) -> str:
+    ph = run.get("phases_ms", {})
+    head = (f"{run['m']} x {run['n']} x {run['k']}, {run['moduli']} moduli {run['mode']}, path {run['path']}"
+            f" (events, ms: " + ", ".join(f"{p} {v:.2f}" for p, v in ph.items()) + ")")
+    out = [head, "", "| stage | kernels | ms (ncu) | DRAM GB | GB/s | must move GB | floor ms | x floor |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        fg = "-" if r["floor_gb"] is None else f"{r['floor_gb']:.3f}"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        out.append(f"| {r['stage']} | {r['kernels']} | {r['ms']:.3f} | {r['dram_gb']:.3f} | {r['gbs']:.0f} | "
+                   f"{fg} | {r['floor_ms']:.3f} | {ratio} |")
+    return "\n".join(out)
+
+
+def call_main(args) -> int:
+    import cupy as cp
+    import numpy as np
+
+    import ozaki_cutlass
+    from ozaki_cutlass.numerics.accuracy import random_matrix
+
+    m, n, k = args.m, args.n, args.k
+    rng = np.random.default_rng(m + 7 * n + 13 * k)
+    a = cp.asarray(random_matrix(m, k, args.phi, rng))
+    b = cp.asarray(random_matrix(k, n, args.phi, rng))
+    kw = {"mode": args.mode, "path": args.path}
+    if args.moduli:
+        kw["moduli"] = args.moduli
+    ozaki_cutlass.gemm(a, b, **kw)  # loads the kernels, grows the workspace
+    phases = []
+    for _ in range(5):
+        t: dict = {}
+        ozaki_cutlass.gemm(a, b, timings=t, **kw)
+        phases.append(t)
+    keys = [p for p, v in phases[0].items() if isinstance(v, float)]
+    med = {p: statistics.median(t[p] for t in phases) for p in keys}
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.start()
+    ozaki_cutlass.gemm(a, b, **kw)
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.stop()
+    # B row-major: op(B)'s columns are strided and packed (operands.stages.needs_pack)
+    run = {"m": m, "n": n, "k": k, "moduli": phases[-1].get("moduli", args.moduli), "mode": phases[-1].get(
+        "mode", args.mode), "path": args.path, "phases_ms": med, "packed": n * k, "kernel": phases[-1].get("kernel")}
+    with open(args.json, "w") as f:
+        json.dump(run, f, indent=1)
+    print(json.dumps(run))
+    return 0
+
+
+def table_main(args) -> int:
+    tables = []
+    for spec in args.runs:
+        run_file, ncu_file = spec.split(":")
+        with open(run_file) as f:
+            run = json.load(f)
+        with open(ncu_file) as f:
+            kernels = parse_ncu(f.read())
+        rows = stage_rows(run, kernels, args.bandwidth)
+        print(format_rows(run, rows) + "\n")
+        tables.append({"run": run, "stages": rows})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"bandwidth_tbs": args.bandwidth, "int8_tops": INT8_TOPS, "tables": tables}, f, indent=1)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("call", help="one profiled call (run under ncu)")
+    c.add_argument("m", type=int)
+    c.add_argument("n", type=int)
+    c.add_argument("k", type=int)
+    c.add_argument("--moduli", type=int, default=None, help="default: the accuracy contract's choice")
+    c.add_argument("--mode", choices=["fast", "accurate"], default=None)
+    c.add_argument("--path", choices=["staged", "fused"], default="fused")
+    c.add_argument("--phi", type=float, default=0.5)
+    c.add_argument("--json", required=True)
+    t = sub.add_parser("table", help="stage table from call JSON and ncu CSV pairs")
+    t.add_argument("runs", nargs="+", metavar="RUN.json:NCU.csv")
+    t.add_argument("--bandwidth", type=float, default=4.3, help="TB/s of the floor (measured copy bandwidth)")
+    t.add_argument("--json")
+    args = p.parse_args(argv)
+    return call_main(args) if args.cmd == "call" else table_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

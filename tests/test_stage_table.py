@@ -1,0 +1,64 @@
+"""scripts/stage_table.py: ncu's CSV read back, kernels grouped into stages and set against
+the bytes each stage must move."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "stage_table.py"
+
+
+@pytest.fixture(scope="module")
+def st():
+    spec = importlib.util.spec_from_file_location("stage_table", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+        '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+
+
+def rows(kid, name, ns, read_gb, write_mb):
+    pre = f'"{kid}","1","p","h","{name}","1","7","(256, 1, 1)","(2, 1, 1)","0","9.0","m",'
+    return [pre + f'"gpu__time_duration.sum","nsecond","{ns:,}"'.replace("nsecond", "ns"),
+            pre + f'"dram__bytes_read.sum","Gbyte","{read_gb}"',
+            pre + f'"dram__bytes_write.sum","Mbyte","{write_mb}"']
+
+
+def ncu_text():
+    lines = ["==PROF== Connected", '{"m": 1}', HEAD]
+    lines += rows(0, "stages::scan_vector_kernel(stages::VectorSet)", 1_000_000, "2.5", "0")
+    lines += rows(1, "void cutlass::device_kernel<Coarse>(Params)", 500_000, "1", "0")
+    lines += rows(2, "stages::residues_kernel(stages::ResidueArgs)", 2_000_000, "1", "1,500")
+    lines += rows(3, "void cutlass::device_kernel<Gemm>(Params)", 9_000_000, "3", "0")
+    lines += rows(4, "void stages::crt_residue_bytes_kernel<4>(stages::CrtArgs)", 1_000_000, "1", "500")
+    return "\n".join(lines)
+
+
+def test_ncu_csv_is_read_in_launch_order_with_units(st):
+    ks = st.parse_ncu(ncu_text())
+    assert [k["ns"] for k in ks] == [1e6, 5e5, 2e6, 9e6, 1e6]
+    assert ks[2]["read"] == 1e9 and ks[2]["write"] == 1.5e9
+
+
+def test_unknown_units_are_refused(st):
+    with pytest.raises(ValueError, match="unit"):
+        st.parse_ncu("\n".join([HEAD, *rows(0, "k", 1, "1", "1")]).replace('"Mbyte"', '"furlong"'))
+
+
+def test_stages_and_their_floors(st):
+    run = {"m": 1000, "n": 2000, "k": 500, "moduli": 15}
+    got = {r["stage"]: r for r in st.stage_rows(run, st.parse_ncu(ncu_text()), 4.0)}
+    # a GEMM before the residues is accurate mode's coarse one, after them the products
+    assert list(got) == ["scan", "coarse gemm", "residues", "int8 gemm", "combine"]
+    scan = got["scan"]
+    assert scan["floor_gb"] == pytest.approx(8 * 3000 * 500 / 1e9)
+    assert scan["gbs"] == pytest.approx(2500.0)
+    assert scan["ratio"] == pytest.approx(1.0 / (scan["floor_gb"] / 4.0))
+    assert got["residues"]["floor_gb"] == pytest.approx((8 + 15) * 3000 * 500 / 1e9)
+    assert got["combine"]["floor_gb"] == pytest.approx((15 + 8) * 1000 * 2000 / 1e9)
+    assert got["int8 gemm"]["floor_ms"] == pytest.approx(15 * 2e9 / 1.5e15 * 1e3)
+    assert got["int8 gemm"]["floor_gb"] is None
