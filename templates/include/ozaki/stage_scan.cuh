@@ -181,6 +181,12 @@ struct ShiftArgs {
   int32_t* d;  // the row gains, m entries
 };
 
+// Both passes issue kShiftLoads loads of g before using any: with one load at a time in
+// flight the two passes took 2.26 ms at 16384^2 (2.15 GB, 0.95 TB/s; ncu), now 1.86 ms.
+// The column pass is the bound's last use (streaming loads). The minima do not depend on
+// the order.
+inline constexpr int kShiftLoads = 8;
+
 // Row pass: one block per row, min_j s_ij by a tree reduction, then d_i and mu_i.
 template <class G>
 __global__ void __launch_bounds__(kThreads)
@@ -190,9 +196,22 @@ accurate_rows_kernel(ShiftArgs<G> a) {
     const int32_t ea = a.exps_a[i];
     const int32_t mf = a.mu_fast[i];
     int64_t row_min = kNoConstraint;  // also the value for an empty row
-    for (int64_t j = threadIdx.x; j < a.n; j += kThreads) {
-      const int64_t s = coarse_slack(a.g[i * a.ldg + j], ea, a.exps_b[j], mf, a.nu_fast[j], a.pb);
-      row_min = s < row_min ? s : row_min;
+    const G* row = a.g + i * a.ldg;
+    for (int64_t j0 = threadIdx.x; j0 < a.n; j0 += kThreads * kShiftLoads) {
+      G gv[kShiftLoads];
+#pragma unroll
+      for (int u = 0; u < kShiftLoads; ++u) {
+        const int64_t j = j0 + u * kThreads;
+        gv[u] = j < a.n ? row[j] : G(0);
+      }
+#pragma unroll
+      for (int u = 0; u < kShiftLoads; ++u) {
+        const int64_t j = j0 + u * kThreads;
+        if (j < a.n) {
+          const int64_t s = coarse_slack(gv[u], ea, a.exps_b[j], mf, a.nu_fast[j], a.pb);
+          row_min = s < row_min ? s : row_min;
+        }
+      }
     }
     s_min[threadIdx.x] = row_min;
     __syncthreads();
@@ -226,10 +245,21 @@ accurate_columns_kernel(ShiftArgs<G> a) {
     if (j < a.n) {
       const int32_t eb = a.exps_b[j];
       const int32_t nf = a.nu_fast[j];
-      for (int64_t i = threadIdx.y; i < a.m; i += kColumnWarps) {
-        const int64_t s = coarse_slack(a.g[i * a.ldg + j], a.exps_a[i], eb, a.mu_fast[i], nf, a.pb) -
-                          a.d[i];
-        col_min = s < col_min ? s : col_min;
+      for (int64_t i0 = threadIdx.y; i0 < a.m; i0 += kColumnWarps * kShiftLoads) {
+        G gv[kShiftLoads];
+#pragma unroll
+        for (int u = 0; u < kShiftLoads; ++u) {
+          const int64_t i = i0 + u * kColumnWarps;
+          gv[u] = i < a.m ? __ldcs(a.g + i * a.ldg + j) : G(0);
+        }
+#pragma unroll
+        for (int u = 0; u < kShiftLoads; ++u) {
+          const int64_t i = i0 + u * kColumnWarps;
+          if (i < a.m) {
+            const int64_t s = coarse_slack(gv[u], a.exps_a[i], eb, a.mu_fast[i], nf, a.pb) - a.d[i];
+            col_min = s < col_min ? s : col_min;
+          }
+        }
       }
     }
     s_min[threadIdx.y][threadIdx.x] = col_min;
