@@ -41,7 +41,8 @@ from . import driver
 from .layouts import CopyPlan, DgemmPlan, call_pointers, plan_copy
 
 __all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
-           "lt_dgemm", "dgemm", "copy_matrix", "run_copy"]
+           "lt_dgemm", "dgemm", "copy_matrix", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
+           "emulation_problem", "handle_dgemm"]
 
 _OP_N, _OP_T = 0, 1                 # cublasOperation_t
 _POINTER_MODE_HOST = 0              # cublasPointerMode_t
@@ -417,6 +418,11 @@ def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple
     lt_dgemm(plan, context).run(found, a_ptr, b_ptr, c_ptr, alpha, beta, driver.stream_handle(stream))
 
 
+def handle_dgemm(handles, plan: DgemmPlan, pointers, alpha: float, beta: float, stream) -> None:
+    """``plan`` by cublasDgemm_v2 on ``handles.blas()`` (a Handles' or the like) on the caller's (A, B, O)."""
+    _blas_dgemm(handles, plan, *call_pointers(plan, pointers), alpha, beta, driver.stream_handle(stream))
+
+
 # --------------------------------------------------------------------------- 2-D copy
 
 def copy_matrix(src, dst, rows: int, cols: int, stream) -> bool:
@@ -446,3 +452,45 @@ def run_copy(plan: CopyPlan, stream) -> None:
     p.WidthInBytes = plan.width
     p.Height = plan.height
     driver.check(cu.cuMemcpy2DAsync(p, driver.as_cu_stream(stream)), "cuMemcpy2DAsync")
+
+
+# --------------------------------------------------------------------------- cuBLAS's FP64 emulation
+
+# What ``ozaki_cutlass.device.cublas_emulation`` calls (never ``gemm``). cuBLAS 13.1 (CUDA
+# 13.0 Update 2) brought them (the strategy setter came with 12.9's FP32 emulation).
+EMULATION_SINCE = (13, 1)
+_EMULATION_SIGNATURES = {
+    "cublasDestroy_v2": [_p],
+    "cublasSetWorkspace_v2": [_p, _p, _size],
+    "cublasSetEmulationStrategy": [_p, _int],
+    "cublasSetFixedPointEmulationMantissaControl": [_p, _int],
+    "cublasSetFixedPointEmulationMantissaBitCountPointer": [_p, _p],
+}
+_EMULATION_STATE: list = []   # [""] once bound, [reason] where it cannot be
+
+
+class EmulationUnavailable(RuntimeError):
+    """cuBLAS's FP64 emulation cannot be called here (the message says why)."""
+
+
+def _bind_emulation() -> str:
+    try:
+        lib, have = library().blas, version()
+    except (NativeUnavailable, CublasError) as exc:
+        return f"libcublas is not usable here ({exc})"
+    missing = [name for name in _EMULATION_SIGNATURES if not hasattr(lib, name)]
+    if have[:2] < EMULATION_SINCE or missing:
+        return (f"libcublas {'.'.join(map(str, have))} has no FP64 emulation (cuBLAS 13.1, from CUDA 13.0 "
+                "Update 2, brought it" + (f"; {', '.join(missing)} missing)" if missing else ")"))
+    for name, argtypes in _EMULATION_SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = ctypes.c_int, argtypes
+    return ""
+
+
+def emulation_problem() -> str | None:
+    """Why the libcublas in use cannot run cuBLAS's FP64 emulation (too old, a function or
+    the library missing), or None: its functions are bound. Asked once (no GPU needed)."""
+    if not _EMULATION_STATE:  # two threads at once bind twice, to the same answer
+        _EMULATION_STATE.append(_bind_emulation())
+    return _EMULATION_STATE[0] or None

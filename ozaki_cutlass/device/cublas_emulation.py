@@ -1,0 +1,171 @@
+"""cuBLAS's own FP64 emulation, as a DGEMM to compare against (``ozaki-cutlass bench``).
+
+What: cuBLAS 13.1 and newer (CUDA 13.0 Update 2) can run DGEMM as an emulation: A and B cut
+into fixed-point INT8 slices sharing a power-of-two scale per row of A and column of B, the
+slices multiplied on the INT8 tensor cores (the Ozaki scheme I; ours is scheme II, one
+INT8 product per modulus). ``ozaki_cutlass.gemm`` never runs it; the benchmark puts it
+next to native DGEMM and our paths. The functions come from libcublas through
+``ozaki_cutlass.device.cublas`` (their ctypes signatures, and the version check, are
+there: :func:`~ozaki_cutlass.device.cublas.emulation_problem`).
+
+How it is asked for: a cuBLAS handle of its own in math mode FP64_EMULATED_FIXEDPOINT with
+strategy EAGER (emulate wherever cuBLAS can; the default strategy emulates only where its
+heuristic expects a gain, and on GPUs with fast FP64 units runs native DGEMM), dynamic
+mantissa control (cuBLAS's default: as many mantissa bits as FP64 accuracy needs, up to
+79, i.e. 10 slices, falling back to native DGEMM beyond) and a workspace of ours (without
+one cuBLAS allocates per call with cudaMallocAsync). cuBLAS reports the bits it kept, or -1
+where it ran native DGEMM instead (:meth:`FixedPointDgemm.mantissa_bits`).
+
+The enum integers below are those of the headers of nvidia-cublas 13.1.1.3 (CUBLAS_VER
+13.1.1; nvidia/cu13/include of that wheel): cublas_api.h's cublasMath_t
+CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH = 8 and cublasEmulationStrategy_t
+CUBLAS_EMULATION_STRATEGY_EAGER = 2, library_types.h's cudaEmulationMantissaControl
+CUDA_EMULATION_MANTISSA_CONTROL_DYNAMIC = 0.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from . import cublas, driver
+from .layouts import DgemmPlan
+
+__all__ = ["fixed_point_workspace_bytes", "FixedPointDgemm", "fixed_point_dgemm", "forget_emulation"]
+
+_FP64_EMULATED_FIXEDPOINT_MATH = 8      # cublasMath_t
+_EMULATION_STRATEGY_EAGER = 2           # cublasEmulationStrategy_t
+_MANTISSA_CONTROL_DYNAMIC = 0           # cudaEmulationMantissaControl (cuBLAS's default)
+_DYNAMIC_MAX_MANTISSA_BITS = 79         # cuBLAS's default cap under dynamic control: 10 INT8 slices
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise cublas.CublasError(what, status)
+
+
+def fixed_point_workspace_bytes(m: int, n: int, k: int, max_mantissa_bits: int = _DYNAMIC_MAX_MANTISSA_BITS) -> int:
+    """An upper bound on the workspace of one emulated m x n x k DGEMM under dynamic
+    mantissa control: NVIDIA's formula from the cuBLAS documentation ("Fixed-Point
+    Workspace Requirements", getFixedPointWorkspaceSizeInBytes, real case): the INT8 slices
+    of A and B on sizes padded to 1024 x 1024 x 128, their int32 scale vectors, or the
+    dynamic-precision scan's int32 buffers if larger, times 1.25, plus 128 MiB."""
+    def up(x, to):
+        return -(-x // to) * to
+
+    slices = -(-(max_mantissa_bits + 1) // 8)
+    pm, pn, pk, blocks_k = up(m, 1024), up(n, 1024), up(k, 128), -(-k // 64)
+    slices_bytes = (pm * pk + pn * pk) * slices + 4 * (pm + pn)
+    scan_bytes = 4 * (m * blocks_k + n * blocks_k + m * n)
+    return int(max(slices_bytes, scan_bytes) * 1.25) + (128 << 20)
+
+
+class FixedPointDgemm:
+    """cuBLAS's FP64 emulation as a column-major DGEMM on the GPU of the context current when
+    it is made: its own cuBLAS handle, set up as the module says (the native path's handles
+    keep cuBLAS's defaults), and a workspace grown to :func:`fixed_point_workspace_bytes`.
+    Made by :func:`fixed_point_dgemm`."""
+
+    __slots__ = ("lib", "handle", "_workspace", "_bits")
+
+    def __init__(self, lib):
+        self.lib, self._workspace, self._bits = lib, None, None
+        self.handle = ctypes.c_void_p()
+        blas = lib.blas
+        _check(blas.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate_v2")
+        try:  # a new handle's pointer mode is host, as the scalars passed here
+            for fn, value in (("cublasSetMathMode", _FP64_EMULATED_FIXEDPOINT_MATH),
+                              ("cublasSetEmulationStrategy", _EMULATION_STRATEGY_EAGER),
+                              ("cublasSetFixedPointEmulationMantissaControl", _MANTISSA_CONTROL_DYNAMIC)):
+                _check(getattr(blas, fn)(self.handle, value), fn)
+        except cublas.CublasError:
+            blas.cublasDestroy_v2(self.handle)
+            raise
+
+    def _reserve(self, plan: DgemmPlan) -> None:
+        need = fixed_point_workspace_bytes(plan.m, plan.n, plan.k)
+        if self._workspace is not None and self._workspace.nbytes >= need:
+            return
+        old = self._workspace
+        if old is not None:  # calls in flight may still use it
+            driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
+        new = driver.DeviceBuffer(need)
+        _check(self.lib.blas.cublasSetWorkspace_v2(self.handle, new.ptr, new.nbytes), "cublasSetWorkspace_v2")
+        self._workspace = new
+        if old is not None:
+            old.close()
+
+    def run(self, plan: DgemmPlan, alpha: float, beta: float, stream, *,
+            pointers: tuple[int, int, int] | None = None) -> None:
+        """Enqueue ``plan`` (C = alpha op(A) op(B) + beta C) through the emulation on ``stream``;
+        ``pointers``: the caller's (A, B, O) instead of the plan's own. Does not synchronize
+        (except when the workspace has to grow)."""
+        if plan.m == 0 or plan.n == 0:
+            return
+        self._reserve(plan)
+        cublas.handle_dgemm(self, plan, pointers, alpha, beta, stream)
+
+    def blas(self) -> ctypes.c_void_p:
+        """The emulation's cuBLAS handle (what ``cublas.handle_dgemm`` runs on)."""
+        return self.handle
+
+    def mantissa_bits(self, plan: DgemmPlan, stream, *, pointers: tuple[int, int, int] | None = None) -> int:
+        """Run ``plan`` once (alpha 1, beta 0) and return the mantissa bits cuBLAS kept for it,
+        as cuBLAS reports them through cublasSetFixedPointEmulationMantissaBitCountPointer
+        (a device int; -1: it did not emulate but ran native DGEMM). Waits for the call."""
+        blas = self.lib.blas
+        if self._bits is None:
+            self._bits = driver.DeviceBuffer(16)
+        self._bits.fill_bytes(0xFF, stream)  # -1 as an int32: what cuBLAS leaves when it does not emulate
+        _check(blas.cublasSetFixedPointEmulationMantissaBitCountPointer(self.handle, self._bits.ptr),
+               "cublasSetFixedPointEmulationMantissaBitCountPointer")
+        try:
+            self.run(plan, 1.0, 0.0, stream, pointers=pointers)
+            bits = driver.read_back(self._bits.ptr, np.empty(1, dtype=np.int32), stream)
+        finally:  # timed calls write nothing there
+            blas.cublasSetFixedPointEmulationMantissaBitCountPointer(self.handle, None)
+        return int(bits[0])
+
+    def close(self) -> None:
+        """Destroy the handle (cuBLAS synchronizes the GPU first) and free the workspace."""
+        if self.handle:
+            self.lib.blas.cublasDestroy_v2(self.handle)
+            self.handle = ctypes.c_void_p()
+        for buffer in (self._workspace, self._bits):
+            if buffer is not None:
+                buffer.close()
+        self._workspace = self._bits = None
+
+
+_EMULATORS: dict[tuple[int, int], FixedPointDgemm] = {}
+_LOCK = threading.Lock()
+
+
+def fixed_point_dgemm() -> FixedPointDgemm:
+    """The :class:`FixedPointDgemm` of (current context, this thread), made on first use;
+    raises ``cublas.EmulationUnavailable`` (with the reason) where the libcublas in use has
+    no FP64 emulation. :func:`forget_emulation` frees them."""
+    why = cublas.emulation_problem()
+    if why is not None:
+        raise cublas.EmulationUnavailable(why)
+    context = int(driver.check(driver.bindings().cuCtxGetCurrent(), "cuCtxGetCurrent"))
+    if context == 0:
+        raise driver.CudaError("cuBLAS emulation: no CUDA context is current on this thread")
+    key = (context, threading.get_ident())
+    found = _EMULATORS.get(key)
+    if found is None:
+        found = FixedPointDgemm(cublas.library())
+        with _LOCK:
+            _EMULATORS[key] = found
+    return found
+
+
+def forget_emulation() -> None:
+    """Close every :class:`FixedPointDgemm` (their handles and workspaces) made in this process."""
+    with _LOCK:
+        emulators = list(_EMULATORS.values())
+        _EMULATORS.clear()
+    for emulator in emulators:
+        emulator.close()

@@ -1,0 +1,200 @@
+"""cuBLAS's FP64 emulation (ozaki_cutlass.device.cublas_emulation) on the CPU: the version
+gate, NVIDIA's workspace bound, and the handle's settings and call order against a fake
+libcublas. The GPU side (its error against a double-double product, the mantissa bits it
+reports): tests/gpu/test_measure_gpu.py."""
+
+from __future__ import annotations
+
+import ctypes
+import types
+
+import pytest
+
+from ozaki_cutlass.device import cublas, cublas_emulation, driver
+from ozaki_cutlass.device.layouts import DgemmPlan
+
+
+class FakeBlas:
+    """A libcublas that records its calls (name, args) and answers success."""
+
+    def __init__(self, missing=()):
+        self.calls = []
+        self.missing = set(missing)
+
+    def __getattr__(self, name):
+        if name in self.missing or not name.startswith("cublas"):
+            raise AttributeError(name)
+        def call(*args):
+            self.calls.append((name, args))
+            if name == "cublasCreate_v2":
+                args[0]._obj.value = 0x1234
+            return 0
+
+        wrapper = _Function(call)
+        object.__setattr__(self, name, wrapper)
+        return wrapper
+
+    def names(self):
+        return [name for name, _ in self.calls]
+
+
+class _Function:
+    def __init__(self, fn):
+        self.fn, self.argtypes, self.restype = fn, None, None
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+@pytest.fixture
+def fake_library(monkeypatch):
+    """cublas.library() and version() answering from a fake; the binding state reset."""
+
+    def install(have=(13, 1, 1), missing=()):
+        blas = FakeBlas(missing)
+        monkeypatch.setattr(cublas, "library", lambda: types.SimpleNamespace(blas=blas))
+        monkeypatch.setattr(cublas, "version", lambda: have)
+        monkeypatch.setattr(cublas, "_EMULATION_STATE", [])
+        return blas
+
+    return install
+
+
+def test_a_library_older_than_13_1_is_refused_with_its_version(fake_library):
+    fake_library(have=(13, 0, 2))
+    why = cublas.emulation_problem()
+    assert why is not None and "libcublas 13.0.2 has no FP64 emulation" in why and "13.1" in why
+    assert cublas.emulation_problem() == why  # remembered
+
+
+def test_a_missing_function_is_named(fake_library):
+    fake_library(missing={"cublasSetFixedPointEmulationMantissaControl"})
+    why = cublas.emulation_problem()
+    assert "cublasSetFixedPointEmulationMantissaControl missing" in why and "13.1.1" in why
+
+
+def test_a_library_that_has_it_gets_its_signatures_bound(fake_library):
+    blas = fake_library()
+    assert cublas.emulation_problem() is None
+    fn = blas.cublasSetFixedPointEmulationMantissaBitCountPointer
+    assert fn.restype is ctypes.c_int and fn.argtypes == [ctypes.c_void_p, ctypes.c_void_p]
+    assert blas.cublasSetWorkspace_v2.argtypes == [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+
+
+def test_no_libcublas_is_a_reason_not_a_crash(monkeypatch):
+    def missing():
+        raise cublas.NativeUnavailable("libcublas was not found")
+
+    monkeypatch.setattr(cublas, "library", missing)
+    monkeypatch.setattr(cublas, "_EMULATION_STATE", [])
+    assert cublas.emulation_problem() == "libcublas is not usable here (libcublas was not found)"
+    with pytest.raises(cublas.EmulationUnavailable, match="not found"):
+        cublas_emulation.fixed_point_dgemm()
+
+
+def test_workspace_bound_is_nvidias_formula():
+    # 8192^3, 79 bits = 10 slices: the slices dominate
+    slices = (8192 * 8192 + 8192 * 8192) * 10 + 4 * (8192 + 8192)
+    assert cublas_emulation.fixed_point_workspace_bytes(8192, 8192, 8192) == int(slices * 1.25) + (128 << 20)
+    # k = 64: the dynamic-precision scan's m x n int32 buffer dominates
+    scan = 4 * (8192 * 1 + 8192 * 1 + 8192 * 8192)
+    assert cublas_emulation.fixed_point_workspace_bytes(8192, 8192, 64) == int(scan * 1.25) + (128 << 20)
+    # padding: 1 x 1 x 1 takes a 1024 x 1024 x 128 tile of each operand
+    assert cublas_emulation.fixed_point_workspace_bytes(1, 1, 1) == (
+        int(max((1024 * 128 * 2) * 10 + 4 * 2048, 4 * 3) * 1.25) + (128 << 20))
+    assert cublas_emulation.fixed_point_workspace_bytes(8192, 8192, 8192, max_mantissa_bits=55) < \
+        cublas_emulation.fixed_point_workspace_bytes(8192, 8192, 8192)
+
+
+class FakeBuffer:
+    made: list = []
+
+    def __init__(self, nbytes):
+        self.nbytes, self.ptr, self.closed = nbytes, 0x10000 * (len(FakeBuffer.made) + 1), False
+        FakeBuffer.made.append(self)
+
+    def fill_bytes(self, value, stream=0):
+        self.filled = value
+
+    def close(self):
+        self.closed = True
+
+
+def _plan(m, n, k):
+    return DgemmPlan(transa=False, transb=False, m=m, n=n, k=k, a_ptr=0, lda=m, b_ptr=0, ldb=k, c_ptr=0, ldc=m,
+                     transposed=False)
+
+
+@pytest.fixture
+def emulator(fake_library, monkeypatch):
+    blas = fake_library()
+    assert cublas.emulation_problem() is None
+    FakeBuffer.made = []
+    syncs, dgemms = [], []
+    monkeypatch.setattr(driver, "DeviceBuffer", FakeBuffer)
+    monkeypatch.setattr(driver, "bindings", lambda: types.SimpleNamespace(
+        cuCtxSynchronize=lambda: syncs.append(1) or 0))
+    monkeypatch.setattr(driver, "check", lambda result, what="": None)
+    monkeypatch.setattr(cublas, "handle_dgemm", lambda handles, plan, pointers, alpha, beta, stream: dgemms.append(
+        (handles.blas().value, plan, pointers, alpha, beta, stream)))
+    em = cublas_emulation.FixedPointDgemm(cublas.library())
+    return types.SimpleNamespace(em=em, blas=blas, syncs=syncs, dgemms=dgemms)
+
+
+def test_the_handle_asks_for_the_fixed_point_emulation_eagerly(emulator):
+    settings = [(name, args[1]) for name, args in emulator.blas.calls if name != "cublasCreate_v2"]
+    assert settings == [("cublasSetMathMode", 8),                            # CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH
+                        ("cublasSetEmulationStrategy", 2),                   # CUBLAS_EMULATION_STRATEGY_EAGER
+                        ("cublasSetFixedPointEmulationMantissaControl", 0)]  # ..._MANTISSA_CONTROL_DYNAMIC
+
+
+def test_the_workspace_is_set_before_the_call_and_only_grows(emulator):
+    em, blas = emulator.em, emulator.blas
+    big, small = _plan(4096, 4096, 4096), _plan(1024, 1024, 1024)
+    em.run(big, 1.0, 0.0, 7, pointers=(1, 2, 3))
+    em.run(small, 1.0, 0.0, 7, pointers=(1, 2, 3))
+    workspaces = [args for name, args in blas.calls if name == "cublasSetWorkspace_v2"]
+    assert len(workspaces) == 1 and workspaces[0][2] == cublas_emulation.fixed_point_workspace_bytes(4096, 4096, 4096)
+    assert [d[1] for d in emulator.dgemms] == [big, small] and emulator.dgemms[0][0] == 0x1234
+    assert emulator.syncs == []  # nothing freed yet: no wait
+    em.run(_plan(8192, 8192, 8192), 1.0, 0.0, 7)
+    assert len([n for n in blas.names() if n == "cublasSetWorkspace_v2"]) == 2
+    assert emulator.syncs == [1] and FakeBuffer.made[0].closed  # the old one freed after a wait
+
+
+def test_mantissa_bits_reads_what_cublas_wrote_and_unhooks_the_pointer(emulator, monkeypatch):
+    em, blas = emulator.em, emulator.blas
+    monkeypatch.setattr(driver, "read_back", lambda ptr, host, stream=0: host.__setitem__(0, 55) or host)
+    assert em.mantissa_bits(_plan(256, 256, 256), 5) == 55
+    hooks = [args[1] for name, args in blas.calls if name == "cublasSetFixedPointEmulationMantissaBitCountPointer"]
+    bits = next(b for b in FakeBuffer.made if b.nbytes == 16)
+    assert hooks == [bits.ptr, None] and bits.filled == 0xFF  # -1 until cuBLAS writes it
+
+    def fails(*args):
+        raise cublas.CublasError("emulated cublasDgemm_v2", 15)
+
+    monkeypatch.setattr(cublas, "handle_dgemm", fails)
+    with pytest.raises(cublas.CublasError, match="NOT_SUPPORTED"):
+        em.mantissa_bits(_plan(256, 256, 256), 5)
+    hooks = [args[1] for name, args in blas.calls if name == "cublasSetFixedPointEmulationMantissaBitCountPointer"]
+    assert hooks[-1] is None  # unhooked on failure too
+
+
+def test_close_destroys_the_handle_and_frees_the_buffers(emulator):
+    em = emulator.em
+    em.run(_plan(512, 512, 512), 1.0, 0.0, 0)
+    em.close()
+    assert emulator.blas.names()[-1] == "cublasDestroy_v2" and all(b.closed for b in FakeBuffer.made)
+    em.close()  # twice is harmless
+    assert emulator.blas.names().count("cublasDestroy_v2") == 1
+
+
+def test_the_installed_libcublas_has_every_function_by_name(monkeypatch):
+    """The real library (the nvidia-cublas wheel here): 13.1 or newer has each symbol."""
+    if not cublas.available():
+        pytest.skip("no libcublas here (the nvidia-cublas wheel is not installed)")
+    monkeypatch.setattr(cublas, "_EMULATION_STATE", [])
+    if cublas.version()[:2] < cublas.EMULATION_SINCE:
+        assert "has no FP64 emulation" in cublas.emulation_problem()
+    else:
+        assert cublas.emulation_problem() is None
