@@ -146,3 +146,136 @@ def test_bucket_entries_keep_the_best_kernel_of_each_path():
     entries = bucket_entries("sm_90a", box, 1.0, timings[:2], 10.4, 11.0)
     assert [e["path"] for e in entries] == ["staged"] and entries[0]["kernel"] == staged[1].variant.name
     assert not dispatch.prefer_native(problem, "accurate", table={"entries": entries})[0]
+
+
+def _energy(gfj):
+    return {"calls": 100, "seconds": 1.0, "joules": 500.0, "watts": 500.0, "gflop_per_joule": gfj,
+            "ms_per_call": 10.0}
+
+
+def _with_alternatives(row, cublas_row):
+    """A row with cuBLAS's emulation (measured, or skipped) and energy on every row."""
+    row["native_energy"] = _energy(70.0)
+    for path in ("staged", "fused"):
+        row[path]["energy"] = _energy(85.0)
+    row["cublas"] = cublas_row
+    return row
+
+
+def test_csv_carries_cublas_emulation_energy_and_skips(tmp_path):
+    measured = {"kernel": "cuBLAS 13.1.1 FP64 emulation: 55 mantissa bits (7 INT8 slices)", "mantissa_bits": 55,
+                "ms": 8.0, "tflops": 2 * 4096**3 / 8.0 / 1e9, "error": 1.1e-16, "energy": _energy(20.0)}
+    rows = [_with_alternatives(_row(4096, 4096, 4096, 2.0, 4.0, 5.0), measured),
+            _with_alternatives(_row(8192, 8192, 8192, 16.0, 14.0, 13.0),
+                               {"skipped": "libcublas 13.0.2 has no FP64 emulation"})]
+    out = tmp_path / "bench.csv"
+    write_csv(rows, ["staged", "fused"], out)
+    with open(out) as f:
+        records = list(csv.DictReader(f))
+    assert [(r["m"], r["path"]) for r in records] == [
+        ("4096", "native"), ("4096", "cublas_emulation"), ("4096", "staged"), ("4096", "fused"),
+        ("8192", "native"), ("8192", "cublas_emulation"), ("8192", "staged"), ("8192", "fused")]
+    emu = records[1]
+    assert emu["mantissa_bits"] == "55" and float(emu["ratio_to_native"]) == pytest.approx(0.25)
+    assert float(emu["gflop_per_joule"]) == 20.0 and float(emu["error"]) == 1.1e-16
+    assert float(records[0]["gflop_per_joule"]) == 70.0 and float(records[2]["watts"]) == 500.0
+    skipped = records[5]
+    assert skipped["kernel"] == "skipped: libcublas 13.0.2 has no FP64 emulation" and skipped["ms"] == ""
+
+
+def _png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_plot_has_an_error_panel_and_an_energy_panel_when_measured(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [_row(n, n, n, 2.0 * (n / 4096) ** 3, 3.0 * (n / 4096) ** 3, 3.5 * (n / 4096) ** 3) for n in (1024, 4096)]
+    write_plot(rows, ["staged", "fused"], tmp_path / "two.png", "no energy")
+    measured = {"kernel": "k", "mantissa_bits": 55, "ms": 8.0, "tflops": 17.0, "error": 1e-16, "energy": _energy(20)}
+    rows = [_with_alternatives(r, dict(measured)) for r in rows]
+    write_plot(rows, ["staged", "fused"], tmp_path / "three.png", "with energy")
+    (w2, h2), (w3, h3) = _png_size(tmp_path / "two.png"), _png_size(tmp_path / "three.png")
+    assert h2 == h3 and w3 == pytest.approx(1.5 * w2, rel=0.02)  # speed and error; then energy too
+
+
+def test_arrays_for_takes_our_own_arrays_without_cupy(monkeypatch):
+    import importlib.util
+
+    from ozaki_cutlass.tools import measure
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cupy" else real(name, *a))
+    monkeypatch.setattr(measure.driver, "ensure_context", lambda ordinal=0: None)
+    arrays = measure.arrays_for("auto")
+    assert isinstance(arrays, measure.OwnArrays) and "policy='native'" in arrays.native_label
+    assert isinstance(measure.arrays_for("own"), measure.OwnArrays)
+    with pytest.raises(RuntimeError, match="--arrays cupy: CuPy is not installed.*--arrays own"):
+        measure.arrays_for("cupy")
+    with pytest.raises(ValueError, match="expected one of auto, cupy, own"):
+        measure.arrays_for("torch")
+
+
+def test_cublas_emulation_row_is_skipped_with_the_reason(monkeypatch, capsys):
+    import numpy as np
+
+    from ozaki_cutlass.device import cublas
+    from ozaki_cutlass.tools import bench
+
+    class Emulation:
+        bits = 55
+
+        def __init__(self, a, b):
+            if a == "old":
+                raise cublas.EmulationUnavailable("libcublas 13.0.2 has no FP64 emulation (cuBLAS 13.1 ...)")
+
+        def probe(self):
+            return np.ones((2, 3)), Emulation.bits
+
+    class Arrays:
+        @staticmethod
+        def rows(x, index):
+            return x[index]
+
+    monkeypatch.setattr(bench, "CublasEmulation", Emulation)
+    monkeypatch.setattr(cublas, "version", lambda: (13, 1, 1))
+    ref = (np.ones((2, 3)), np.zeros((2, 3)))
+    emu, row = bench._cublas_emulation("old", "b", Arrays, [0, 1], ref)
+    assert emu is None and row == {"skipped": "libcublas 13.0.2 has no FP64 emulation (cuBLAS 13.1 ...)"}
+    emu, row = bench._cublas_emulation("a", "b", Arrays, [0, 1], ref)
+    assert isinstance(emu, Emulation) and row["mantissa_bits"] == 55 and row["probe_error"] == 0.0
+    assert "cuBLAS 13.1.1 FP64 emulation: 55 mantissa bits (7 INT8 slices)" in row["kernel"]
+    Emulation.bits = -1
+    emu, row = bench._cublas_emulation("a", "b", Arrays, [0, 1], ref)
+    assert emu is None and "ran native DGEMM, not its emulation" in row["skipped"]
+    printed = _row(4096, 4096, 4096, 2.0, 4.0, 5.0) | {"cublas": row}
+    bench._print_row(printed, ["staged", "fused"])
+    out = capsys.readouterr().out
+    assert "4096x4096x4096 cuBLAS-emu skipped: cuBLAS reported -1 mantissa bits" in out
+    assert out.count("n/a") == 3  # no energy measured: each timed row says so
+
+
+def test_own_arrays_time_native_dgemm_through_our_cublas_path(monkeypatch):
+    import numpy as np
+
+    from ozaki_cutlass.tools import measure
+
+    seen = []
+    monkeypatch.setattr(measure, "gemm", lambda a, b, **kw: seen.append((a, b, kw)) or "C")
+    monkeypatch.setattr(measure.driver, "ensure_context", lambda ordinal=0: None)
+    arrays = measure.OwnArrays()
+    assert arrays.native("A", "B") == "C" and seen == [("A", "B", {"policy": "native"})]
+    # rows are read one by one at ptr + 8 cols i, after the array's stream
+    reads = []
+
+    def read_back(ptr, host, stream=0):
+        reads.append((ptr, host.shape, stream))
+        host[:] = ptr
+        return host
+
+    monkeypatch.setattr(measure.driver, "read_back", read_back)
+    x = type("X", (), {"ptr": 0x1000, "shape": (6, 5), "stream": 9})()
+    got = arrays.rows(x, np.array([0, 3]))
+    assert reads == [(0x1000, (5,), 9), (0x1000 + 8 * 5 * 3, (5,), 9)]
+    assert got.shape == (2, 5) and got[1, 0] == 0x1000 + 120

@@ -8,8 +8,14 @@ import math
 
 from ..numerics.moduli import validate_moduli_count
 
-__all__ = ["CPU_MAX_N", "PHI_MAX", "positive_int", "nonnegative_int", "cpu_matrix_size", "cpu_size_problem",
+__all__ = ["ARRAY_CHOICES", "CPU_MAX_N", "PHI_MAX", "positive_int", "nonnegative_int", "nonnegative_float",
+           "cpu_matrix_size", "cpu_size_problem",
            "spread", "moduli_count", "shape", "parse_shape"]
+
+#: The device arrays the measuring commands (demo, bench, tune) take: "cupy", "own" (our
+#: DeviceArrays, native DGEMM through gemm(policy="native"); no CuPy needed), or "auto"
+#: (CuPy where installed). ozaki_cutlass.tools.measure.arrays_for makes them.
+ARRAY_CHOICES = ("auto", "cupy", "own")
 
 #: The largest n x n x n product the CPU reference commands take (``accuracy``, and
 #: ``demo`` where it runs without a GPU): their memory grows as n^2 and their time as n^3
@@ -36,6 +42,17 @@ def nonnegative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number, 0 or more (seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {text}")
     return value
 
 

@@ -1,31 +1,144 @@
-"""What the measuring commands (bench, tune, demo) share: timing in alternation, native
-DGEMM through CuPy, and the error of sampled rows against a double-double product."""
+"""What the measuring commands (bench, tune, demo) share: the device arrays they measure on
+and native DGEMM on them, timing in alternation, cuBLAS's own FP64 emulation, energy per
+call, and the error of sampled rows against a double-double product.
+
+Arrays: with CuPy installed the inputs are CuPy arrays (made on the GPU) and native DGEMM is
+CuPy's ``a @ b``; without it (or with ``--arrays own``) they are our own
+:class:`~ozaki_cutlass.device.arrays.DeviceArray` (made on the host with NumPy, copied once)
+and native DGEMM is ``ozaki_cutlass.gemm(a, b, policy="native")``, one cuBLASLt DGEMM: the
+comparison needs nothing but the package."""
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import statistics
 
 import numpy as np
 
 from ..api import gemm
 from ..device import driver
-from ..numerics.accuracy import dd_product, normwise_error
+from ..device.cublas_emulation import fixed_point_dgemm
+from ..device.arrays import DeviceArray, allocate_like, current_stream, describe_input
+from ..device.layouts import plan_dgemm
+from ..numerics.accuracy import dd_product, normwise_error, random_matrix
+from .arguments import ARRAY_CHOICES
 
-__all__ = ["native_dgemm", "missing_tools", "discarding", "time_alternately", "sample_reference", "sample_error"]
+__all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding",
+           "time_alternately", "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference",
+           "sample_error"]
+
+class CupyArrays:
+    """CuPy arrays; native DGEMM is CuPy's ``a @ b`` (cuBLAS)."""
+
+    name = "cupy"
+    native_label = "cuBLAS DGEMM via CuPy's a @ b"
+
+    def __init__(self):
+        import cupy
+
+        self.cp = cupy
+
+    def pair(self, m: int, n: int, k: int, phi: float, seed: int):
+        """A (m x k) and B (k x n), entries (U - 0.5) exp(phi N(0,1)), generated on the GPU."""
+        cp = self.cp
+        rs = cp.random.default_rng(seed)
+        a = (rs.random((m, k)) - 0.5) * cp.exp(phi * rs.standard_normal((m, k)))
+        b = (rs.random((k, n)) - 0.5) * cp.exp(phi * rs.standard_normal((k, n)))
+        return a, b
+
+    def upload(self, host: np.ndarray):
+        return self.cp.asarray(host)
+
+    def native(self, a, b):
+        return a @ b
+
+    def rows(self, x, index) -> np.ndarray:
+        return self.cp.asnumpy(x[np.asarray(index)])
+
+    def host(self, x) -> np.ndarray:
+        return self.cp.asnumpy(x)
+
+    def same_bits(self, x, y) -> bool:
+        cp = self.cp
+        return x.shape == y.shape and bool(cp.array_equal(x.view(cp.int64), y.view(cp.int64)))
+
+    def stream(self) -> int:
+        return int(self.cp.cuda.get_current_stream().ptr)
+
+    def release(self) -> None:
+        self.cp.get_default_memory_pool().free_all_blocks()
 
 
-def native_dgemm(xa, xb, warmup, reps):
-    """cuBLAS DGEMM through CuPy (the arrays are CuPy's): (median ms, result)."""
-    (times,), (out,) = driver.event_times([lambda: xa @ xb], warmup, reps)
-    return statistics.median(times), out
+class OwnArrays:
+    """Our own DeviceArrays on GPU 0 (made on the host with NumPy, copied once); native DGEMM
+    is ``gemm(a, b, policy="native")`` (cuBLASLt, found by cuda-pathfinder): no CuPy needed.
+    Every result is a new DeviceArray, as a user calling gemm on such arrays gets."""
+
+    name = "own"
+    native_label = "cuBLAS DGEMM via ozaki_cutlass.gemm(policy='native')"
+
+    def __init__(self):
+        driver.ensure_context(0)
+
+    def pair(self, m: int, n: int, k: int, phi: float, seed: int):
+        """A (m x k) and B (k x n), entries (U - 0.5) exp(phi N(0,1)), generated on the host."""
+        rng = np.random.default_rng(seed)
+        a = random_matrix(m, k, phi, rng)
+        b = random_matrix(k, n, phi, rng)
+        return self.upload(a), self.upload(b)
+
+    def upload(self, host: np.ndarray) -> DeviceArray:
+        host = np.ascontiguousarray(host, dtype=np.float64)
+        x = DeviceArray(host.shape[0], host.shape[1], 0)
+        if host.nbytes:
+            driver.check(driver.bindings().cuMemcpyHtoD(x.ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+        return x
+
+    def native(self, a, b):
+        return gemm(a, b, policy="native")
+
+    def rows(self, x: DeviceArray, index) -> np.ndarray:
+        """Rows ``index`` of ``x`` (C-contiguous), copied one by one after x's stream."""
+        cols = x.shape[1]
+        out = np.empty((len(index), cols))
+        for r, i in enumerate(index):
+            driver.read_back(x.ptr + 8 * cols * int(i), out[r], x.stream)
+        return out
+
+    def host(self, x: DeviceArray) -> np.ndarray:
+        return x.get()
+
+    def same_bits(self, x: DeviceArray, y: DeviceArray) -> bool:
+        if x.shape != y.shape:
+            return False
+        return bool(np.array_equal(x.get().view(np.int64), y.get().view(np.int64)))
+
+    def stream(self) -> int:
+        return 0  # gemm on DeviceArrays runs on the legacy default stream
+
+    def release(self) -> None:
+        pass  # DeviceArrays free their memory when dropped
+
+
+def arrays_for(choice: str = "auto"):
+    """The arrays to measure on: ``"cupy"`` (CuPy must be installed), ``"own"``, or
+    ``"auto"``: CuPy where it is installed, else our own. Raises RuntimeError (one line,
+    the fix) where CuPy is asked for and missing."""
+    if choice not in ARRAY_CHOICES:
+        raise ValueError(f"arrays {choice!r}: expected one of {', '.join(ARRAY_CHOICES)}")
+    have_cupy = importlib.util.find_spec("cupy") is not None
+    if choice == "cupy" and not have_cupy:
+        raise RuntimeError("--arrays cupy: CuPy is not installed (e.g. pip install cupy-cuda13x), "
+                           "or pass --arrays own (our own device arrays, no CuPy needed)")
+    if choice == "cupy" or (choice == "auto" and have_cupy):
+        return CupyArrays()
+    return OwnArrays()
 
 
 def missing_tools(command: str, plot: bool) -> str | None:
-    """Why ``command`` (bench, tune) cannot run here, said before any GPU work, or None."""
-    if importlib.util.find_spec("cupy") is None:
-        return (f"ozaki-cutlass {command} needs CuPy (e.g. pip install cupy-cuda13x): it makes the "
-                "inputs on the GPU and times native DGEMM through it")
+    """Why ``command`` (bench, tune) cannot run here, said before any GPU work, or None.
+    CuPy is not needed (our own arrays stand in for it)."""
     if plot and importlib.util.find_spec("matplotlib") is None:
         return "--plot needs matplotlib: pip install -e '.[bench]' (or leave out --plot)"
     return None
@@ -36,11 +149,78 @@ def discarding(a, b, **kwargs) -> None:
     gemm(a, b, **kwargs)
 
 
-def time_alternately(first, second, warmup: int, reps: int) -> tuple[float, float]:
+def time_alternately(first, second, warmup: int, reps: int, stream=0) -> tuple[float, float]:
     """Median ms of ``first()`` and of ``second()``, timed in alternation (events around
-    each call on the legacy default stream)."""
-    times, _ = driver.event_times([first, second], warmup, reps)
+    each call on ``stream``, by default the legacy default stream)."""
+    times, _ = driver.event_times([first, second], warmup, reps, stream)
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+class CublasEmulation:
+    """C = A B through cuBLAS's own FP64 emulation (``ozaki_cutlass.device.cublas_emulation``:
+    fixed-point INT8 slices, strategy eager, dynamic mantissa control) on device arrays
+    ``a`` and ``b`` (CuPy or ours): each call returns a new array of their kind. Raises
+    ``cublas.EmulationUnavailable`` where the libcublas in use has no FP64 emulation, and
+    ValueError where cuBLAS cannot take the layouts."""
+
+    def __init__(self, a, b):
+        self.A, self.B = describe_input(a, "a"), describe_input(b, "b")
+        self.m, self.n = self.A.rows, self.B.cols
+        self.device = self.A.device or 0
+        self.dgemm = fixed_point_dgemm()
+        _, view = allocate_like(self.A.kind, self.m, self.n, self.device)
+        self.plan = plan_dgemm(self.A, self.B, view)
+        if self.plan is None:
+            raise ValueError("cuBLAS cannot take these layouts")
+        self.stream = current_stream(self.A.kind, None, self.device)
+
+    def _run(self, mantissa_bits: bool):
+        out, view = allocate_like(self.A.kind, self.m, self.n, self.device)
+        pointers = (self.A.ptr, self.B.ptr, view.ptr)
+        if isinstance(out, DeviceArray):
+            out.stream = self.stream
+        if mantissa_bits:
+            return out, self.dgemm.mantissa_bits(self.plan, self.stream, pointers=pointers)
+        self.dgemm.run(self.plan, 1.0, 0.0, self.stream, pointers=pointers)
+        return out
+
+    def __call__(self):
+        return self._run(False)
+
+    def probe(self) -> tuple[object, int]:
+        """(one result, the mantissa bits cuBLAS kept; -1: it ran native DGEMM instead)."""
+        return self._run(True)
+
+
+#: The least GPU time an energy reading is taken over: the counter steps every few tens of
+#: milliseconds, so over a second one step is a few percent at most.
+ENERGY_SECONDS = 1.0
+ENERGY_MIN_CALLS = 3
+
+
+def measure_energy(call, ms_per_call: float, flops: float, meter, seconds: float = ENERGY_SECONDS,
+                   stream=0) -> dict:
+    """Energy of ``call`` (one product of ``flops`` operations) from ``meter`` (an
+    ``ozaki_cutlass.device.energy.EnergyCounter``): the call repeated back to back for
+    ``seconds`` of GPU time or more (the count from ``ms_per_call``, its timed median; at
+    least 3 calls), the counter read at the step before the loop starts and at the first
+    step after it ends (so the loop's last partial period is counted, with at most one
+    step of idle time). Returns {"calls", "seconds" (events around the loop), "joules",
+    "watts", "gflop_per_joule", "ms_per_call"}."""
+    calls = max(ENERGY_MIN_CALLS, math.ceil(1000.0 * seconds / max(ms_per_call, 1e-3)))
+    timer = driver.EventTimer(stream)
+    driver.synchronize(stream)
+    start = meter.next_step()
+    timer.start()
+    for _ in range(calls):
+        call()
+    elapsed_ms = timer.stop()
+    end = meter.next_step()
+    joules = (end - start) / 1000.0
+    secs = elapsed_ms / 1000.0
+    return {"calls": calls, "seconds": secs, "joules": joules, "watts": joules / secs if secs > 0 else math.nan,
+            "gflop_per_joule": calls * flops / 1e9 / joules if joules > 0 else math.nan,
+            "ms_per_call": elapsed_ms / calls}
 
 
 def sample_reference(a_rows: np.ndarray, b: np.ndarray):
