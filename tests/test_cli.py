@@ -283,8 +283,8 @@ def test_a_bad_tuning_table_is_an_error_message_not_a_traceback(tmp_path, monkey
 
 
 @pytest.mark.parametrize("argv, missing, message", [
-    (["bench"], "cupy", "ozaki-cutlass bench needs CuPy"),
-    (["tune"], "cupy", "ozaki-cutlass tune needs CuPy"),
+    (["bench", "--arrays", "cupy"], "cupy", "--arrays cupy: CuPy is not installed"),
+    (["tune", "--arrays", "cupy"], "cupy", "--arrays cupy: CuPy is not installed"),
     (["bench", "--plot", "x.png"], "matplotlib", "--plot needs matplotlib"),
 ])
 def test_bench_and_tune_say_what_is_missing_before_any_gpu_work(monkeypatch, caplog, argv, missing, message):

@@ -3,9 +3,11 @@
     ozaki-cutlass build [--arch sm_90a|sm_80] [--variants GLOB ...] [--jobs N] [--out DIR]
         (--arch sm_80 --variants 'prologue_*': the opt-in tile-local prologue prototype)
     ozaki-cutlass list  [--arch ...] [--variants GLOB ...] [--full] [--out DIR]
-    ozaki-cutlass demo  [--n N] [--seed S] [--cpu]
+    ozaki-cutlass demo  [--n N] [--seed S] [--cpu] [--arrays auto|cupy|own]
     ozaki-cutlass accuracy [--n N] [--phi ...] [--min-moduli A] [--max-moduli B]
     ozaki-cutlass bench-int8 [--arch ...] [--size N]       (GPU)
+    ozaki-cutlass bench [--shapes ...] [--arrays ...] [--energy-seconds S] [--plot F]  (GPU)
+    ozaki-cutlass tune [--sizes ...] [--arrays ...] --out F                         (GPU)
 
 Tables and summaries go to stdout, diagnostics to stderr through `logging`.
 """
@@ -18,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .arguments import (CPU_MAX_N, PHI_MAX, cpu_matrix_size, moduli_count, nonnegative_int, positive_int,
-                        spread)
+from .arguments import (ARRAY_CHOICES, CPU_MAX_N, PHI_MAX, cpu_matrix_size, moduli_count, nonnegative_int,
+                        positive_int, spread)
 
 __all__ = ["main"]
 
@@ -73,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
                            f"takes at most {CPU_MAX_N})")
     demo.add_argument("--seed", type=nonnegative_int, metavar="INT", help="random seed (0 or more)")
     demo.add_argument("--cpu", action="store_true", help="use the NumPy reference only")
+    demo.add_argument("--arrays", choices=ARRAY_CHOICES, default="auto",
+                      help="device arrays of the GPU timing: cupy (native DGEMM is CuPy's a @ b), own (ours, "
+                           "native DGEMM through gemm(policy='native'); no CuPy needed), auto (cupy where "
+                           "installed; default)")
     demo.set_defaults(handler=_demo)
 
     acc = commands.add_parser("accuracy", help="error table: moduli count x mode x phi (CPU)",

@@ -24,7 +24,7 @@ from ..device import driver
 from ..device.arch import compute_capability
 from ..numerics import accuracy
 from .arguments import cpu_size_problem
-from .measure import sample_error, sample_reference
+from .measure import arrays_for, sample_error, sample_reference
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def main(args) -> int:
     gpu = None if use_cpu else _gpu_status()
     if gpu is not None:
         print(f"ozaki-cutlass demo on the GPU: {gpu}. Kernels are built on first use (progress on stderr).")
-        return gpu_demo(n=int(requested or 8192), seed=seed)
+        return gpu_demo(n=int(requested or 8192), seed=seed, arrays=getattr(args, "arrays", None) or "auto")
     n = int(requested or 256)
     why = cpu_size_problem(n)
     if why is not None:
@@ -94,17 +94,7 @@ def accuracy_main(args) -> int:
 GPU_COUNTS = (12, 14, 15, 16, 18, 20)
 
 
-def _framework():
-    """(name, module) of the array library used for device inputs and native DGEMM."""
-    for name in ("cupy", "torch"):
-        try:
-            return name, __import__(name)
-        except ImportError:
-            continue
-    return None, None
-
-
-def gpu_demo(n: int, seed: int) -> int:
+def gpu_demo(n: int, seed: int, arrays: str = "auto") -> int:
 
     # 1. bit-for-bit agreement with the reference on a small problem
     rng = np.random.default_rng(seed)
@@ -117,38 +107,35 @@ def gpu_demo(n: int, seed: int) -> int:
         gemm(a, b, policy="emulate").view(np.int64), reference.gemm(a, b, policy="emulate").view(np.int64))
     print(f"256 x 256 x 256, moduli 8/15/20, both modes, and the accuracy contract: GPU result "
           f"{'equals the NumPy reference bit for bit' if same else 'DIFFERS from the reference (bug)'}")
-    # 2. speed and error against native DGEMM at size n
-    fw_name, fw = _framework()
-    if fw is None:
-        print("Neither CuPy nor PyTorch is installed: native DGEMM timing skipped.")
+    # 2. speed and error against native DGEMM at size n: on CuPy arrays where CuPy is
+    # installed, else on our own device arrays with native DGEMM through our cuBLAS path
+    try:
+        dev = arrays_for(arrays)
+    except RuntimeError as exc:
+        print(f"{exc}: native DGEMM timing skipped.")
         return 0 if same else 1
     ha = accuracy.random_matrix(n, n, 0.5, rng)
     hb = accuracy.random_matrix(n, n, 0.5, rng)
-    if fw_name == "cupy":
-        da, db = fw.asarray(ha), fw.asarray(hb)
-        to_host = fw.asnumpy
-    else:
-        da, db = fw.from_numpy(ha).cuda(), fw.from_numpy(hb).cuda()
-        to_host = lambda x: x.cpu().numpy()  # noqa: E731
+    da, db = dev.upload(ha), dev.upload(hb)
     flops = 2.0 * n**3
     rows = np.arange(0, n, max(1, n // 2))[:2]
-    print(f"C = A @ B, n = {n}, phi = 0.5, {fw_name} arrays on the GPU; CUDA events around each "
-          f"call, the rows timed in alternation (2 warm-up rounds, median of 5); error on rows "
+    where = "CuPy arrays" if dev.name == "cupy" else "ozaki_cutlass DeviceArrays (CuPy not used)"
+    print(f"C = A @ B, n = {n}, phi = 0.5, {where} on the GPU; native DGEMM = {dev.native_label}; CUDA events "
+          f"around each call, the rows timed in alternation (2 warm-up rounds, median of 5); error on rows "
           f"{rows.tolist()} against a double-double product")
-    stream = fw.cuda.get_current_stream().ptr if fw_name == "cupy" else fw.cuda.current_stream().cuda_stream
     t = {}
     gemm(da, db, timings=t)  # what the auto policy does at this size
-    calls = [("native DGEMM", lambda: da @ db)]
+    calls = [("native DGEMM", functools.partial(dev.native, da, db))]
     calls += [(f"ozaki {count} moduli", functools.partial(gemm, da, db, moduli=count))
               for count in GPU_COUNTS]
     calls.append(("gemm(a, b) (auto)", lambda: gemm(da, db)))
-    times, outs = driver.event_times([fn for _, fn in calls], 2, 5, stream)
+    times, outs = driver.event_times([fn for _, fn in calls], 2, 5, dev.stream())
     ref = sample_reference(ha[rows], hb)
     nat_ms = statistics.median(times[0])
     print(f"{'':18s} {'ms':>9s} {'TFLOP/s':>8s} {'vs native':>9s} {'error':>9s}")
     for (tag, _), ms_list, out in zip(calls, times, outs):
         ms = statistics.median(ms_list)
-        err = sample_error(to_host(out[rows]), ref)
+        err = sample_error(dev.rows(out, rows), ref)
         note = ""
         if tag.startswith("gemm(a, b)"):
             note = f"  -> {t['path']}" + (f" ({t['policy']})" if "policy" in t else "")

@@ -8,7 +8,6 @@ import errno
 import functools
 import json
 import logging
-import operator
 import os
 import secrets
 import stat
@@ -23,8 +22,8 @@ from ..dispatch import Candidate, builtin_candidates, candidates_from_table, loa
 from ..generator import catalog
 from ..kernels.library import locate
 from ..options import resolve_moduli
-from .arguments import moduli_count, nonnegative_int, positive_int, shape
-from .measure import discarding, missing_tools, time_alternately
+from .arguments import ARRAY_CHOICES, moduli_count, nonnegative_int, positive_int, shape
+from .measure import arrays_for, discarding, missing_tools, time_alternately
 
 __all__ = ["tune_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity", "add_tune_parser",
            "unwritable", "write_table"]
@@ -88,10 +87,14 @@ def tune_main(args) -> int:
     if why is not None:
         log.error("%s", why)
         return 2
-
-    import cupy as cp
+    try:
+        arrays = arrays_for(args.arrays)
+    except RuntimeError as exc:
+        log.error("%s", exc)
+        return 2
 
     driver.ensure_context()
+    stream = arrays.stream()
     arch = visible_arch()
     moduli = resolve_moduli(args.moduli)
     cands = tune_candidates(arch, args.variants or (), load_table())
@@ -100,9 +103,7 @@ def tune_main(args) -> int:
     for m, n, k, bucket in tune_points(args.sizes, args.shapes or ()):
         label = f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k)
         flops = 2.0 * m * n * k
-        rs = cp.random.default_rng(args.seed + m + 7 * n + 13 * k)
-        xa = (rs.random((m, k)) - 0.5) * cp.exp(0.5 * rs.standard_normal((m, k)))
-        xb = (rs.random((k, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((k, n)))
+        xa, xb = arrays.pair(m, n, k, 0.5, args.seed + m + 7 * n + 13 * k)
         runnable = []
         for c in cands:
             missing = unbuilt[c]
@@ -121,24 +122,25 @@ def tune_main(args) -> int:
             continue
         # every candidate in alternation, round after round: they share the clock and
         # thermal state (timed one after the other, a 16384 candidate's time swung by 40 %)
-        times, _ = driver.event_times([call for _, call in runnable], args.warmup, args.reps)
+        times, _ = driver.event_times([call for _, call in runnable], args.warmup, args.reps, stream)
         timings = [(statistics.median(t), c) for (c, _), t in zip(runnable, times)]
         report.extend((label, c.describe(), ms) for ms, c in timings)
         _, best = min(timings, key=lambda t: t[0])
         # the winner against native DGEMM, timed in alternation (no drift between them)
         best_ms, native_ms = time_alternately(
             functools.partial(gemm, xa, xb, moduli=moduli, kernel=best.variant, path=best.path),
-            functools.partial(operator.matmul, xa, xb), args.warmup, args.reps)
+            functools.partial(arrays.native, xa, xb), args.warmup, args.reps, stream)
         report.append((label, f"{best.describe()} again, alternating with native", best_ms))
-        report.append((label, "native DGEMM (cuBLAS via CuPy), alternating", native_ms))
+        report.append((label, f"native DGEMM ({arrays.native_label}), alternating", native_ms))
         entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best_ms, native_ms)
         del xa, xb
-        cp.get_default_memory_pool().free_all_blocks()
+        arrays.release()
     gpu, driver_version = _gpu_identity()
     table = {"gpu": gpu, "driver": driver_version,
              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "command": " ".join(["ozaki-cutlass"] + args.argv),
-             "moduli": moduli, "inputs": "phi = 0.5; the shapes given, then square n x n x n", "entries": entries}
+             "moduli": moduli, "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: "
+                                         f"{arrays.native_label}", "entries": entries}
     for label, name, ms in report:
         print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
     try:
@@ -287,6 +289,9 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--warmup", type=nonnegative_int, default=1)
     p.add_argument("--reps", type=positive_int, default=3)
     p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--arrays", choices=ARRAY_CHOICES, default="auto",
+                   help="device arrays: cupy (native DGEMM is CuPy's a @ b), own (ours, native DGEMM is "
+                        "gemm(policy='native'); no CuPy needed), auto (cupy where installed; default)")
     p.add_argument("--variants", nargs="+", default=None, metavar="GLOB",
                    help="also time these catalogued variants (globs over the full catalog)")
     p.add_argument("--out", default="tuning.json", metavar="PATH",
