@@ -122,3 +122,12 @@ def test_bench_runs_without_cupy(no_cupy, tmp_path, capsys):
         assert "native_energy" not in row
     else:
         assert row["native_energy"]["gflop_per_joule"] > 0 and row["fused"]["energy"]["joules"] > 0
+
+
+def test_tune_runs_without_cupy(no_cupy, tmp_path):
+    out = tmp_path / "tuning.json"
+    assert cli.main(["tune", "--sizes", "512", "--warmup", "0", "--reps", "2", "--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert "native DGEMM: cuBLAS DGEMM via ozaki_cutlass.gemm(policy='native')" in table["inputs"]
+    winner = next(e for e in table["entries"] if e["path"] != "native")
+    assert winner["native_ms"] > 0 and winner["ms"] > 0
