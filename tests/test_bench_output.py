@@ -279,3 +279,83 @@ def test_own_arrays_time_native_dgemm_through_our_cublas_path(monkeypatch):
     got = arrays.rows(x, np.array([0, 3]))
     assert reads == [(0x1000, (5,), 9), (0x1000 + 8 * 5 * 3, (5,), 9)]
     assert got.shape == (2, 5) and got[1, 0] == 0x1000 + 120
+
+
+def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
+    """bench's whole loop on the CPU: NumPy arrays for device arrays, a fake gemm (the
+    reference's bits), fake events and a fake energy counter; every row lands in the JSON,
+    the CSV and the printout, and energy is taken over the timed calls."""
+    import json
+
+    import numpy as np
+
+    from ozaki_cutlass import reference
+    from ozaki_cutlass.tools import bench, cli
+
+    class Arrays:
+        name, native_label = "fake", "numpy a @ b"
+
+        @staticmethod
+        def pair(m, n, k, phi, seed):
+            rng = np.random.default_rng(seed)
+            return rng.random((m, k)) - 0.5, rng.random((k, n)) - 0.5
+
+        native = staticmethod(lambda a, b: a @ b)
+        rows = staticmethod(lambda x, index: x[index])
+        host = staticmethod(lambda x: x)
+        same_bits = staticmethod(lambda x, y: bool(np.array_equal(x.view(np.int64), y.view(np.int64))))
+        stream = staticmethod(lambda: 0)
+        release = staticmethod(lambda: None)
+
+    def fake_gemm(a, b, timings=None, moduli=None, mode=None, path=None, **kw):
+        if timings is not None:
+            timings.update({"scale": 0.1, "residues": 0.2, "int8_gemm": 0.3, "crt": 0.1, "total": 0.7,
+                            "path": path or "fused", "kernel": f"k_{path}"})
+        return reference.gemm(a, b, moduli=moduli or 15, mode=mode or "accurate")
+
+    class Emulation:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+        def __call__(self):
+            return self.a @ self.b
+
+        def probe(self):
+            return self(), 55
+
+    energy_calls = []
+
+    def fake_energy(call, ms, flops, meter, seconds, stream):
+        energy_calls.append((call, ms))
+        return {"calls": 3, "seconds": 1.0, "joules": 10.0, "watts": 10.0, "gflop_per_joule": flops / 1e10,
+                "ms_per_call": ms}
+
+    def event_times(calls, warmup, reps, stream=0):
+        return [[1.0 + i] * reps for i in range(len(calls))], [c() for c in calls]
+
+    monkeypatch.setattr(bench, "arrays_for", lambda choice: Arrays())
+    monkeypatch.setattr(bench, "gemm", fake_gemm)
+    monkeypatch.setattr(bench, "CublasEmulation", Emulation)
+    monkeypatch.setattr(bench, "measure_energy", fake_energy)
+    monkeypatch.setattr(bench, "forget_emulation", lambda: None)
+    monkeypatch.setattr(bench, "compute_capability", lambda: (9, 0))
+    monkeypatch.setattr(bench, "_energy_counter", lambda seconds: (object(), "energy: fake counter"))
+    monkeypatch.setattr(bench.cublas, "emulation_problem", lambda: None)
+    monkeypatch.setattr(bench.cublas, "version", lambda: (13, 1, 1))
+    monkeypatch.setattr(bench.driver, "ensure_context", lambda ordinal=0: None)
+    monkeypatch.setattr(bench.driver, "event_times", event_times)
+    out = tmp_path / "b.json"
+    assert cli.main(["bench", "--shapes", "48x40x32", "--reps", "3", "--json", str(out),
+                     "--csv", str(tmp_path / "b.csv")]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["native_ms"] == 1.0 and row["cublas"]["ms"] == 2.0 and row["staged"]["ms"] == 3.0
+    assert row["fused"]["ms"] == 4.0 and row["auto"]["ms"] == 1.0 and row["bit_identical"] is True
+    assert row["cublas"]["mantissa_bits"] == 55 and row["cublas"]["error"] < 1e-15
+    assert row["native_energy"]["gflop_per_joule"] == pytest.approx(2 * 48 * 40 * 32 / 1e10)
+    assert {"energy"} <= set(row["cublas"]) & set(row["staged"]) & set(row["auto"])
+    # energy taken over the timed calls, with their medians: native, cuBLAS, staged, fused, auto
+    assert [ms for _, ms in energy_calls] == [1.0, 2.0, 3.0, 4.0, 1.0]
+    printed = capsys.readouterr().out
+    assert "cuBLAS FP64 emulation: libcublas 13.1.1, strategy eager" in printed
+    assert "48x40x32 cuBLAS-emu" in printed and "55 mantissa bits (7 INT8 slices)" in printed
+    assert len((tmp_path / "b.csv").read_text().splitlines()) == 1 + 5
