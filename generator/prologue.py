@@ -19,17 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..templates.constants import PROLOGUE_CHUNK, PROLOGUE_HALVES, PROLOGUE_STAGING_PAD
 from .arch import ARCH_TAGS, MAX_REGISTERS_PER_THREAD, REGISTER_FILE, SM80_MMA_SHAPE, SM80_SMEM_BYTES, Arch
 from .errors import IllegalVariantError
 
 __all__ = ["PrologueVariant", "prologue_catalog", "default_prologue_variant", "prologue_variant_named"]
 
 _MMA_M, _MMA_N, _MMA_K = SM80_MMA_SHAPE
-_HALVES = 2  # the register prefetch holds half a k-tile (templates/include/ozaki/prologue_gemm.h)
-_CHUNK = 4  # k entries one thread converts at once
+_HALVES = PROLOGUE_HALVES  # the register prefetch holds half a k-tile
+_CHUNK = PROLOGUE_CHUNK  # k entries one thread converts at once
 _MAX_THREADS = 1024
 _OTHER_REGISTERS = 64  # operand fragments, shifts, addresses, residue pieces
-_STAGING_PAD = 4  # int32 words per row of the output staging (kStagingPad)
+_STAGING_PAD = PROLOGUE_STAGING_PAD  # int32 words per row of the output staging
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,6 +32,9 @@ __all__ = [
     "NO_EXPONENT",
     "EQUILIBRATION_SPREAD",
     "FLUSH_EXPONENT",
+    "PROLOGUE_CHUNK",
+    "PROLOGUE_HALVES",
+    "PROLOGUE_STAGING_PAD",
     "partial_bytes",
     "KernelConstant",
     "KERNEL_CONSTANTS",
@@ -100,6 +103,14 @@ EQUILIBRATION_SPREAD = 3
 #: of the largest), so that every term is a normal double and every scaling is exact.
 FLUSH_EXPONENT = -960
 
+#: The tile-local prologue prototype (prologue_gemm.h; its variants' limits in
+#: generator/prologue.py): consecutive k entries one thread converts at once, the register
+#: prefetch's share of a k-tile (half), and the int32 words of padding per row of the
+#: output staging.
+PROLOGUE_CHUNK = 4
+PROLOGUE_HALVES = 2
+PROLOGUE_STAGING_PAD = 4
+
 
 def partial_bytes(group_size: int) -> int:
     """Bytes of one stored group partial X mod M: 1 for a group of one modulus (M <= 256),
@@ -147,6 +158,12 @@ KERNEL_CONSTANTS: tuple[KernelConstant, ...] = (
                    "least spread of applied equilibration exponents (EQUILIBRATION_SPREAD)"),
     KernelConstant("kFlushExponent", "int", FLUSH_EXPONENT,
                    "contract terms below 2^kFlushExponent are dropped (FLUSH_EXPONENT)"),
+    KernelConstant("kPrologueChunk", "int", PROLOGUE_CHUNK,
+                   "k entries one prologue thread converts at once (PROLOGUE_CHUNK)"),
+    KernelConstant("kPrologueHalves", "int", PROLOGUE_HALVES,
+                   "the prologue's register prefetch holds 1/this of a k-tile (PROLOGUE_HALVES)"),
+    KernelConstant("kPrologueStagingPad", "int", PROLOGUE_STAGING_PAD,
+                   "int32 words of padding per row of the prologue's output staging (PROLOGUE_STAGING_PAD)"),
     KernelConstant("kPartialBytes", "int",
                    (0, *(partial_bytes(g) for g in range(1, MAX_GROUP_SIZE + 1))),
                    "bytes of a stored group partial, by group size (partial_bytes)"),

@@ -53,10 +53,10 @@ namespace ozaki {
 namespace prologue {
 
 inline constexpr int kPow2Table = stages::kPow2Table;
-inline constexpr int kChunk = 4;        // consecutive k entries one thread converts at once
-inline constexpr int kStages = 2;       // shared-memory stages of TileK
-inline constexpr int kHalves = 2;       // register prefetch: half a stage at a time
-inline constexpr int kStagingPad = 4;   // int32 words of padding per row of the output staging
+inline constexpr int kChunk = kPrologueChunk;  // consecutive k entries one thread converts at once
+inline constexpr int kStages = 2;               // shared-memory stages of TileK
+inline constexpr int kHalves = kPrologueHalves;  // register prefetch: half a stage at a time
+inline constexpr int kStagingPad = kPrologueStagingPad;  // int32 words per row of the output staging
 
 struct Moduli {
   int32_t value[kMaxModuli];
