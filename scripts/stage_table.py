@@ -83,7 +83,6 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dic
     m, n, k, moduli = run["m"], run["n"], run["k"], run["moduli"]
     sums: dict[str, dict] = {}
     seen = False
-    packed = 0
     for kr in kernels:
         st = stage_of(kr["kernel"], seen)
         seen = seen or st == "residues"
@@ -91,8 +90,7 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dic
         s["kernels"] += 1
         s["ms"] += kr["ns"] / 1e6
         s["bytes"] += kr["read"] + kr["write"]
-    if "pack" in sums:
-        packed = run.get("packed", 0)
+    packed = run.get("packed", 0)
     rows = []
     for st in STAGES:
         if st not in sums:

@@ -45,12 +45,17 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
+def _number(text: str) -> float:
+    """``text`` as a float; NaN where it is not a number (the callers' checks refuse it)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def nonnegative_float(text: str) -> float:
     """A finite number, 0 or more (seconds)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {text}")
     return value
@@ -75,10 +80,7 @@ def cpu_matrix_size(text: str) -> int:
 
 def spread(text: str) -> float:
     """phi, the spread of the inputs' exponents: a number from 0 to PHI_MAX (see there)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number from 0 to {PHI_MAX:g}, got {text}")
     if value < 0:
