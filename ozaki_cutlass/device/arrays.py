@@ -217,5 +217,15 @@ class DeviceArray:
         rows, cols = self.shape
         return capsule(self, self.ptr, self.shape, (cols, 1), self.device)
 
+    @classmethod
+    def from_host(cls, host: np.ndarray, device: int = 0) -> "DeviceArray":
+        """A new DeviceArray holding a copy of the 2-D ``host`` (as float64; the copy is done
+        when this returns)."""
+        host = np.ascontiguousarray(host, dtype=np.float64)
+        x = cls(host.shape[0], host.shape[1], device)
+        if host.nbytes:
+            x._buf.upload(host)
+        return x
+
     def get(self) -> np.ndarray:
         return self._buf.download(np.empty(self.shape, dtype=np.float64), self.stream)

@@ -42,7 +42,7 @@ from .layouts import CopyPlan, DgemmPlan, call_pointers, plan_copy
 
 __all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
            "lt_dgemm", "dgemm", "copy_matrix", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
-           "emulation_problem", "handle_dgemm"]
+           "emulation_problem", "handle_dgemm", "current_context"]
 
 _OP_N, _OP_T = 0, 1                 # cublasOperation_t
 _POINTER_MODE_HOST = 0              # cublasPointerMode_t
@@ -218,10 +218,11 @@ def version() -> tuple[int, int, int]:
     return parts[0], parts[1], parts[2]
 
 
-def _current_context() -> int:
+def current_context() -> int:
+    """The CUDA context current on this thread (the GPU a handle is made for); CudaError if none."""
     current = int(driver.check(driver.bindings().cuCtxGetCurrent(), "cuCtxGetCurrent"))
     if current == 0:
-        raise driver.CudaError("native DGEMM: no CUDA context is current on this thread "
+        raise driver.CudaError("cuBLAS: no CUDA context is current on this thread "
                               "(ozaki_cutlass.device.driver.ensure_context makes the device's primary one current)")
     return current
 
@@ -256,7 +257,7 @@ def handles(context: int | None = None) -> Handles:
     current). Keyed by thread ident: a thread that ends leaves its handles to the next
     thread that gets its ident (never used by two live threads at once), so handles do
     not pile up."""
-    context = _current_context() if context is None else context
+    context = current_context() if context is None else context
     mine = getattr(_MINE, "handles", None)
     found = mine.get(context) if mine is not None else None
     if found is None:
@@ -410,7 +411,7 @@ def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple
         return
     a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
     library()  # a missing libcublas is reported before anything else
-    context = _current_context() if context is None else context
+    context = current_context() if context is None else context
     found = handles(context)
     if plan.k == 0:  # no product: cublasDgemm_v2's documented C = beta C
         _blas_dgemm(found, plan, a_ptr, b_ptr, c_ptr, alpha, beta, driver.stream_handle(stream))

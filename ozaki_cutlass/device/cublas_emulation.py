@@ -150,10 +150,7 @@ def fixed_point_dgemm() -> FixedPointDgemm:
     why = cublas.emulation_problem()
     if why is not None:
         raise cublas.EmulationUnavailable(why)
-    context = int(driver.check(driver.bindings().cuCtxGetCurrent(), "cuCtxGetCurrent"))
-    if context == 0:
-        raise driver.CudaError("cuBLAS emulation: no CUDA context is current on this thread")
-    key = (context, threading.get_ident())
+    key = (cublas.current_context(), threading.get_ident())
     found = _EMULATORS.get(key)
     if found is None:
         found = FixedPointDgemm(cublas.library())
