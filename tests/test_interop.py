@@ -4,6 +4,7 @@ side (CuPy and PyTorch consuming our DeviceArray): tests/gpu/test_interop_gpu.py
 
 import ctypes
 
+import numpy as np
 import pytest
 
 from ozaki_cutlass.device import arrays, dlpack, driver
@@ -126,3 +127,10 @@ def test_device_array_dlpack_export(monkeypatch):
         da.__dlpack__(dl_device=(1, 0))
     da.stream = 0
     assert da.__cuda_array_interface__["stream"] == 1  # the legacy default stream, as the protocol spells it
+
+
+def test_device_array_from_host_takes_only_matrices():
+    # refused before any allocation: no GPU needed
+    for bad in (np.zeros(3), np.zeros((2, 2, 2))):
+        with pytest.raises(ValueError, match="2-D"):
+            arrays.DeviceArray.from_host(bad)

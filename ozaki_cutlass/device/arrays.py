@@ -222,6 +222,8 @@ class DeviceArray:
         """A new DeviceArray holding a copy of the 2-D ``host`` (as float64; the copy is done
         when this returns)."""
         host = np.ascontiguousarray(host, dtype=np.float64)
+        if host.ndim != 2:
+            raise ValueError(f"DeviceArray.from_host takes a 2-D array, got shape {host.shape}")
         x = cls(host.shape[0], host.shape[1], device)
         if host.nbytes:
             x._buf.upload(host)
