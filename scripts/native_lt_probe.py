@@ -10,7 +10,7 @@ work. This measures, for the candidates below:
   2. the bench's metric: CUDA events around each call, calls in alternation, median, at the
      benchmark shapes where the auto policy runs native DGEMM, each against CuPy's `a @ b`;
   3. whether each candidate's bits equal `cublasDgemm_v2`'s.
-Candidates: CuPy `a @ b`; ctypes `cublasDgemm_v2`; ctypes `cublasLtMatmul` with the first
+Candidates: CuPy `a @ b`; `cublasDgemm_v2`; ctypes `cublasLtMatmul` with the first
 heuristic algorithm allowed no workspace, and allowed a 32 MiB one.
     python scripts/native_lt_probe.py [--shapes 4096 ...] [--reps 30]"""
 
@@ -106,10 +106,10 @@ def main():
     handle = P()
     ok(lt.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
     ws = cp.empty(32 << 20, dtype=cp.uint8)
-    lib = cublas.library().blas
+    lib = cublas.library().blas            # nvmath.bindings.cublas
     bh = cublas.handles().blas()
     stream = cp.cuda.get_current_stream().ptr
-    lib.cublasSetStream_v2(bh, P(stream))
+    lib.set_stream(bh, stream)
     one, zero = ctypes.c_double(1.0), ctypes.c_double(0.0)
 
     def candidates(m, n, k):
@@ -118,8 +118,8 @@ def main():
 
         def dgemm(a, b):
             c = cp.empty((m, n))
-            lib.cublasDgemm_v2(bh, 0, 0, n, m, k, ctypes.byref(one), b.data.ptr, n, a.data.ptr, k,
-                               ctypes.byref(zero), c.data.ptr, n)
+            lib.dgemm(bh, 0, 0, n, m, k, ctypes.addressof(one), b.data.ptr, n, a.data.ptr, k,
+                      ctypes.addressof(zero), c.data.ptr, n)
             return c
 
         def with_plan(plan):
@@ -130,7 +130,7 @@ def main():
             return run
 
         same = bytes(lt0.result.algo) == bytes(lt32.result.algo)
-        return [("cupy a @ b", lambda a, b: a @ b), ("ctypes cublasDgemm_v2 + cupy.empty", dgemm),
+        return [("cupy a @ b", lambda a, b: a @ b), ("cublasDgemm_v2 (nvmath) + cupy.empty", dgemm),
                 (f"Lt, no workspace (algo ws {lt0.result.workspace}) + cupy.empty", with_plan(lt0)),
                 (f"Lt, 32 MiB allowed (algo ws {lt32.result.workspace}, the same algo as with none: {same}) "
                  "+ cupy.empty", with_plan(lt32))]

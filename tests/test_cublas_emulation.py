@@ -5,7 +5,6 @@ reports): tests/gpu/test_measure_gpu.py."""
 
 from __future__ import annotations
 
-import ctypes
 import types
 
 import pytest
@@ -15,44 +14,47 @@ from ozaki_cutlass.device.layouts import DgemmPlan
 
 
 class FakeBlas:
-    """A libcublas that records its calls (name, args) and answers success."""
+    """nvmath's cuBLAS binding module, faked: records its calls (name, args), answers success,
+    and carries nvmath's real enums."""
 
-    def __init__(self, missing=()):
+    def __init__(self):
+        from nvmath.bindings import cublas as real
+
         self.calls = []
-        self.missing = set(missing)
+        self.Math, self.EmulationStrategy = real.Math, real.EmulationStrategy
 
     def __getattr__(self, name):
-        if name in self.missing or not name.startswith("cublas"):
+        if name.startswith("_"):
             raise AttributeError(name)
+
         def call(*args):
             self.calls.append((name, args))
-            if name == "cublasCreate_v2":
-                args[0]._obj.value = 0x1234
-            return 0
+            return 0x1234 if name == "create" else None
 
-        wrapper = _Function(call)
-        object.__setattr__(self, name, wrapper)
-        return wrapper
+        object.__setattr__(self, name, call)
+        return call
 
     def names(self):
         return [name for name, _ in self.calls]
 
 
-class _Function:
-    def __init__(self, fn):
-        self.fn, self.argtypes, self.restype = fn, None, None
+class FakeLibraries:
+    """What cublas.library() returns, over a FakeBlas: ``call`` runs the function."""
 
-    def __call__(self, *args):
-        return self.fn(*args)
+    def __init__(self, blas):
+        self.blas = blas
+
+    def call(self, what, fn, *args):
+        return fn(*args)
 
 
 @pytest.fixture
 def fake_library(monkeypatch):
-    """cublas.library() and version() answering from a fake; the binding state reset."""
+    """cublas.library() and version() answering from a fake; the check's state reset."""
 
-    def install(have=(13, 1, 1), missing=()):
-        blas = FakeBlas(missing)
-        monkeypatch.setattr(cublas, "library", lambda: types.SimpleNamespace(blas=blas))
+    def install(have=(13, 1, 1)):
+        blas = FakeBlas()
+        monkeypatch.setattr(cublas, "library", lambda: FakeLibraries(blas))
         monkeypatch.setattr(cublas, "version", lambda: have)
         monkeypatch.setattr(cublas, "_EMULATION_STATE", [])
         return blas
@@ -67,18 +69,9 @@ def test_a_library_older_than_13_1_is_refused_with_its_version(fake_library):
     assert cublas.emulation_problem() == why  # remembered
 
 
-def test_a_missing_function_is_named(fake_library):
-    fake_library(missing={"cublasSetFixedPointEmulationMantissaControl"})
-    why = cublas.emulation_problem()
-    assert "cublasSetFixedPointEmulationMantissaControl missing" in why and "13.1.1" in why
-
-
-def test_a_library_that_has_it_gets_its_signatures_bound(fake_library):
-    blas = fake_library()
+def test_a_library_of_13_1_or_newer_has_it(fake_library):
+    fake_library(have=(13, 1, 0))
     assert cublas.emulation_problem() is None
-    fn = blas.cublasSetFixedPointEmulationMantissaBitCountPointer
-    assert fn.restype is ctypes.c_int and fn.argtypes == [ctypes.c_void_p, ctypes.c_void_p]
-    assert blas.cublasSetWorkspace_v2.argtypes == [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
 
 def test_no_libcublas_is_a_reason_not_a_crash(monkeypatch):
@@ -136,16 +129,17 @@ def emulator(fake_library, monkeypatch):
         cuCtxSynchronize=lambda: syncs.append(1) or 0))
     monkeypatch.setattr(driver, "check", lambda result, what="": None)
     monkeypatch.setattr(cublas, "handle_dgemm", lambda handles, plan, pointers, alpha, beta, stream: dgemms.append(
-        (handles.blas().value, plan, pointers, alpha, beta, stream)))
+        (handles.blas(), plan, pointers, alpha, beta, stream)))
     em = cublas_emulation.FixedPointDgemm(cublas.library())
     return types.SimpleNamespace(em=em, blas=blas, syncs=syncs, dgemms=dgemms)
 
 
 def test_the_handle_asks_for_the_fixed_point_emulation_eagerly(emulator):
-    settings = [(name, args[1]) for name, args in emulator.blas.calls if name != "cublasCreate_v2"]
-    assert settings == [("cublasSetMathMode", 8),                            # CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH
-                        ("cublasSetEmulationStrategy", 2),                   # CUBLAS_EMULATION_STRATEGY_EAGER
-                        ("cublasSetFixedPointEmulationMantissaControl", 0)]  # ..._MANTISSA_CONTROL_DYNAMIC
+    settings = [(name, args) for name, args in emulator.blas.calls if name != "create"]
+    # the integers of cublas_api.h and library_types.h (nvidia-cublas 13.1.1.3), on handle 0x1234
+    assert settings == [("set_math_mode", (0x1234, 8)),                             # ..._FP64_EMULATED_FIXEDPOINT_MATH
+                        ("set_emulation_strategy", (0x1234, 2)),                    # ..._EMULATION_STRATEGY_EAGER
+                        ("set_fixed_point_emulation_mantissa_control", (0x1234, 0))]  # ..._CONTROL_DYNAMIC
 
 
 def test_the_workspace_is_set_before_the_call_and_only_grows(emulator):
@@ -153,12 +147,12 @@ def test_the_workspace_is_set_before_the_call_and_only_grows(emulator):
     big, small = _plan(4096, 4096, 4096), _plan(1024, 1024, 1024)
     em.run(big, 1.0, 0.0, 7, pointers=(1, 2, 3))
     em.run(small, 1.0, 0.0, 7, pointers=(1, 2, 3))
-    workspaces = [args for name, args in blas.calls if name == "cublasSetWorkspace_v2"]
+    workspaces = [args for name, args in blas.calls if name == "set_workspace"]
     assert len(workspaces) == 1 and workspaces[0][2] == cublas_emulation.fixed_point_workspace_bytes(4096, 4096, 4096)
     assert [d[1] for d in emulator.dgemms] == [big, small] and emulator.dgemms[0][0] == 0x1234
     assert emulator.syncs == []  # nothing freed yet: no wait
     em.run(_plan(8192, 8192, 8192), 1.0, 0.0, 7)
-    assert len([n for n in blas.names() if n == "cublasSetWorkspace_v2"]) == 2
+    assert len([n for n in blas.names() if n == "set_workspace"]) == 2
     assert emulator.syncs == [1] and FakeBuffer.made[0].closed  # the old one freed after a wait
 
 
@@ -166,9 +160,9 @@ def test_mantissa_bits_reads_what_cublas_wrote_and_unhooks_the_pointer(emulator,
     em, blas = emulator.em, emulator.blas
     monkeypatch.setattr(driver, "read_back", lambda ptr, host, stream=0: host.__setitem__(0, 55) or host)
     assert em.mantissa_bits(_plan(256, 256, 256), 5) == 55
-    hooks = [args[1] for name, args in blas.calls if name == "cublasSetFixedPointEmulationMantissaBitCountPointer"]
+    hooks = [args[1] for name, args in blas.calls if name == "set_fixed_point_emulation_mantissa_bit_count_pointer"]
     bits = next(b for b in FakeBuffer.made if b.nbytes == 16)
-    assert hooks == [bits.ptr, None] and bits.filled == 0xFF  # -1 until cuBLAS writes it
+    assert hooks == [bits.ptr, 0] and bits.filled == 0xFF  # -1 until cuBLAS writes it
 
     def fails(*args):
         raise cublas.CublasError("emulated cublasDgemm_v2", 15)
@@ -176,17 +170,17 @@ def test_mantissa_bits_reads_what_cublas_wrote_and_unhooks_the_pointer(emulator,
     monkeypatch.setattr(cublas, "handle_dgemm", fails)
     with pytest.raises(cublas.CublasError, match="NOT_SUPPORTED"):
         em.mantissa_bits(_plan(256, 256, 256), 5)
-    hooks = [args[1] for name, args in blas.calls if name == "cublasSetFixedPointEmulationMantissaBitCountPointer"]
-    assert hooks[-1] is None  # unhooked on failure too
+    hooks = [args[1] for name, args in blas.calls if name == "set_fixed_point_emulation_mantissa_bit_count_pointer"]
+    assert hooks[-1] == 0  # unhooked on failure too
 
 
 def test_close_destroys_the_handle_and_frees_the_buffers(emulator):
     em = emulator.em
     em.run(_plan(512, 512, 512), 1.0, 0.0, 0)
     em.close()
-    assert emulator.blas.names()[-1] == "cublasDestroy_v2" and all(b.closed for b in FakeBuffer.made)
+    assert emulator.blas.names()[-1] == "destroy" and all(b.closed for b in FakeBuffer.made)
     em.close()  # twice is harmless
-    assert emulator.blas.names().count("cublasDestroy_v2") == 1
+    assert emulator.blas.names().count("destroy") == 1
 
 
 def test_the_installed_libcublas_has_every_function_by_name(monkeypatch):

@@ -345,21 +345,22 @@ def test_status_names():
     err = cublas.CublasError("cublasDgemm_v2", 7)
     assert err.status == 7 and "CUBLAS_STATUS_INVALID_VALUE" in str(err) and "cublasDgemm_v2" in str(err)
     assert "unknown cublasStatus_t 99" in str(cublas.CublasError("x", 99))
-    cublas._check(0, "fine")
-    with pytest.raises(cublas.CublasError, match="CUBLAS_STATUS_NOT_INITIALIZED"):
-        cublas._check(1, "cublasCreate_v2")
+    assert "CUBLAS_STATUS_NOT_INITIALIZED" in str(cublas.CublasError("cublasCreate_v2", 1))
 
 
 def test_missing_cublas_is_reported_and_searched_once(monkeypatch):
-    from cuda import pathfinder
-
     calls = []
 
-    def not_found(name):
-        calls.append(name)
-        raise pathfinder.DynamicLibNotFoundError("Failure finding libcublas.so")
+    class NotFound:
+        """nvmath's binding of a library cuda.pathfinder cannot find: its first call raises."""
 
-    monkeypatch.setattr(pathfinder, "load_nvidia_dynamic_lib", not_found)
+        def get_property(self, which):
+            calls.append(which)
+            raise RuntimeError("Failure finding libcublas.so")
+
+        get_version = get_property
+
+    monkeypatch.setattr(cublas, "_bindings", lambda: (NotFound(), NotFound()))
     monkeypatch.setattr(cublas, "_LIB", None)
     monkeypatch.setattr(cublas, "_LOAD_ERROR", None)
     for _ in range(2):
@@ -369,7 +370,18 @@ def test_missing_cublas_is_reported_and_searched_once(monkeypatch):
         assert "libcublas" in text and "Failure finding libcublas.so" in text
         assert "CUDA toolkit" in text and "nvidia-cublas" in text
     assert not cublas.available()
-    assert calls == ["cublas"]
+    assert len(calls) == 1
+
+
+def test_missing_nvmath_is_reported(monkeypatch):
+    def no_nvmath():
+        raise ImportError("No module named 'nvmath'")
+
+    monkeypatch.setattr(cublas, "_bindings", no_nvmath)
+    monkeypatch.setattr(cublas, "_LIB", None)
+    monkeypatch.setattr(cublas, "_LOAD_ERROR", None)
+    with pytest.raises(cublas.NativeUnavailable, match="nvmath-python"):
+        cublas.library()
 
 
 def test_a_plan_made_once_for_a_layout_runs_with_any_pointers(rng):

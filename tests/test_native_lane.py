@@ -6,6 +6,8 @@ is asked). The real library runs in tests/gpu/test_native.py."""
 import ctypes
 import math
 
+import numpy as np
+
 import pytest
 
 from ozaki_cutlass import dispatch
@@ -116,9 +118,21 @@ def test_forgetting_the_tables_forgets_the_decisions(monkeypatch):
 
 # --------------------------------------------------------------------------- LtDgemm, fake library
 
+class FakeStatus(Exception):
+    """What nvmath's bindings raise for a status other than success."""
+
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
 class FakeLt:
-    """Records what LtDgemm asks of libcublasLt; ``offer``: whether the heuristic has an
-    algorithm; ``status``: what cublasLtMatmul returns."""
+    """nvmath's cuBLASLt binding, faked: records what LtDgemm asks; ``offer``: whether the
+    heuristic has an algorithm; ``status``: what cublasLtMatmul returns. Arguments come as
+    integers (addresses for the host values), as nvmath takes them."""
+
+    from nvmath.bindings.cublasLt import MatmulDescAttribute, MatmulPreferenceAttribute, \
+        matmul_heuristic_result_dtype
 
     def __init__(self, offer=True, status=0, workspace_only=False):
         self.offer, self.status, self.workspace_only = offer, status, workspace_only
@@ -127,48 +141,66 @@ class FakeLt:
     def __getattr__(self, name):
         return lambda *args: 0      # create, destroy, set attribute
 
-    def cublasLtMatrixLayoutCreate(self, ref, dtype, rows, cols, ld):
+    def matrix_layout_create(self, dtype, rows, cols, ld):
         self.layouts.append((rows, cols, ld))
-        return 0
+        return 100 + len(self.layouts)
 
-    def cublasLtMatmulPreferenceSetAttribute(self, pref, attr, ref, size):
+    def matmul_preference_set_attribute(self, pref, attr, ptr, size):
+        value = (ctypes.c_uint64 if size == 8 else ctypes.c_uint32).from_address(ptr).value
         if attr == 5:               # the minimum alignment of A
-            self.alignments.append(ref._obj.value)
+            self.alignments.append(value)
         if attr == 1:               # the workspace the heuristic may assume
-            self.workspace = ref._obj.value
-        return 0
+            self.workspace = value
 
-    def cublasLtMatmulAlgoGetHeuristic(self, *args):
-        requested, results, count = args[-3], args[-2], args[-1]._obj
+    def matmul_algo_get_heuristic(self, *args):
+        requested, results_ptr, count_ptr = args[-3:]
         self.workspace_allowed.append(self.workspace)
         if not self.offer:
-            return 15               # CUBLAS_STATUS_NOT_SUPPORTED
+            raise FakeStatus(15)    # CUBLAS_STATUS_NOT_SUPPORTED
+        dtype = self.matmul_heuristic_result_dtype
+        results = np.frombuffer((ctypes.c_char * (requested * dtype.itemsize)).from_address(results_ptr), dtype)
         # first an algorithm that needs a workspace (never to be taken), then two that do not
         answers = [(2000, 1 << 20), (1000 + self.alignments[-1], 0), (3000, 0)][:requested]
         if self.workspace_only:
             answers = answers[:1]
-        for r, (tag, workspace) in zip(results, answers):
-            r.algo.data[0], r.workspace_size, r.state = tag, workspace, 0
-        count.value = len(answers)
-        return 0
+        for i, (tag, workspace) in enumerate(answers):
+            results["algo"]["data_"][i, 0], results["workspace_size"][i], results["state"][i] = tag, workspace, 0
+        ctypes.c_int32.from_address(count_ptr).value = len(answers)
 
     def matmul(self, handle, desc, alpha, a, la, b, lb, beta, c, lc, d, ld, algo, ws, ws_size, stream):
-        """The raw cublasLtMatmul: every argument must come as a ctypes object of its C type."""
-        for x in (a, b, c, d, stream):
-            assert type(x) is ctypes.c_void_p
-        assert type(ws_size) is ctypes.c_size_t and ws is None
-        self.matmuls.append(tuple(x.value or 0 for x in (a, b, c, d)) + (
-            alpha.contents.value, beta.contents.value, algo.contents.data[0], ws_size.value, stream.value))
-        return self.status
+        """cublasLtMatmul as nvmath takes it: integers, host values by address."""
+        for x in (handle, desc, alpha, a, la, b, lb, beta, c, lc, d, ld, algo, ws, ws_size, stream):
+            assert type(x) is int
+        assert ws == 0 and ws_size == 0 and (lc, ld) == (103, 103)
+        self.matmuls.append((a, b, c, d, ctypes.c_double.from_address(alpha).value,
+                             ctypes.c_double.from_address(beta).value, ctypes.c_uint64.from_address(algo).value,
+                             ws_size, stream))
+        if self.status:
+            raise FakeStatus(self.status)
+
+
+class FakeLibraries:
+    """What cublas.library() returns, over a FakeLt."""
+
+    from nvmath.bindings import cublas as blas
+
+    def __init__(self, lt):
+        self.lt, self.errors, self.op_n, self.op_t = lt, (FakeStatus,), 0, 1
+
+    def call(self, what, fn, *args):
+        try:
+            return fn(*args)
+        except FakeStatus as exc:
+            raise cublas.CublasError(what, exc.status) from None
 
 
 class FakeHandles:
     def __init__(self, lt):
-        self.lib, self.lt = type("L", (), {"lt": lt, "matmul": lt.matmul})(), ctypes.c_void_p(9)
+        self.lib, self.lt = FakeLibraries(lt), 9
 
 
 def make(plan, lt):
-    return LtDgemm(lt, plan)
+    return LtDgemm(FakeLibraries(lt), plan)
 
 
 PLAN = plan_dgemm(Matrix(0, 6, 4, 4, 1, "", 0, None), Matrix(0, 4, 8, 8, 1, "", 0, None),

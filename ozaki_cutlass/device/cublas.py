@@ -1,11 +1,14 @@
-"""Native FP64 GEMM: a ctypes binding of cuBLASLt's ``cublasLtMatmul`` for DGEMM, and a 2-D device copy.
+"""Native FP64 GEMM: cuBLASLt's ``cublasLtMatmul`` for DGEMM through nvmath-python's bindings, and a 2-D device copy.
 
 What: the few cuBLAS calls the "auto" policy needs to run a problem on the GPU's own FP64
 units (DGEMM) where the INT8 emulation would be slower (small or skinny shapes, GPUs with
-fast FP64). libcublas and libcublasLt are found by ``cuda.pathfinder`` (part of
-cuda-bindings, already a dependency) and opened with ctypes, so there is no CuPy or PyTorch
-dependency and nothing to compile. They are loaded on first use, once per process, never at
-import time.
+fast FP64). The calls go through ``nvmath.bindings.cublas`` and ``nvmath.bindings.cublasLt``
+(nvmath-python: NVIDIA's typed Cython bindings, whose enums and structure layouts come
+from the CUDA headers); they find libcublas and libcublasLt with ``cuda.pathfinder``, so
+there is no CuPy or PyTorch dependency and nothing to compile. nvmath is imported and the
+libraries loaded on first use, once per process, never at import time. The binding was
+ctypes until 2026-12-01; nvmath's call costs less host time (docs/benchmarks.md, "The
+cuBLASLt binding").
 
 Why cuBLASLt: ``cublasDgemm_v2`` chooses its kernel on every call; ``cublasLtMatmul`` takes
 one chosen before. :class:`LtDgemm` asks ``cublasLtMatmulAlgoGetHeuristic`` once per layout,
@@ -37,35 +40,14 @@ import threading
 from dataclasses import dataclass
 from math import copysign
 
+import numpy as np
+
 from . import driver
 from .layouts import CopyPlan, DgemmPlan, call_pointers, plan_copy
 
 __all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
            "lt_dgemm", "dgemm", "copy_matrix", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
            "emulation_problem", "handle_dgemm", "current_context"]
-
-_OP_N, _OP_T = 0, 1                 # cublasOperation_t
-_POINTER_MODE_HOST = 0              # cublasPointerMode_t
-_DEFAULT_MATH = 0                   # cublasMath_t
-_MAJOR, _MINOR, _PATCH = 0, 1, 2    # libraryPropertyType
-_CUDA_R_64F, _COMPUTE_64F = 1, 70   # cudaDataType, cublasComputeType_t
-_DESC_TRANSA, _DESC_TRANSB = 3, 4   # cublasLtMatmulDescAttributes_t
-_PREF_MAX_WORKSPACE_BYTES = 1       # cublasLtMatmulPreferenceAttributes_t, then the
-_PREF_MIN_ALIGNMENT_BYTES = (5, 6, 7, 8)  # minimum alignments of A, B, C and D
-
-# cublasStatus_t -> name (cublas_api.h)
-STATUS_NAMES = {
-    0: "CUBLAS_STATUS_SUCCESS",
-    1: "CUBLAS_STATUS_NOT_INITIALIZED",
-    3: "CUBLAS_STATUS_ALLOC_FAILED",
-    7: "CUBLAS_STATUS_INVALID_VALUE",
-    8: "CUBLAS_STATUS_ARCH_MISMATCH",
-    11: "CUBLAS_STATUS_MAPPING_ERROR",
-    13: "CUBLAS_STATUS_EXECUTION_FAILED",
-    14: "CUBLAS_STATUS_INTERNAL_ERROR",
-    15: "CUBLAS_STATUS_NOT_SUPPORTED",
-    16: "CUBLAS_STATUS_LICENSE_ERROR",
-}
 
 
 class NativeUnavailable(RuntimeError):
@@ -77,64 +59,31 @@ class CublasError(RuntimeError):
 
     def __init__(self, what: str, status: int):
         self.status = int(status)
-        self.status_name = STATUS_NAMES.get(self.status, f"unknown cublasStatus_t {self.status}")
+        try:
+            from nvmath.bindings.cublas import Status
+            self.status_name = f"CUBLAS_STATUS_{Status(self.status).name}"
+        except (ImportError, ValueError):
+            self.status_name = f"unknown cublasStatus_t {self.status}"
         super().__init__(f"{what} failed: {self.status_name} ({self.status})")
-
-
-def _check(status: int, what: str) -> None:
-    if status != 0:
-        raise CublasError(what, status)
 
 
 # --------------------------------------------------------------------------- library
 
-_p, _int, _dbl, _size = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_size_t
-_pp = ctypes.POINTER(ctypes.c_void_p)
-
-
-class _LtAlgo(ctypes.Structure):
-    """cublasLtMatmulAlgo_t: opaque, 64 bytes."""
-    _fields_ = [("data", ctypes.c_uint64 * 8)]
-
-
-class _LtHeuristic(ctypes.Structure):
-    """cublasLtMatmulHeuristicResult_t."""
-    _fields_ = [("algo", _LtAlgo), ("workspace_size", ctypes.c_size_t), ("state", ctypes.c_int),
-                ("waves_count", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
-
-
-_SIGNATURES = {
-    "cublasCreate_v2": [_pp],
-    "cublasSetStream_v2": [_p, _p],
-    "cublasSetPointerMode_v2": [_p, _int],
-    "cublasSetMathMode": [_p, _int],
-    "cublasGetProperty": [_int, ctypes.POINTER(ctypes.c_int)],
-    "cublasDgemm_v2": [_p, _int, _int, _int, _int, _int, _dbl, _p, _int, _p, _int, _dbl, _p, _int],
-}
-_LT_SIGNATURES = {
-    "cublasLtCreate": [_pp],
-    "cublasLtMatmulDescCreate": [_pp, _int, _int],
-    "cublasLtMatmulDescDestroy": [_p],
-    "cublasLtMatmulDescSetAttribute": [_p, _int, _p, _size],
-    "cublasLtMatrixLayoutCreate": [_pp, _int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64],
-    "cublasLtMatrixLayoutDestroy": [_p],
-    "cublasLtMatmulPreferenceCreate": [_pp],
-    "cublasLtMatmulPreferenceDestroy": [_p],
-    "cublasLtMatmulPreferenceSetAttribute": [_p, _int, _p, _size],
-    "cublasLtMatmulAlgoGetHeuristic": [_p, _p, _p, _p, _p, _p, _p, _int, ctypes.POINTER(_LtHeuristic),
-                                       ctypes.POINTER(ctypes.c_int)],
-    # the C signature, and the load check; LtDgemm.run calls _Libraries.matmul (the same symbol, no argtypes)
-    "cublasLtMatmul": [_p, _p, _dbl, _p, _p, _p, _p, _dbl, _p, _p, _p, _p, ctypes.POINTER(_LtAlgo), _p, _size, _p],
-}
-
-
 @dataclass(frozen=True, slots=True)
 class _Libraries:
-    blas: ctypes.CDLL   # libcublas: the handle's settings, version, k == 0 and fallback DGEMMs
-    lt: ctypes.CDLL     # libcublasLt: every other DGEMM
-    # cublasLtMatmul without argtypes, for LtDgemm.run: every argument is passed as a ctypes
-    # object already (pointers, size_t), which skips a Python conversion per argument
-    matmul: object
+    blas: object        # nvmath.bindings.cublas: the handle's settings, version, k == 0 and fallback DGEMMs
+    lt: object          # nvmath.bindings.cublasLt: every other DGEMM
+    errors: tuple       # the exceptions the two raise for a status other than success
+    op_n: int           # cublasOperation_t
+    op_t: int
+
+    def call(self, what: str, fn, *args):
+        """``fn(*args)`` (a function of ``blas`` or ``lt``), a status other than success
+        raised as CublasError naming ``what``."""
+        try:
+            return fn(*args)
+        except self.errors as exc:
+            raise CublasError(what, exc.status) from None
 
 
 _LOCK = threading.Lock()
@@ -148,42 +97,34 @@ _HOW_TO_FIX = ("install the CUDA toolkit (and put its lib64 on LD_LIBRARY_PATH o
                "nvidia-cublas-cu12 for CUDA 12)")
 
 
-def _open_one(pathfinder, name: str, signatures: dict) -> ctypes.CDLL:
-    try:
-        loaded = pathfinder.load_nvidia_dynamic_lib(name)
-    except Exception as exc:  # noqa: BLE001 - pathfinder raises its own RuntimeError subclasses
-        raise NativeUnavailable(f"lib{name} (cuBLAS, looked up by cuda.pathfinder as \"{name}\": "
-                                f"NVIDIA wheels, conda, the system loader, CUDA_PATH/CUDA_HOME) was "
-                                f"not found ({str(exc).strip()}); to use native DGEMM, {_HOW_TO_FIX}") from exc
-    if not loaded.abs_path:
-        raise NativeUnavailable(f"cuda.pathfinder loaded lib{name} but reported no path for it")
-    try:
-        lib = ctypes.CDLL(loaded.abs_path)
-        for fn_name, argtypes in signatures.items():
-            fn = getattr(lib, fn_name)
-            fn.restype, fn.argtypes = ctypes.c_int, argtypes
-    except (OSError, AttributeError) as exc:
-        raise NativeUnavailable(f"{loaded.abs_path} could not be used as lib{name} ({exc}); "
-                                f"to use native DGEMM, {_HOW_TO_FIX}") from exc
-    return lib
+def _bindings():
+    """nvmath-python's cuBLAS and cuBLASLt binding modules (imported here, not at import time:
+    nvmath's import takes a few tenths of a second)."""
+    from nvmath.bindings import cublas as blas, cublasLt as lt
+    return blas, lt
 
 
 def _open() -> _Libraries:
     try:
-        from cuda import pathfinder
+        blas, lt = _bindings()
     except ImportError as exc:
-        raise NativeUnavailable(f"native DGEMM needs cuda.pathfinder (installed with cuda-bindings) "
-                                f"to find libcublas: {exc}") from exc
-    blas = _open_one(pathfinder, "cublas", _SIGNATURES)
-    lt = _open_one(pathfinder, "cublasLt", _LT_SIGNATURES)
-    matmul = lt["cublasLtMatmul"]   # a second function object: argtypes None, restype int
-    matmul.restype = ctypes.c_int
-    return _Libraries(blas, lt, matmul)
+        raise NativeUnavailable(f"native DGEMM needs nvmath-python (a dependency of ozaki-cutlass: "
+                                f"pip install nvmath-python): {exc}") from exc
+    try:  # the bindings load each library on its first call: make it now
+        blas.get_property(0)
+        lt.get_version()
+    except Exception as exc:  # noqa: BLE001 - pathfinder's and nvmath's own errors: not found, no driver
+        raise NativeUnavailable(f"libcublas/libcublasLt (cuBLAS, looked up by nvmath-python through "
+                                f"cuda.pathfinder: NVIDIA wheels, conda, the system loader, CUDA_PATH/CUDA_HOME) "
+                                f"could not be loaded ({str(exc).strip()}); to use native DGEMM, "
+                                f"{_HOW_TO_FIX}") from exc
+    return _Libraries(blas, lt, (blas.cuBLASError, lt.cuBLASLtError), int(blas.Operation.N), int(blas.Operation.T))
 
 
 def library() -> _Libraries:
-    """libcublas and libcublasLt, opened on the first call in this process; a failure is
-    remembered and raised again (as NativeUnavailable) without searching again."""
+    """nvmath's cuBLAS and cuBLASLt bindings with their libraries loaded, on the first call in
+    this process; a failure is remembered and raised again (as NativeUnavailable) without
+    searching again."""
     global _LIB, _LOAD_ERROR
     if _LIB is None:
         with _LOCK:
@@ -209,13 +150,9 @@ def available() -> bool:
 
 def version() -> tuple[int, int, int]:
     """(major, minor, patch) of the libcublas in use; for recording where a timing was taken."""
-    lib = library().blas
-    parts = []
-    for which in (_MAJOR, _MINOR, _PATCH):
-        value = ctypes.c_int()
-        _check(lib.cublasGetProperty(which, ctypes.byref(value)), "cublasGetProperty")
-        parts.append(value.value)
-    return parts[0], parts[1], parts[2]
+    lib = library()
+    major, minor, patch = (lib.call("cublasGetProperty", lib.blas.get_property, which) for which in (0, 1, 2))
+    return int(major), int(minor), int(patch)
 
 
 def current_context() -> int:
@@ -228,21 +165,21 @@ def current_context() -> int:
 
 
 class Handles:
-    """The cuBLASLt handle of one (context, thread), and its cuBLAS handle made on first need."""
+    """The cuBLASLt handle of one (context, thread), and its cuBLAS handle made on first need
+    (both as integers)."""
 
     __slots__ = ("lib", "lt", "_blas")
 
     def __init__(self, lib: _Libraries):
         self.lib, self._blas = lib, None
-        self.lt = ctypes.c_void_p()
-        _check(lib.lt.cublasLtCreate(ctypes.byref(self.lt)), "cublasLtCreate")
+        self.lt = lib.call("cublasLtCreate", lib.lt.create)
 
-    def blas(self) -> ctypes.c_void_p:
+    def blas(self) -> int:
         if self._blas is None:
-            handle, lib = ctypes.c_void_p(), self.lib.blas
-            _check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate_v2")
-            _check(lib.cublasSetPointerMode_v2(handle, _POINTER_MODE_HOST), "cublasSetPointerMode_v2")
-            _check(lib.cublasSetMathMode(handle, _DEFAULT_MATH), "cublasSetMathMode")
+            lib = self.lib
+            handle = lib.call("cublasCreate_v2", lib.blas.create)
+            lib.call("cublasSetPointerMode_v2", lib.blas.set_pointer_mode, handle, int(lib.blas.PointerMode.HOST))
+            lib.call("cublasSetMathMode", lib.blas.set_math_mode, handle, int(lib.blas.Math.DEFAULT_MATH))
             self._blas = handle
         return self._blas
 
@@ -273,6 +210,22 @@ def handles(context: int | None = None) -> Handles:
     return found
 
 
+class _HostScalar:
+    """A float64 at a fixed host address, for the alpha and beta cuBLAS reads in host pointer mode."""
+
+    __slots__ = ("value", "ptr")
+
+    def __init__(self, value: float):
+        self.value = ctypes.c_double(value)
+        self.ptr = ctypes.addressof(self.value)
+
+
+# made once: cuBLAS only reads them
+_ONE, _ZERO = _HostScalar(1.0), _HostScalar(0.0)
+_HEURISTIC_WORKSPACE, _HEURISTIC_ANSWERS = 32 << 20, 8
+_STATUS_NOT_SUPPORTED = 15     # cublasStatus_t: the heuristic has nothing for this problem
+
+
 class LtDgemm:
     """``plan``'s DGEMM as ``cublasLtMatmul`` on one GPU, whatever the pointers: the matmul and
     layout descriptors made once, the algorithm chosen once per pointer alignment (the
@@ -280,62 +233,85 @@ class LtDgemm:
     Where the heuristic has none for an alignment, that alignment runs ``cublasDgemm_v2``.
     Made by :func:`lt_dgemm` (cached); :meth:`run` enqueues one call."""
 
-    __slots__ = ("plan", "_desc", "_layouts", "_ld_bits", "_algos")
+    __slots__ = ("plan", "_lib", "_desc", "_layouts", "_ld_bits", "_algos", "_kept")
 
-    def __init__(self, lt: ctypes.CDLL, plan: DgemmPlan):
-        self.plan, self._algos = plan, {}
-        self._desc, self._layouts = ctypes.c_void_p(), []
-        _check(lt.cublasLtMatmulDescCreate(ctypes.byref(self._desc), _COMPUTE_64F, _CUDA_R_64F),
-               "cublasLtMatmulDescCreate")
-        for attr, trans in ((_DESC_TRANSA, plan.transa), (_DESC_TRANSB, plan.transb)):
-            op = ctypes.c_int32(_OP_T if trans else _OP_N)
-            _check(lt.cublasLtMatmulDescSetAttribute(self._desc, attr, ctypes.byref(op), 4),
-                   "cublasLtMatmulDescSetAttribute")
+    def __init__(self, lib: _Libraries, plan: DgemmPlan):
+        from nvmath import CudaDataType
+        self.plan, self._lib, self._algos, self._kept, self._layouts = plan, lib, {}, [], []
+        lt, r64 = lib.lt, int(CudaDataType.CUDA_R_64F)
+        self._desc = lib.call("cublasLtMatmulDescCreate", lt.matmul_desc_create, int(lib.blas.ComputeType.COMPUTE_64F),
+                           r64)
+        for attr, trans in ((lt.MatmulDescAttribute.TRANSA, plan.transa), (lt.MatmulDescAttribute.TRANSB, plan.transb)):
+            op = np.array(lib.op_t if trans else lib.op_n, dtype=np.int32)
+            lib.call("cublasLtMatmulDescSetAttribute", lt.matmul_desc_set_attribute, self._desc, int(attr),
+                  op.ctypes.data, op.nbytes)
         m, n, k = plan.m, plan.n, plan.k
         for rows, cols, ld in ((k, m, plan.lda) if plan.transa else (m, k, plan.lda),
                                (n, k, plan.ldb) if plan.transb else (k, n, plan.ldb), (m, n, plan.ldc)):
-            layout = ctypes.c_void_p()
-            _check(lt.cublasLtMatrixLayoutCreate(ctypes.byref(layout), _CUDA_R_64F, rows, cols, ld),
-                   "cublasLtMatrixLayoutCreate")
-            self._layouts.append(layout)
+            self._layouts.append(lib.call("cublasLtMatrixLayoutCreate", lt.matrix_layout_create, r64, rows, cols, ld))
         # the leading dimensions bound the alignment a kernel may assume, as the pointers do
         self._ld_bits = 8 * (plan.lda | plan.ldb | plan.ldc) | 256
 
     def __del__(self):
-        lib = _LIB
         try:
+            lt = self._lib.lt
             for layout in self._layouts:
-                lib.lt.cublasLtMatrixLayoutDestroy(layout)
-            lib.lt.cublasLtMatmulDescDestroy(self._desc)
+                lt.matrix_layout_destroy(layout)
+            lt.matmul_desc_destroy(self._desc)
         except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone already
             pass
 
-    def _choose(self, handles: Handles, alignment: int):
-        """The algorithm for pointers aligned to ``alignment`` bytes, or None: the
-        heuristic's first answer that needs no workspace. The heuristic is told a workspace
-        of _HEURISTIC_WORKSPACE bytes is allowed (its ranking differs: at 4096^3 on the H200
-        it then ranks first a workspace-free algorithm 0.7 % faster than the one it ranks
-        first when told none is; docs/bench/2026-11-29-run40-h200x2-lt-probe.txt), but
-        nothing that needs one is taken."""
-        lt, pref = handles.lib.lt, ctypes.c_void_p()
-        _check(lt.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "cublasLtMatmulPreferenceCreate")
+    def _choose(self, handles: Handles, alignment: int) -> int | None:
+        """The address of the algorithm for pointers aligned to ``alignment`` bytes (kept
+        alive by this object), or None: the heuristic's first answer that needs no
+        workspace. The heuristic is told a workspace of _HEURISTIC_WORKSPACE bytes is
+        allowed (its ranking differs: at 4096^3 on the H200 it then ranks first a
+        workspace-free algorithm 0.7 % faster than the one it ranks first when told none
+        is; docs/bench/2026-11-29-run40-h200x2-lt-probe.txt), but nothing that needs one is
+        taken."""
+        lib = self._lib
+        lt = lib.lt
+        pref = lib.call("cublasLtMatmulPreferenceCreate", lt.matmul_preference_create)
+        results = np.zeros(_HEURISTIC_ANSWERS, dtype=lt.matmul_heuristic_result_dtype)
+        count = np.zeros(1, dtype=np.int32)
         try:
-            settings = [(_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(_HEURISTIC_WORKSPACE))]
-            settings += [(attr, ctypes.c_uint32(alignment)) for attr in _PREF_MIN_ALIGNMENT_BYTES]
+            attrs = lt.MatmulPreferenceAttribute
+            settings = [(attrs.MAX_WORKSPACE_BYTES, np.array(_HEURISTIC_WORKSPACE, dtype=np.uint64))]
+            settings += [(attr, np.array(alignment, dtype=np.uint32))
+                         for attr in (attrs.MIN_ALIGNMENT_A_BYTES, attrs.MIN_ALIGNMENT_B_BYTES,
+                                      attrs.MIN_ALIGNMENT_C_BYTES, attrs.MIN_ALIGNMENT_D_BYTES)]
             for attr, value in settings:
-                _check(lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, ctypes.byref(value),
-                                                               ctypes.sizeof(value)),
-                       "cublasLtMatmulPreferenceSetAttribute")
-            results, count = (_LtHeuristic * _HEURISTIC_ANSWERS)(), ctypes.c_int(0)
+                lib.call("cublasLtMatmulPreferenceSetAttribute", lt.matmul_preference_set_attribute, pref,
+                      int(attr), value.ctypes.data, value.nbytes)
             a, b, c = self._layouts
-            status = lt.cublasLtMatmulAlgoGetHeuristic(handles.lt, self._desc, a, b, c, c, pref, _HEURISTIC_ANSWERS,
-                                                       results, ctypes.byref(count))
+            lt.matmul_algo_get_heuristic(handles.lt, self._desc, a, b, c, c, pref, _HEURISTIC_ANSWERS,
+                                         results.ctypes.data, count.ctypes.data)
+        except lib.errors as exc:
+            if exc.status == _STATUS_NOT_SUPPORTED:
+                return None
+            raise CublasError(f"cublasLtMatmulAlgoGetHeuristic(m={self.plan.m}, n={self.plan.n}, "
+                              f"k={self.plan.k})", exc.status) from None
         finally:
-            lt.cublasLtMatmulPreferenceDestroy(pref)
-        if status == _NOT_SUPPORTED:
-            return None
-        _check(status, f"cublasLtMatmulAlgoGetHeuristic(m={self.plan.m}, n={self.plan.n}, k={self.plan.k})")
-        return next((r.algo for r in results[:count.value] if r.state == 0 and r.workspace_size == 0), None)
+            lt.matmul_preference_destroy(pref)
+        for i in range(int(count[0])):
+            if results["state"][i] == 0 and results["workspace_size"][i] == 0:
+                algo = results[i:i + 1].copy()   # the algorithm is the result's first member
+                self._kept.append(algo)
+                return algo.ctypes.data
+        return None
+
+    def descriptors(self) -> tuple[int, tuple[int, int, int]]:
+        """The matmul descriptor and the layouts of A, B and C (cuBLASLt objects, as integers)."""
+        return self._desc, tuple(self._layouts)
+
+    def algorithm(self, handles: Handles, a_ptr: int, b_ptr: int, c_ptr: int) -> int | None:
+        """The address of the algorithm these pointers run (chosen on first need for their
+        alignment, then kept), or None where they run ``cublasDgemm_v2``."""
+        low = a_ptr | b_ptr | c_ptr | self._ld_bits
+        alignment = low & -low
+        if alignment not in self._algos:
+            self._algos[alignment] = self._choose(handles, alignment)
+        return self._algos[alignment]
 
     def run(self, handles: Handles, a_ptr: int, b_ptr: int, c_ptr: int, alpha: float, beta: float,
             stream: int) -> None:
@@ -346,29 +322,21 @@ class LtDgemm:
         alignment = low & -low                  # the largest power of two dividing all, at most 256
         algo = self._algos.get(alignment, False)
         if algo is False:
-            found = self._choose(handles, alignment)
-            algo = self._algos[alignment] = None if found is None else ctypes.pointer(found)
+            algo = self.algorithm(handles, a_ptr, b_ptr, c_ptr)
         if algo is None:
             _blas_dgemm(handles, self.plan, a_ptr, b_ptr, c_ptr, alpha, beta, stream)
             return
         a, b, c = self._layouts
-        c_ptr = _p(c_ptr)
-        # every argument a ctypes object of the C parameter's type (the raw function has no
-        # argtypes): pointers as c_void_p or pointer instances, the workspace size as size_t
-        status = handles.lib.matmul(
-            handles.lt, self._desc, _ONE if alpha == 1.0 else ctypes.pointer(ctypes.c_double(alpha)),
-            _p(a_ptr), a, _p(b_ptr), b,
-            _ZERO if beta == 0.0 and copysign(1.0, beta) > 0 else ctypes.pointer(ctypes.c_double(beta)),
-            c_ptr, c, c_ptr, c, algo, None, _NO_WORKSPACE, _p(stream))
-        if status != 0:  # the message only on failure: this is the native fast lane's hot path
-            raise CublasError(f"cublasLtMatmul(m={self.plan.m}, n={self.plan.n}, k={self.plan.k})", status)
-
-
-_NOT_SUPPORTED = 15
-_HEURISTIC_WORKSPACE, _HEURISTIC_ANSWERS = 32 << 20, 8
-# made once: cuBLAS only reads them
-_ONE, _ZERO = ctypes.pointer(ctypes.c_double(1.0)), ctypes.pointer(ctypes.c_double(0.0))
-_NO_WORKSPACE = ctypes.c_size_t(0)
+        one_alpha = alpha == 1.0
+        zero_beta = beta == 0.0 and copysign(1.0, beta) > 0
+        alpha_at = _ONE if one_alpha else _HostScalar(alpha)   # read by cuBLAS before the call returns
+        beta_at = _ZERO if zero_beta else _HostScalar(beta)
+        try:
+            self._lib.lt.matmul(handles.lt, self._desc, alpha_at.ptr, a_ptr, a, b_ptr, b, beta_at.ptr, c_ptr, c,
+                                c_ptr, c, algo, 0, 0, stream)
+        except self._lib.errors as exc:  # the message only on failure: this is the native fast lane's hot path
+            raise CublasError(f"cublasLtMatmul(m={self.plan.m}, n={self.plan.n}, k={self.plan.k})",
+                              exc.status) from None
 
 
 def _layout_key(plan: DgemmPlan) -> tuple:
@@ -381,7 +349,7 @@ def lt_dgemm(plan: DgemmPlan, context: int) -> LtDgemm:
     key = (context,) + _layout_key(plan)
     found = _LT_PLANS.get(key)
     if found is None:
-        found = LtDgemm(library().lt, plan)
+        found = LtDgemm(library(), plan)
         with _LOCK:
             if len(_LT_PLANS) >= _LT_PLAN_LIMIT:
                 _LT_PLANS.clear()
@@ -389,14 +357,13 @@ def lt_dgemm(plan: DgemmPlan, context: int) -> LtDgemm:
     return found
 
 
-def _blas_dgemm(handles: Handles, plan: DgemmPlan, a_ptr, b_ptr, c_ptr, alpha, beta, stream) -> None:
-    lib, handle = handles.lib.blas, handles.blas()
-    _check(lib.cublasSetStream_v2(handle, stream), "cublasSetStream_v2")
-    status = lib.cublasDgemm_v2(handle, _OP_T if plan.transa else _OP_N, _OP_T if plan.transb else _OP_N,
-                                plan.m, plan.n, plan.k, ctypes.c_double(alpha), a_ptr, plan.lda,
-                                b_ptr, plan.ldb, ctypes.c_double(beta), c_ptr, plan.ldc)
-    if status != 0:
-        raise CublasError(f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", status)
+def _blas_dgemm(handles, plan: DgemmPlan, a_ptr, b_ptr, c_ptr, alpha, beta, stream) -> None:
+    lib, handle = handles.lib, handles.blas()
+    lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, stream)
+    alpha_at, beta_at = _HostScalar(alpha), _HostScalar(beta)
+    lib.call(f"cublasDgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", lib.blas.dgemm, handle,
+          lib.op_t if plan.transa else lib.op_n, lib.op_t if plan.transb else lib.op_n, plan.m, plan.n, plan.k,
+          alpha_at.ptr, a_ptr, plan.lda, b_ptr, plan.ldb, beta_at.ptr, c_ptr, plan.ldc)
 
 
 def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple[int, int, int] | None = None,
@@ -457,41 +424,31 @@ def run_copy(plan: CopyPlan, stream) -> None:
 
 # --------------------------------------------------------------------------- cuBLAS's FP64 emulation
 
-# What ``ozaki_cutlass.device.cublas_emulation`` calls (never ``gemm``). cuBLAS 13.1 (CUDA
-# 13.0 Update 2) brought them (the strategy setter came with 12.9's FP32 emulation).
+# What ``ozaki_cutlass.device.cublas_emulation`` calls (never ``gemm``): cuBLAS 13.1 (CUDA
+# 13.0 Update 2) brought the fixed-point FP64 emulation's functions (the strategy setter
+# came with 12.9's FP32 emulation); nvmath's bindings have them all.
 EMULATION_SINCE = (13, 1)
-_EMULATION_SIGNATURES = {
-    "cublasDestroy_v2": [_p],
-    "cublasSetWorkspace_v2": [_p, _p, _size],
-    "cublasSetEmulationStrategy": [_p, _int],
-    "cublasSetFixedPointEmulationMantissaControl": [_p, _int],
-    "cublasSetFixedPointEmulationMantissaBitCountPointer": [_p, _p],
-}
-_EMULATION_STATE: list = []   # [""] once bound, [reason] where it cannot be
+_EMULATION_STATE: list = []   # [""] once checked and usable, [reason] where it is not
 
 
 class EmulationUnavailable(RuntimeError):
     """cuBLAS's FP64 emulation cannot be called here (the message says why)."""
 
 
-def _bind_emulation() -> str:
+def _emulation_check() -> str:
     try:
-        lib, have = library().blas, version()
+        have = version()
     except (NativeUnavailable, CublasError) as exc:
         return f"libcublas is not usable here ({exc})"
-    missing = [name for name in _EMULATION_SIGNATURES if not hasattr(lib, name)]
-    if have[:2] < EMULATION_SINCE or missing:
-        return (f"libcublas {'.'.join(map(str, have))} has no FP64 emulation (cuBLAS 13.1, from CUDA 13.0 "
-                "Update 2, brought it" + (f"; {', '.join(missing)} missing)" if missing else ")"))
-    for name, argtypes in _EMULATION_SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = ctypes.c_int, argtypes
+    if have[:2] < EMULATION_SINCE:
+        return (f"libcublas {'.'.join(map(str, have))} has no FP64 emulation "
+                "(cuBLAS 13.1, from CUDA 13.0 Update 2, brought it)")
     return ""
 
 
 def emulation_problem() -> str | None:
-    """Why the libcublas in use cannot run cuBLAS's FP64 emulation (too old, a function or
-    the library missing), or None: its functions are bound. Asked once (no GPU needed)."""
-    if not _EMULATION_STATE:  # two threads at once bind twice, to the same answer
-        _EMULATION_STATE.append(_bind_emulation())
+    """Why the libcublas in use cannot run cuBLAS's FP64 emulation (too old, or the library
+    missing), or None. Asked once (no GPU needed)."""
+    if not _EMULATION_STATE:  # two threads at once ask twice, to the same answer
+        _EMULATION_STATE.append(_emulation_check())
     return _EMULATION_STATE[0] or None

@@ -4,9 +4,9 @@ What: cuBLAS 13.1 and newer (CUDA 13.0 Update 2) can run DGEMM as an emulation: 
 into fixed-point INT8 slices sharing a power-of-two scale per row of A and column of B, the
 slices multiplied on the INT8 tensor cores (the Ozaki scheme I; ours is scheme II, one
 INT8 product per modulus). ``ozaki_cutlass.gemm`` never runs it; the benchmark puts it
-next to native DGEMM and our paths. The functions come from libcublas through
-``ozaki_cutlass.device.cublas`` (their ctypes signatures, and the version check, are
-there: :func:`~ozaki_cutlass.device.cublas.emulation_problem`).
+next to native DGEMM and our paths. The functions are nvmath-python's bindings, loaded by
+``ozaki_cutlass.device.cublas`` (the version check is there:
+:func:`~ozaki_cutlass.device.cublas.emulation_problem`).
 
 How it is asked for: a cuBLAS handle of its own in math mode FP64_EMULATED_FIXEDPOINT with
 strategy EAGER (emulate wherever cuBLAS can; the default strategy emulates only where its
@@ -16,16 +16,14 @@ mantissa control (cuBLAS's default: as many mantissa bits as FP64 accuracy needs
 one cuBLAS allocates per call with cudaMallocAsync). cuBLAS reports the bits it kept, or -1
 where it ran native DGEMM instead (:meth:`FixedPointDgemm.mantissa_bits`).
 
-The enum integers below are those of the headers of nvidia-cublas 13.1.1.3 (CUBLAS_VER
-13.1.1; nvidia/cu13/include of that wheel): cublas_api.h's cublasMath_t
-CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH = 8 and cublasEmulationStrategy_t
-CUBLAS_EMULATION_STRATEGY_EAGER = 2, library_types.h's cudaEmulationMantissaControl
-CUDA_EMULATION_MANTISSA_CONTROL_DYNAMIC = 0.
+The math mode and strategy come from nvmath's enums (``nvmath.bindings.cublas.Math``,
+``EmulationStrategy``); the mantissa control, which nvmath has no enum for, is
+library_types.h's cudaEmulationMantissaControl CUDA_EMULATION_MANTISSA_CONTROL_DYNAMIC = 0
+(headers of nvidia-cublas 13.1.1.3).
 """
 
 from __future__ import annotations
 
-import ctypes
 import threading
 
 import numpy as np
@@ -35,15 +33,8 @@ from .layouts import DgemmPlan
 
 __all__ = ["fixed_point_workspace_bytes", "FixedPointDgemm", "fixed_point_dgemm", "forget_emulation"]
 
-_FP64_EMULATED_FIXEDPOINT_MATH = 8      # cublasMath_t
-_EMULATION_STRATEGY_EAGER = 2           # cublasEmulationStrategy_t
 _MANTISSA_CONTROL_DYNAMIC = 0           # cudaEmulationMantissaControl (cuBLAS's default)
 _DYNAMIC_MAX_MANTISSA_BITS = 79         # cuBLAS's default cap under dynamic control: 10 INT8 slices
-
-
-def _check(status: int, what: str) -> None:
-    if status != 0:
-        raise cublas.CublasError(what, status)
 
 
 def fixed_point_workspace_bytes(m: int, n: int, k: int, max_mantissa_bits: int = _DYNAMIC_MAX_MANTISSA_BITS) -> int:
@@ -72,16 +63,17 @@ class FixedPointDgemm:
 
     def __init__(self, lib):
         self.lib, self._workspace, self._bits = lib, None, None
-        self.handle = ctypes.c_void_p()
         blas = lib.blas
-        _check(blas.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate_v2")
+        self.handle = lib.call("cublasCreate_v2", blas.create)
         try:  # a new handle's pointer mode is host, as the scalars passed here
-            for fn, value in (("cublasSetMathMode", _FP64_EMULATED_FIXEDPOINT_MATH),
-                              ("cublasSetEmulationStrategy", _EMULATION_STRATEGY_EAGER),
-                              ("cublasSetFixedPointEmulationMantissaControl", _MANTISSA_CONTROL_DYNAMIC)):
-                _check(getattr(blas, fn)(self.handle, value), fn)
+            for what, fn, value in (
+                    ("cublasSetMathMode", blas.set_math_mode, int(blas.Math.FP64_EMULATED_FIXEDPOINT_MATH)),
+                    ("cublasSetEmulationStrategy", blas.set_emulation_strategy, int(blas.EmulationStrategy.EAGER)),
+                    ("cublasSetFixedPointEmulationMantissaControl", blas.set_fixed_point_emulation_mantissa_control,
+                     _MANTISSA_CONTROL_DYNAMIC)):
+                lib.call(what, fn, self.handle, value)
         except cublas.CublasError:
-            blas.cublasDestroy_v2(self.handle)
+            blas.destroy(self.handle)
             raise
 
     def _reserve(self, plan: DgemmPlan) -> None:
@@ -92,7 +84,7 @@ class FixedPointDgemm:
         if old is not None:  # calls in flight may still use it
             driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
         new = driver.DeviceBuffer(need)
-        _check(self.lib.blas.cublasSetWorkspace_v2(self.handle, new.ptr, new.nbytes), "cublasSetWorkspace_v2")
+        self.lib.call("cublasSetWorkspace_v2", self.lib.blas.set_workspace, self.handle, new.ptr, new.nbytes)
         self._workspace = new
         if old is not None:
             old.close()
@@ -107,7 +99,7 @@ class FixedPointDgemm:
         self._reserve(plan)
         cublas.handle_dgemm(self, plan, pointers, alpha, beta, stream)
 
-    def blas(self) -> ctypes.c_void_p:
+    def blas(self) -> int:
         """The emulation's cuBLAS handle (what ``cublas.handle_dgemm`` runs on)."""
         return self.handle
 
@@ -115,24 +107,24 @@ class FixedPointDgemm:
         """Run ``plan`` once (alpha 1, beta 0) and return the mantissa bits cuBLAS kept for it,
         as cuBLAS reports them through cublasSetFixedPointEmulationMantissaBitCountPointer
         (a device int; -1: it did not emulate but ran native DGEMM). Waits for the call."""
-        blas = self.lib.blas
+        lib = self.lib
+        hook = lib.blas.set_fixed_point_emulation_mantissa_bit_count_pointer
         if self._bits is None:
             self._bits = driver.DeviceBuffer(16)
         self._bits.fill_bytes(0xFF, stream)  # -1 as an int32: what cuBLAS leaves when it does not emulate
-        _check(blas.cublasSetFixedPointEmulationMantissaBitCountPointer(self.handle, self._bits.ptr),
-               "cublasSetFixedPointEmulationMantissaBitCountPointer")
+        lib.call("cublasSetFixedPointEmulationMantissaBitCountPointer", hook, self.handle, self._bits.ptr)
         try:
             self.run(plan, 1.0, 0.0, stream, pointers=pointers)
             bits = driver.read_back(self._bits.ptr, np.empty(1, dtype=np.int32), stream)
         finally:  # timed calls write nothing there
-            blas.cublasSetFixedPointEmulationMantissaBitCountPointer(self.handle, None)
+            hook(self.handle, 0)
         return int(bits[0])
 
     def close(self) -> None:
         """Destroy the handle (cuBLAS synchronizes the GPU first) and free the workspace."""
         if self.handle:
-            self.lib.blas.cublasDestroy_v2(self.handle)
-            self.handle = ctypes.c_void_p()
+            self.lib.blas.destroy(self.handle)
+            self.handle = 0
         for buffer in (self._workspace, self._bits):
             if buffer is not None:
                 buffer.close()

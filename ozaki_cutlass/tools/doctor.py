@@ -82,7 +82,9 @@ def doctor_main(args) -> int:
         rows.append(("nvcc / CUTLASS", f"missing: {exc}"))
     try:
         library()
-        rows.append(("cuBLAS", "libcublas {}.{}.{}".format(*version())))
+        from importlib.metadata import version as package_version
+        rows.append(("cuBLAS", "libcublas {}.{}.{} (through nvmath-python {})".format(
+            *version(), package_version("nvmath-python"))))
     except NativeUnavailable as exc:
         rows.append(("cuBLAS", f"not found: native DGEMM is off ({exc})"))
     except Exception as exc:  # noqa: BLE001 - a library that loads but cannot answer
