@@ -117,7 +117,7 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=3,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract
+    version=4,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -237,6 +237,23 @@ X_ij mod M_gr at element i*ldx + j, as a uint32 (any value of that class works) 
 group of one modulus, a byte (a uint32 plane must start 4-byte aligned). r_g = x mod m_g,
 then exactly P_crt_unscale's reconstruction. {_CRT_TAIL}""",
                host=("group_sizes", "consts", "nf")),
+        entry("realify", "int",
+               "const double* x, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int conj, int right, "
+               "double* out, cudaStream_t stream",
+               """\
+numerics.zgemm.realify_left (right == 0) or realify_right (right == 1) of the complex128
+matrix op(X)(i, j) = x[2(i*rs + j*cs)] + i x[2(i*rs + j*cs) + 1] (strides in complex
+elements), its imaginary part negated when conj != 0: out is row-major, rows x 2 cols
+(left) or 2 rows x 2 cols (right)."""),
+        entry("complex_axpby", "int",
+               "const double* t, int64_t m, int64_t n, int64_t ldt, double alpha_re, double alpha_im, "
+               "double beta_re, double beta_im, const double* cin, int64_t cin_rs, int64_t cin_cs, "
+               "double* out, int64_t out_rs, int64_t out_cs, cudaStream_t stream",
+               """\
+numerics.zgemm.complex_axpby: out = alpha T + beta cin in complex128, every real operation
+rounded on its own in the NumPy twin's order. t: m x n complex, element (i, j) at
+t[2(i*ldt + j)] (read only when alpha != 0); cin and out strided in complex elements (cin
+read only when beta != 0)."""),
         entry("crt_constants_size", "size_t", "",
                "sizeof(ozaki::CrtConstants), for checking the ctypes twin."),
         *identity_entries(),

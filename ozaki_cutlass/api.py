@@ -10,31 +10,28 @@ already decided native takes the native fast lane first
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import numpy as np
+
 from . import config, dispatch
-from .call import Call, validate
+from .call import validate
 from .device import driver
 from .device.arch import visible_arch
-from .device.arrays import DeviceArray, allocate_like, current_stream, upload
-from .device.workspace import WORKSPACES
+from .device.arrays import current_stream, dtype_of
+from .device.workspace import COMPLEX_WORKSPACES, WORKSPACES
+from .complex_gemm import zgemm
+from .numerics.zgemm import is_complex_dtype
+from .execute import execute
 from .generator import GemmVariant
-from .numerics.contract import Choice, warn
-from .paths.contract import run_contract
-from .reference import contract as reference_contract
+from .numerics.contract import Choice
 from .options import as_scalar
+from .paths.contract import run_contract
 from .paths.fast_lane import fast_lane
-from .paths.fused import run_fused
-from .paths.launch import KernelSet, Launch, PhaseTimer, resolve_kernels
-from .paths.native import NO_LAYOUT, decide, native_plan, run_native
-from .paths.prologue import run_prologue
-from .paths.scale import zero_result
-from .paths.staged import run_staged
+from .paths.launch import resolve_kernels
+from .reference import contract as reference_contract
 
 __all__ = ["gemm", "contract", "empty_cache", "memory_held"]
-
-_RUNS = {"staged": run_staged, "fused": run_fused, "prologue": run_prologue}
 
 
 def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
@@ -88,18 +85,35 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0
     when they are left unset, and refuses (ValueError) a mismatch of side, k, moduli,
     mode, GPU or a trans flag. ``mode`` unset means "accurate" otherwise.
     """
-    alpha = as_scalar(alpha, "alpha")
-    beta = as_scalar(beta, "beta")
-    if (policy == "auto" and c is None and out is None and moduli is None and kernel is None and path is None
+    complex_scalars = isinstance(alpha, _COMPLEX) or isinstance(beta, _COMPLEX)
+    if not complex_scalars:
+        alpha = as_scalar(alpha, "alpha")
+        beta = as_scalar(beta, "beta")
+    if (not complex_scalars and policy == "auto" and c is None and out is None and moduli is None and kernel is None and path is None
             and timings is None and stream is None and not trans_a and not trans_b and beta == 0.0
             and accuracy is None and mode in (None, "accurate", "fast")):
         result = fast_lane(a, b, alpha, mode or "fast")
         if result is not None:
             return result
+    if _complex(a) or _complex(b):
+        return zgemm(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
+                     out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings,
+                     accuracy=accuracy)
+    if complex_scalars:  # real operands: say so
+        alpha = as_scalar(alpha, "alpha")
+        beta = as_scalar(beta, "beta")
     call = validate(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
                     out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings,
                     accuracy=accuracy)
-    return _execute(call)
+    return execute(call)
+
+
+_COMPLEX = (complex, np.complexfloating)
+
+
+def _complex(x) -> bool:
+    dtype = dtype_of(x)
+    return dtype is not None and is_complex_dtype(dtype)
 
 
 def contract(a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, accuracy: str | float | None = None,
@@ -138,107 +152,13 @@ def contract(a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, ac
                                 ws, config.overlap())[0]
 
 
-def _execute(call: Call):
-    """Run a validated call on its GPU; the caller's current GPU is current again after."""
-    m, n, k = call.m, call.n, call.k
-    with driver.on_device(call.device):
-        arch = visible_arch(call.device)
-        if arch is None:
-            raise driver.NoGpuError(f"GPU {call.device} is not supported (compute capability 8.0 or newer needed)")
-        table = dispatch.load_table()
-        problem = dispatch.Problem(m, n, k, call.moduli, arch)
-        native, why = decide(call.policy, call.emulation_asked, problem, call.mode, call.device, table)
-        kern = None if native else resolve_kernels(call.variant, call.path, arch, problem, table)
-        sh = current_stream(call.kind, call.stream, call.device)
-        keep: list = []
-        A, B, C = call.A, call.B, call.C
-        if call.on_host:
-            A = A if "a" in call.prepared else upload(call.a, keep)
-            B = B if "b" in call.prepared else upload(call.b, keep)
-            C = upload(call.c, keep) if call.c is not None and call.beta != 0.0 else None  # beta == 0: c is not read
-        A = A.t() if call.trans_a else A
-        B = B.t() if call.trans_b else B
-        for X in (A, B, C):  # CUDA array interface v3: order after the producers' streams
-            if X is not None and X.stream is not None:
-                driver.order_after(X.stream, sh)
-        if call.out is not None and not call.on_host:
-            result, O = call.out, call.O
-        else:
-            result, O = allocate_like("numpy" if call.on_host else call.kind, m, n, call.device)
-        if isinstance(result, DeviceArray):
-            result.stream = sh
-        plan = native_plan(A, B, C, O, call.beta) if native else None
-        if native and plan is None:
-            if call.policy == "native":
-                raise ValueError(NO_LAYOUT)
-            native, why = False, "cuBLAS cannot take these layouts"
-            kern = resolve_kernels(call.variant, call.path, arch, problem, table)
-        timer = PhaseTimer(sh, call.timings is not None)
-        timer.mark("start")
-        choice = None
-        if not native and m and n:
-            launch = Launch(A=A, B=B, C=C, O=O, m=m, n=n, k=k, alpha=call.alpha, beta=call.beta,
-                            moduli=call.moduli, mode=call.mode, stream=sh, prepared=call.prepared)
-            fallback = None
-            if call.target is not None and call.may_fall_back:
-                fallback = native_plan(A, B, C, O, call.beta)
-            choice = _emulate(kern, launch, call.device, timer, call.target, fallback is not None)
-            if choice is not None and choice.native:
-                native, why, plan = True, choice.reason, fallback
-        if native:
-            run_native(plan, call.alpha, call.beta, sh)
-            timer.mark("native")
-        else:
-            timer.mark("crt")
-        if call.timings is not None:
-            if native:
-                call.timings.update(timer.result(), path="native", kernel="cublasDgemm_v2", policy=why)
-            else:
-                call.timings.update(timer.result(), path=kern.path, kernel=kern.variant.name,
-                                    moduli=choice.moduli if choice else call.moduli,
-                                    mode=choice.mode if choice else call.mode)
-            if choice is not None:
-                call.timings["contract"] = choice.as_dict()
-        if call.on_host:
-            driver.synchronize(sh)
-            value = result.get()
-            if call.out is None:
-                return value
-            call.out[...] = value
-            return call.out
-        return result
-
-
-def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, target: float | None,
-             may_fall_back: bool) -> Choice | None:
-    """Run the emulation of ``launch``; under the accuracy contract (``target`` set) choose
-    its moduli count and mode first and return the Choice (without running anything when
-    it falls back to native DGEMM: the caller runs that)."""
-    ws = WORKSPACES.get(device, launch.stream)
-    overlap = config.overlap()  # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); same bits
-    with ws.lock:
-        if launch.alpha == 0.0 or launch.k == 0:
-            zero_result(kern.stages, launch, ws)
-            return None
-        choice = None
-        if target is not None:
-            choice, pre = run_contract(kern.stages, launch.A, launch.B, launch.m, launch.n, launch.k, target,
-                                       launch.mode, may_fall_back, launch.stream, ws, overlap)
-            if choice.native:
-                return choice
-            warn(choice, stacklevel=4)
-            launch = dataclasses.replace(launch, moduli=choice.moduli, mode=choice.mode, prescan=pre)
-        _RUNS[kern.path](kern, launch, ws, timer, overlap)
-        return choice
-
-
 def empty_cache() -> int:
     """Free the device memory the emulation keeps between calls (its workspaces, on every
     GPU and stream), after the work already enqueued there; returns the bytes freed. Later
     calls allocate again what they need. Kernels, tuning tables and cuBLAS handles stay."""
-    return WORKSPACES.clear()
+    return WORKSPACES.clear() + COMPLEX_WORKSPACES.clear()
 
 
 def memory_held() -> int:
     """Bytes of device memory the emulation's workspaces hold now (what empty_cache frees)."""
-    return WORKSPACES.nbytes()
+    return WORKSPACES.nbytes() + COMPLEX_WORKSPACES.nbytes()

@@ -38,17 +38,20 @@ def as_flag(x, name: str) -> bool:
     return bool(x)
 
 
-def check_dtype(dtype, name: str) -> None:
-    """TypeError unless ``dtype`` is float64: no silent casts, in either direction."""
-    if np.dtype(dtype) != np.float64:
-        raise TypeError(f"{name} must be float64, got {np.dtype(dtype)} "
-                        "(the emulation is FP64; convert explicitly if a lower precision is intended)")
+def check_dtype(dtype, name: str, expected=np.float64) -> None:
+    """TypeError unless ``dtype`` is ``expected`` (float64, or complex128 on the complex
+    path): no silent casts, in either direction."""
+    if np.dtype(dtype) != np.dtype(expected):
+        why = ("a complex call takes complex128 operands throughout; convert the others explicitly"
+               if np.dtype(expected).kind == "c" and np.dtype(dtype).kind != "c" else
+               "the emulation is FP64; convert explicitly if a lower precision is intended")
+        raise TypeError(f"{name} must be {np.dtype(expected)}, got {np.dtype(dtype)} ({why})")
 
 
-def check_host_matrix(x, name: str) -> np.ndarray:
-    """``x`` if it is a 2-D float64 NumPy array (TypeError or ValueError naming ``name``
-    otherwise). A masked array is refused: its mask would be ignored (np.ma.dot honours
-    it), so a result would be silently wrong."""
+def check_host_matrix(x, name: str, dtype=np.float64) -> np.ndarray:
+    """``x`` if it is a 2-D NumPy array of ``dtype`` (float64 unless told; TypeError or
+    ValueError naming ``name`` otherwise). A masked array is refused: its mask would be
+    ignored (np.ma.dot honours it), so a result would be silently wrong."""
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError(f"{name} is a masked array: the mask would be ignored; pass {name}.filled(value) "
                         f"or {name}.data explicitly")
@@ -56,7 +59,7 @@ def check_host_matrix(x, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
-    check_dtype(x.dtype, name)
+    check_dtype(x.dtype, name, dtype)
     return x
 
 

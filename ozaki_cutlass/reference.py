@@ -31,7 +31,9 @@ from .numerics.moduli import COARSE_BITS, K_CHUNK, CRTConstants, crt_constants
 from .templates.constants import FAST_BOUND_BITS, NO_CONSTRAINT  # shared with the kernels
 from .numerics.contract import (Choice, certificate, choose, equilibration, inner_stats,
                                  warn)
-from .options import (DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, resolve_accuracy,
+from .numerics.zgemm import (apply_op, as_complex_scalar, as_op, host_zgemm, is_complex_dtype, realify_left,
+                             realify_right)
+from .options import (DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, check_sizes, resolve_accuracy,
                       validate_policy)
 
 __all__ = ["DEFAULT_MODULI", "MODES", "gemm", "contract", "choose_scaling", "fast_terms", "shifts_from_log", "Scaling", "split_nonfinite", "exponents",
@@ -324,6 +326,35 @@ def _contract(a: np.ndarray, b: np.ndarray, target: float, mode: str, may_fall_b
     return choose(cert, target, mode, may_fall_back), e
 
 
+def _complex_call(a, b) -> bool:
+    return any(isinstance(x, np.ndarray) and is_complex_dtype(x.dtype) for x in (a, b))
+
+
+def _complex_operands(a, b, trans_a, trans_b):
+    """op(a), op(b) of complex128 operands (trans: "N", "T", "C", False, True), checked."""
+    a = apply_op(check_host_matrix(a, "a", np.complex128), as_op(trans_a, "trans_a"))
+    b = apply_op(check_host_matrix(b, "b", np.complex128), as_op(trans_b, "trans_b"))
+    if b.shape[0] != a.shape[1]:
+        raise ValueError(f"inner dimensions differ: op(a) is {a.shape}, op(b) is {b.shape}")
+    return a, b
+
+
+def _zgemm(a, b, c, alpha, beta, trans_a, trans_b, real: dict) -> np.ndarray:
+    """gemm of complex128 operands (numerics.zgemm): the real reference on the realified
+    operands, then alpha T + beta C in complex."""
+    alpha, beta = as_complex_scalar(alpha, "alpha"), as_complex_scalar(beta, "beta")
+    a0, b0 = _complex_operands(a, b, trans_a, trans_b)
+    m, n = a0.shape[0], b0.shape[1]
+    check_sizes(**{"2m": 2 * m, "2n": 2 * n, "2k": 2 * a0.shape[1]})  # the realified product
+    if c is not None:
+        c = check_host_matrix(c, "c", np.complex128)
+        if c.shape != (m, n):
+            raise ValueError(f"c must have shape {(m, n)}, got {c.shape}")
+    elif beta != 0:
+        raise ValueError("beta != 0 needs c")
+    return host_zgemm(a0, b0, c, alpha, beta, lambda a_hat, b_hat: gemm(a_hat, b_hat, **real))
+
+
 def _operands(a, b, trans_a, trans_b):
     a = check_host_matrix(a, "a")
     b = check_host_matrix(b, "b")
@@ -340,6 +371,9 @@ def contract(a: np.ndarray, b: np.ndarray, *, trans_a: bool = False, trans_b: bo
     ``moduli`` chooses: the :class:`~ozaki_cutlass.numerics.contract.Choice` (moduli, mode,
     equilibration, certified bound, or the native fallback and why). An empty product
     (m, n or k zero) chooses the fewest moduli with bound 0."""
+    if _complex_call(a, b):  # the realified product's contract (numerics.zgemm)
+        a0, b0 = _complex_operands(a, b, trans_a, trans_b)
+        return contract(realify_left(a0), realify_right(b0), accuracy=accuracy, mode=mode, policy=policy)
     a, b = _operands(a, b, trans_a, trans_b)
     _, mode, target = resolve_accuracy(None, accuracy, mode)
     policy = validate_policy(policy)
@@ -370,6 +404,9 @@ def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: fl
     always reconstructed exactly. alpha == 0 does not read a or b; beta == 0 does not
     read c. Returns a new float64 array; c is not modified.
     """
+    if _complex_call(a, b):
+        return _zgemm(a, b, c, alpha, beta, trans_a, trans_b,
+                      dict(moduli=moduli, mode=mode, accuracy=accuracy, policy=policy))
     alpha = as_scalar(alpha, "alpha")
     beta = as_scalar(beta, "beta")
     a0, b0 = _operands(a, b, trans_a, trans_b)

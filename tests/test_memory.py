@@ -59,7 +59,7 @@ class Dev:
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """Every GPU piece replaced: the call runs its orchestration into a recording workspace."""
-    from ozaki_cutlass import api
+    from ozaki_cutlass import execute
     from ozaki_cutlass.paths import fused, launch
 
     ws = RecordingWorkspace()
@@ -68,9 +68,10 @@ def fake_gpu(monkeypatch):
                                cuStreamWaitEvent=lambda *a: (0,), cuMemsetD8Async=lambda *a: (0,))
     monkeypatch.setattr(driver, "bindings", lambda: cu)
     monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)
-    monkeypatch.setattr(api, "visible_arch", lambda ordinal=0: Arch.SM90A)
-    monkeypatch.setattr(api, "allocate_like", lambda kind, m, n, device: (None, Matrix(1 << 41, m, n, n, 1, "cai", 0, None)))
-    monkeypatch.setattr(api, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(execute, "visible_arch", lambda ordinal=0: Arch.SM90A)
+    monkeypatch.setattr(execute, "allocate_like",
+                        lambda kind, m, n, device: (None, Matrix(1 << 41, m, n, n, 1, "cai", 0, None)))
+    monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
     monkeypatch.setattr(launch, "load_stages", lambda arch, **kw: Recorder())
     monkeypatch.setattr(launch, "load_int8_gemm", lambda variant, **kw: FakeGemm(variant))
     monkeypatch.setattr(launch, "load_group_gemm", lambda variant, **kw: FakeGemm(variant))

@@ -261,7 +261,7 @@ def test_no_wraparound_on_hostile_inputs(rng, mode):
         (dict(a=np.ones((2, 3)), b=np.ones((2, 2, 2))), ValueError, "b must be 2-D"),
         (dict(a=np.ones((2, 3)), b=np.ones((4, 2))), ValueError, "inner dimensions"),
         (dict(a=np.ones((2, 3), dtype=np.int64), b=np.ones((3, 2))), TypeError, "a must be float64, got int64"),
-        (dict(a=np.ones((2, 3)), b=np.ones((3, 2), dtype=complex)), TypeError, "b must be float64, got complex128"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2), dtype=complex)), TypeError, "a must be complex128, got float64"),
         (dict(a=np.ones((2, 3), dtype=np.float32), b=np.ones((3, 2))), TypeError, "a must be float64, got float32"),
         (dict(a=np.ones((2, 3), dtype=np.float16), b=np.ones((3, 2))), TypeError, "a must be float64, got float16"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2), dtype=np.longdouble)), TypeError, "b must be float64"),

@@ -17,11 +17,13 @@ from .dlpack import KDL_CUDA, capsule
 from .driver import DeviceBuffer, canonical_stream, order_after, pointer_device, stream_handle
 
 _F64 = np.dtype(np.float64)
+_C128 = np.dtype(np.complex128)
 
 
 @dataclass(frozen=True, slots=True)
 class Matrix:
-    """A 2-D float64 matrix on the GPU: element (i, j) at ptr + 8 (i rs + j cs)."""
+    """A 2-D matrix on the GPU: element (i, j) at ptr + itemsize (i rs + j cs); float64
+    (itemsize 8) everywhere but the complex layer (complex128, itemsize 16)."""
 
     ptr: int
     rows: int
@@ -32,6 +34,7 @@ class Matrix:
     device: int | None  # CUDA ordinal where known
     owner: object       # keeps the memory alive
     stream: int | None = None  # the producer's stream (CUDA array interface v3) to order after
+    itemsize: int = 8
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -39,7 +42,7 @@ class Matrix:
 
     def t(self) -> "Matrix":
         return Matrix(self.ptr, self.cols, self.rows, self.cs, self.rs, self.kind, self.device, self.owner,
-                      self.stream)
+                      self.stream, self.itemsize)
 
 
 def kind_of(x) -> str:
@@ -57,18 +60,19 @@ def kind_of(x) -> str:
     return "unknown"
 
 
-def _from_cai(x, name: str, kind: str) -> Matrix:
+def _from_cai(x, name: str, kind: str, dtype=_F64) -> Matrix:
     cai = x.__cuda_array_interface__
     shape = tuple(cai["shape"])
     if len(shape) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {shape}")
-    check_dtype(np.dtype(cai["typestr"]), name)
+    check_dtype(np.dtype(cai["typestr"]), name, dtype)
+    size = np.dtype(dtype).itemsize
     strides = cai.get("strides")
     if strides is None:
-        strides = (shape[1] * 8, 8)
-    if any(s % 8 for s in strides):
-        raise ValueError(f"{name} has strides {strides} bytes, not a multiple of 8: unsupported")
-    rs, cs = strides[0] // 8, strides[1] // 8
+        strides = (shape[1] * size, size)
+    if any(s % size for s in strides):
+        raise ValueError(f"{name} has strides {strides} bytes, not a multiple of {size}: unsupported")
+    rs, cs = strides[0] // size, strides[1] // size
     rows, cols = shape
     if (rows > 1 and rs <= 0) or (cols > 1 and cs <= 0):
         raise ValueError(f"{name} has non-positive strides {strides}: unsupported (make it contiguous)")
@@ -86,15 +90,33 @@ def _from_cai(x, name: str, kind: str) -> Matrix:
     if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
         raise ValueError(f"{name} has __cuda_array_interface__ stream {stream!r}: the protocol allows None or "
                          "a positive stream handle (1: the legacy default stream)")
-    return Matrix(ptr, rows, cols, rs or 1, cs or 1, kind, device, x, stream)
+    return Matrix(ptr, rows, cols, rs or 1, cs or 1, kind, device, x, stream, size)
 
 
-def describe_input(x, name: str) -> Matrix | np.ndarray:
-    """Validate one input. NumPy arrays come back as float64 NumPy arrays (the caller
-    uploads them); device arrays as a :class:`Matrix` view (no copy)."""
+def dtype_of(x) -> np.dtype | None:
+    """The NumPy dtype of an array gemm may take (NumPy, CuPy, PyTorch, CUDA array interface),
+    or None where it cannot tell (gemm then says what is wrong)."""
+    dtype = getattr(x, "dtype", None)
+    if kind_of(x) == "torch":
+        import torch
+
+        return np.dtype(np.complex128) if dtype is torch.complex128 else (
+            np.dtype(np.float64) if dtype is torch.float64 else None)
+    try:
+        if dtype is not None:
+            return np.dtype(dtype)
+        cai = getattr(x, "__cuda_array_interface__", None)
+        return np.dtype(cai["typestr"]) if cai is not None else None
+    except (TypeError, KeyError):
+        return None
+
+
+def describe_input(x, name: str, dtype=_F64) -> Matrix | np.ndarray:
+    """Validate one input of ``dtype`` (float64 unless told). NumPy arrays come back as
+    NumPy arrays (the caller uploads them); device arrays as a :class:`Matrix` view (no copy)."""
     kind = kind_of(x)
     if kind == "numpy":
-        return check_host_matrix(x, name)
+        return check_host_matrix(x, name, dtype)
     if kind == "torch":
         import torch
 
@@ -108,12 +130,12 @@ def describe_input(x, name: str) -> Matrix | np.ndarray:
         if not x.is_cuda:
             raise ValueError(f"{name} is a PyTorch tensor on {x.device}; pass a CUDA tensor or a NumPy array")
     if kind in ("cupy", "torch", "cai"):
-        return _from_cai(x, name, kind)
+        return _from_cai(x, name, kind, dtype)
     if kind == "dlpack":
         for lib in ("cupy", "torch"):
             try:
                 mod = __import__(lib)
-                return _from_cai(mod.from_dlpack(x), name, lib)
+                return _from_cai(mod.from_dlpack(x), name, lib, dtype)
             except ImportError:
                 continue
         raise TypeError(f"{name} is a DLPack producer, but neither CuPy nor PyTorch is installed to import it")
@@ -125,7 +147,7 @@ def overlaps(x: Matrix, y: Matrix) -> bool:
     """Whether the address ranges of two (non-empty) device matrices meet."""
     def span(z):
         last = (z.rows - 1) * z.rs + (z.cols - 1) * z.cs
-        return z.ptr, z.ptr + 8 * (last + 1)
+        return z.ptr, z.ptr + z.itemsize * (last + 1)
 
     if 0 in (x.rows, x.cols, y.rows, y.cols):
         return False
@@ -161,36 +183,43 @@ def current_stream(kind: str, stream, device: int = 0) -> int:
     return 0
 
 
-def allocate_like(kind: str, rows: int, cols: int, device: int | None):
-    """A new C-contiguous float64 matrix of the given kind, and its Matrix view. For
-    "numpy" and "cai" inputs the result lives in our own device buffer."""
+def allocate_like(kind: str, rows: int, cols: int, device: int | None, dtype=_F64):
+    """A new C-contiguous matrix of ``dtype`` (float64 unless told, or complex128) of the
+    given kind, and its Matrix view. For "numpy" and "cai" inputs the result lives in our
+    own device buffer."""
+    complex_ = np.dtype(dtype) == _C128
+    size = 16 if complex_ else 8
     if kind == "cupy":
         import cupy
 
         with cupy.cuda.Device(device or 0):
-            arr = cupy.empty((rows, cols), dtype=cupy.float64)
-        return arr, Matrix(int(arr.data.ptr), rows, cols, cols or 1, 1, "cupy", device or 0, arr)
+            arr = cupy.empty((rows, cols), dtype=cupy.complex128 if complex_ else cupy.float64)
+        return arr, Matrix(int(arr.data.ptr), rows, cols, cols or 1, 1, "cupy", device or 0, arr, None, size)
     if kind == "torch":
         import torch
 
-        arr = torch.empty((rows, cols), dtype=torch.float64, device=f"cuda:{device or 0}")
-        return arr, _from_cai(arr, "out", "torch")
-    buf = DeviceArray(rows, cols, device or 0)
-    return buf, Matrix(buf.ptr, rows, cols, cols, 1, "cai", device, buf)
+        arr = torch.empty((rows, cols), dtype=torch.complex128 if complex_ else torch.float64,
+                          device=f"cuda:{device or 0}")
+        return arr, _from_cai(arr, "out", "torch", dtype)
+    buf = DeviceArray(rows, cols, device or 0, dtype)
+    return buf, Matrix(buf.ptr, rows, cols, cols, 1, "cai", device, buf, None, size)
 
 
 class DeviceArray:
-    """A float64 device matrix of our own, returned for inputs of no known library.
-    Exports ``__cuda_array_interface__`` (version 3, with the stream it was written on) and
-    ``__dlpack__``/``__dlpack_device__`` (so CuPy, PyTorch, JAX, Numba can take it, ordered
-    after that stream), and ``get()`` to copy it to a NumPy array."""
+    """A float64 (or, from the complex layer, complex128) device matrix of our own, returned
+    for inputs of no known library. Exports ``__cuda_array_interface__`` (version 3, with
+    the stream it was written on) and ``__dlpack__``/``__dlpack_device__`` (so CuPy,
+    PyTorch, JAX, Numba can take it, ordered after that stream), and ``get()`` to copy it
+    to a NumPy array."""
 
-    def __init__(self, rows: int, cols: int, device: int = 0):
+    def __init__(self, rows: int, cols: int, device: int = 0, dtype=_F64):
         self.shape = (rows, cols)
-        self.dtype = _F64
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (_F64, _C128):
+            raise TypeError(f"DeviceArray holds float64 or complex128, not {self.dtype}")
         self.device = device
         self.stream = 0  # set by the call that writes it: the legacy default stream until then
-        self._buf = DeviceBuffer(8 * rows * cols)
+        self._buf = DeviceBuffer(self.dtype.itemsize * rows * cols)
 
     @property
     def ptr(self) -> int:
@@ -198,7 +227,7 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": "<f8", "data": (self.ptr, False),
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "version": 3, "strides": None, "stream": canonical_stream(self.stream)}
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -215,19 +244,20 @@ class DeviceArray:
         if stream != -1:
             order_after(self.stream, 1 if stream is None else int(stream))
         rows, cols = self.shape
-        return capsule(self, self.ptr, self.shape, (cols, 1), self.device)
+        return capsule(self, self.ptr, self.shape, (cols, 1), self.device, complex_=self.dtype == _C128)
 
     @classmethod
     def from_host(cls, host: np.ndarray, device: int = 0) -> "DeviceArray":
-        """A new DeviceArray holding a copy of the 2-D ``host`` (as float64; the copy is done
-        when this returns)."""
-        host = np.ascontiguousarray(host, dtype=np.float64)
+        """A new DeviceArray holding a copy of the 2-D ``host`` (complex128 if it is complex,
+        else float64; the copy is done when this returns)."""
+        dtype = _C128 if np.iscomplexobj(host) else _F64
+        host = np.ascontiguousarray(host, dtype=dtype)
         if host.ndim != 2:
             raise ValueError(f"DeviceArray.from_host takes a 2-D array, got shape {host.shape}")
-        x = cls(host.shape[0], host.shape[1], device)
+        x = cls(host.shape[0], host.shape[1], device, dtype)
         if host.nbytes:
             x._buf.upload(host)
         return x
 
     def get(self) -> np.ndarray:
-        return self._buf.download(np.empty(self.shape, dtype=np.float64), self.stream)
+        return self._buf.download(np.empty(self.shape, dtype=self.dtype), self.stream)

@@ -14,7 +14,7 @@ __all__ = ["KDL_CUDA", "capsule"]
 
 #: DLDeviceType of CUDA device memory.
 KDL_CUDA = 2
-_KDL_FLOAT = 2
+_KDL_FLOAT, _KDL_COMPLEX = 2, 5   # DLDataTypeCode
 
 
 class _DLDevice(ctypes.Structure):
@@ -65,13 +65,15 @@ def _capsule_destructor(capsule_ptr) -> None:
         _delete(ctypes.cast(managed, ctypes.POINTER(_DLManagedTensor)))
 
 
-def capsule(owner, ptr: int, shape: tuple[int, int], strides: tuple[int, int], device: int):
-    """A "dltensor" capsule of a float64 matrix at device pointer ``ptr`` (strides in
-    elements) on CUDA device ``device``, keeping ``owner`` alive until it is released."""
+def capsule(owner, ptr: int, shape: tuple[int, int], strides: tuple[int, int], device: int, *,
+            complex_: bool = False):
+    """A "dltensor" capsule of a float64 (``complex_``: complex128) matrix at device pointer
+    ``ptr`` (strides in elements) on CUDA device ``device``, keeping ``owner`` alive until it
+    is released."""
     shape_arr = (ctypes.c_int64 * 2)(*shape)
     strides_arr = (ctypes.c_int64 * 2)(*strides)
     managed = _DLManagedTensor()
-    managed.dl_tensor = _DLTensor(ptr, _DLDevice(KDL_CUDA, device), 2, _DLDataType(_KDL_FLOAT, 64, 1),
+    managed.dl_tensor = _DLTensor(ptr, _DLDevice(KDL_CUDA, device), 2, _DLDataType(_KDL_COMPLEX, 128, 1) if complex_ else _DLDataType(_KDL_FLOAT, 64, 1),
                                   shape_arr, strides_arr, 0)
     managed.manager_ctx = None
     managed.deleter = _delete

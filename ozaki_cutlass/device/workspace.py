@@ -114,6 +114,9 @@ class WorkspacePool:
 
 #: The one WorkspacePool of the process.
 WORKSPACES = WorkspacePool()
+#: The complex layer's buffers (realified operands, the real product), apart: a complex
+#: call holds their lock while its real call takes WORKSPACES' (always in that order).
+COMPLEX_WORKSPACES = WorkspacePool()
 
 
 class Fork:

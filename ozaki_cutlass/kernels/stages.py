@@ -135,6 +135,18 @@ class Stages(GeneratedLibrary):
                     ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
                     cin or None, cin_rs, cin_cs, out, out_rs, out_cs, _nf(nonfinite), stream or None)
 
+    def realify(self, x, rows, cols, rs, cs, conj: bool, right: bool, out, stream):
+        """numerics.zgemm.realify_left / realify_right of the complex matrix at ``x``
+        (strides in complex elements) into the row-major float64 ``out``."""
+        self._stage("realify", x, rows, cols, rs, cs, int(conj), int(right), out, stream or None)
+
+    def complex_axpby(self, t, m, n, ldt, alpha: complex, beta: complex, cin, cin_rs, cin_cs, out, out_rs, out_cs,
+                      stream):
+        """numerics.zgemm.complex_axpby: out = alpha T + beta cin (complex128, strides in
+        complex elements); ``t`` unread when alpha == 0, ``cin`` when beta == 0."""
+        self._stage("complex_axpby", t or None, m, n, ldt, float(alpha.real), float(alpha.imag), float(beta.real),
+                    float(beta.imag), cin or None, cin_rs, cin_cs, out, out_rs, out_cs, stream or None)
+
 
 def _nf(source):
     """A CNonfiniteSource by reference; None or 0: none (both operands finite)."""

@@ -20,12 +20,16 @@ import numpy as np
 
 
 def same_bits(x, y) -> bool:
-    """Whether two float64 arrays (NumPy, or anything ``np.asarray`` takes) hold the same
+    """Whether two float64 (or two complex128) arrays (NumPy, or anything ``np.asarray`` takes) hold the same
     bits: the same shape and, entry by entry, the same 64-bit pattern (so -0.0 differs
     from 0.0 and NaNs compare by payload). How the GPU results are checked against
     ozaki_cutlass.reference.gemm."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    if x.dtype.kind == "c" or y.dtype.kind == "c":  # complex128: both parts, bit for bit
+        if x.dtype != np.complex128 or y.dtype != np.complex128:
+            return False
+        x, y = x.view(np.float64), y.view(np.float64)
+    x, y = x.astype(np.float64, copy=False), y.astype(np.float64, copy=False)
     return x.shape == y.shape and bool(np.array_equal(x.view(np.int64), y.view(np.int64)))
 
 

@@ -19,6 +19,8 @@
 //   P_combine_unscale   the same reconstruction + pattern + unscale from the fused
 //                       pipeline's group partials X mod M_group (uint32, or the residue
 //                       byte itself for one-modulus groups)
+//   P_realify,          the complex layer around the pipeline (numerics/zgemm.py):
+//   P_complex_axpby     complex operands as real matrices, and alpha T + beta C in complex
 //
 // Where each idea lives:
 //   scaling.h, residue_arith.h, crt_arith.h   the scalar arithmetic of the stages, pure
@@ -27,7 +29,7 @@
 //                                             double-word library, bit-level helpers
 //   stage_common.cuh, stage_launch.cuh        device plumbing and host launch helpers
 //   stage_scan.cuh, stage_residues.cuh,       each stage's kernels and launchers
-//   stage_crt.cuh
+//   stage_crt.cuh, stage_complex.cuh
 //
 // Cost model (H200: 132 SMs at ~1.98 GHz; per SM and clock: 128 FP32 FMA, 64 INT32 or
 // FP64 ops, 32 shared-memory words, ~18 bytes of HBM; n = 16384, N = 15 moduli):
@@ -56,3 +58,4 @@
 #include "ozaki/stage_residues.cuh"
 #include "ozaki/stage_crt.cuh"
 #include "ozaki/stage_contract.cuh"
+#include "ozaki/stage_complex.cuh"

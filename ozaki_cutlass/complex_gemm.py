@@ -1,0 +1,137 @@
+"""Complex GEMM: ``ozaki_cutlass.gemm`` on complex128 operands.
+
+The complex call is one real call on realified operands (``ozaki_cutlass.numerics.zgemm``
+defines the steps and their NumPy twins): op(A) and op(B) become the real Ahat (m x 2k) and
+Bhat (2k x 2n), the real pipeline computes That = Ahat Bhat (alpha 1, beta 0) with every
+option of the call (moduli, mode, accuracy contract, policy, kernel, path, timings), and
+That, a complex128 m x n matrix in memory, goes through alpha T + beta C in complex. NumPy
+operands are realified on the host (the reference's own functions); device operands by
+the stage kernels P_realify and P_complex_axpby, into buffers kept per GPU and stream
+(``COMPLEX_WORKSPACES``), so a loop of calls allocates nothing but its results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .call import validate
+from .device import driver
+from .device.arch import visible_arch
+from .device.arrays import Matrix, allocate_like, current_stream, describe_input, overlaps
+from .device.workspace import COMPLEX_WORKSPACES
+from .execute import execute
+from .kernels.stages import load_stages
+from .numerics.zgemm import apply_op, as_complex_scalar, as_op, host_zgemm
+from .operands.prepared import Prepared
+from .options import check_sizes
+
+__all__ = ["zgemm"]
+
+_C128 = np.dtype(np.complex128)
+
+
+class _Borrowed:
+    """A row-major float64 matrix in a workspace buffer, shown to the real call through the
+    CUDA array interface (v3, with the stream that writes it)."""
+
+    def __init__(self, ptr: int, rows: int, cols: int, stream: int):
+        self.__cuda_array_interface__ = {"shape": (rows, cols), "typestr": "<f8", "data": (ptr, False),
+                                         "version": 3, "strides": None,
+                                         "stream": driver.canonical_stream(stream)}
+
+
+def _describe(x, name: str):
+    if isinstance(x, Prepared):
+        raise TypeError(f"{name} is a prepared operand: prepared operands are real (float64); complex128 "
+                        "operands are passed as arrays")
+    return describe_input(x, name, _C128)
+
+
+def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=None,
+          mode=None, out=None, stream=None, kernel=None, path=None, policy: str = "auto", timings=None,
+          accuracy=None) -> Any:
+    """``ozaki_cutlass.gemm`` for complex128 ``a`` and ``b`` (and ``c``, ``out``); trans_a
+    and trans_b take "N", "T", "C" (False / True: "N" / "T"); alpha and beta may be
+    complex. The same bits as ``ozaki_cutlass.reference.gemm`` on the same inputs."""
+    op_a, op_b = as_op(trans_a, "trans_a"), as_op(trans_b, "trans_b")
+    alpha, beta = as_complex_scalar(alpha, "alpha"), as_complex_scalar(beta, "beta")
+    A, B = _describe(a, "a"), _describe(b, "b")
+    C = _describe(c, "c") if c is not None else None
+    O = _describe(out, "out") if out is not None else None
+    inputs = [("a", A), ("b", B)] + [(n, x) for n, x in (("c", C), ("out", O)) if x is not None]
+    host = [isinstance(x, np.ndarray) for _, x in inputs]
+    if any(host) and not all(host):
+        raise ValueError("a, b, c and out must all be NumPy arrays or all be GPU arrays: got "
+                         + ", ".join(f"{n}={'NumPy' if isinstance(x, np.ndarray) else x.kind}" for n, x in inputs))
+    m, k = (A.shape[1], A.shape[0]) if op_a != "N" else A.shape
+    kb, n = (B.shape[1], B.shape[0]) if op_b != "N" else B.shape
+    if kb != k:
+        raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
+    check_sizes(**{"2m": 2 * m, "2n": 2 * n, "2k": 2 * k})  # the realified product
+    for name, x in (("c", C), ("out", O)):
+        if x is not None and tuple(x.shape) != (m, n):
+            raise ValueError(f"{name} must have shape {(m, n)}, got {tuple(x.shape)}")
+    if C is None and beta != 0:
+        raise ValueError("beta != 0 needs c")
+    real = dict(moduli=moduli, mode=mode, kernel=kernel, path=path, policy=policy, timings=timings,
+                accuracy=accuracy)
+    if host[0]:
+        return _on_host(A, B, C, out, op_a, op_b, alpha, beta, real)
+    devices = {x.device for _, x in inputs if x.device is not None}
+    if len(devices) > 1:
+        raise ValueError(f"a, b, c and out are on different GPUs {sorted(devices)}")
+    if O is not None:
+        for name, x in (("a", A), ("b", B)) + ((("c", C),) if C is not None and O != C else ()):
+            if overlaps(O, x):
+                raise ValueError(f"out overlaps {name}: pass an out that shares no memory with a, b "
+                                 "(and c, unless out is c itself)")
+    return _on_device(A, B, C, O, out, op_a, op_b, alpha, beta, m, n, k, devices.pop() if devices else 0,
+                      stream, real)
+
+
+def _on_host(A, B, C, out, op_a, op_b, alpha, beta, real: dict):
+    def product(a_hat, b_hat):
+        return execute(validate(a_hat, b_hat, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, out=None,
+                                stream=None, **real))
+
+    result = host_zgemm(apply_op(A, op_a), apply_op(B, op_b), C, alpha, beta, product)
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k, device, stream, real: dict):
+    with driver.on_device(device):
+        arch = visible_arch(device)
+        if arch is None:
+            raise driver.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
+        kind = A.kind
+        sh = current_stream(kind, stream, device)
+        for X in (A, B, C):
+            if X is not None and X.stream is not None:
+                driver.order_after(X.stream, sh)
+        if out is None:
+            result, O = allocate_like(kind, m, n, device, _C128)
+            if hasattr(result, "stream"):
+                result.stream = sh
+        else:
+            result = out
+        stages = load_stages(arch)
+        ws = COMPLEX_WORKSPACES.get(device, sh)
+        with ws.lock:
+            t = 0
+            if alpha != 0 and k and m and n:
+                a_hat, b_hat = ws.get("a_hat", 16 * m * k), ws.get("b_hat", 32 * k * n)
+                t = ws.get("t", 16 * m * n)
+                for X, op, rows, cols, right, dst in ((A, op_a, m, k, False, a_hat), (B, op_b, k, n, True, b_hat)):
+                    X = X.t() if op != "N" else X
+                    stages.realify(X.ptr, rows, cols, X.rs, X.cs, op == "C", right, dst, sh)
+                execute(validate(_Borrowed(a_hat, m, 2 * k, sh), _Borrowed(b_hat, 2 * k, 2 * n, sh), c=None,
+                                 alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+                                 out=_Borrowed(t, m, 2 * n, sh), stream=sh, **real))
+            c_ptr, c_rs, c_cs = (C.ptr, C.rs, C.cs) if C is not None and beta != 0 else (0, 0, 0)
+            stages.complex_axpby(t, m, n, n, alpha if t else 0j, beta, c_ptr, c_rs, c_cs, O.ptr, O.rs, O.cs, sh)
+        return result

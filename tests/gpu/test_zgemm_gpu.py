@@ -1,0 +1,129 @@
+"""Complex GEMM on the GPU: the same bits as the NumPy reference (tests/test_zgemm.py) for
+every flag, complex alpha and beta, strided operands, each path, NumPy / CuPy / PyTorch /
+CUDA-array-interface inputs, NaN/Inf; the realify and axpby stage kernels against their
+NumPy twins."""
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import reference
+from ozaki_cutlass.device.arrays import DeviceArray
+from ozaki_cutlass.numerics import zgemm as Z
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+
+
+def crandom(m, n, phi, rng):
+    return random_matrix(m, n, phi, rng) + 1j * random_matrix(m, n, phi, rng)
+
+
+class Producer:
+    """A foreign array: only the CUDA array interface."""
+
+    def __init__(self, arr):
+        self._arr = arr
+        self.__cuda_array_interface__ = arr.__cuda_array_interface__
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("conj", [False, True])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_realify_kernel_is_its_numpy_twin(st, rng, right, conj, order):
+    x = cp.asarray(np.asarray(crandom(37, 53, 1.0, rng), order=order))
+    x[0, 0] = complex(0.0, -0.0)
+    rows, cols = x.shape
+    rs, cs = (s // 16 for s in x.strides)
+    out = cp.full((2 * rows if right else rows, 2 * cols), np.nan)
+    st.realify(x.data.ptr, rows, cols, rs, cs, conj, right, out.data.ptr, 0)
+    host = x.get().conj() if conj else x.get()
+    want = Z.realify_right(host) if right else Z.realify_left(host)
+    assert same_bits(out.get(), want)
+
+
+def test_axpby_kernel_is_its_numpy_twin(st, rng):
+    m, n = 45, 31
+    t = cp.asarray(crandom(m, n, 2.0, rng))
+    c = cp.asarray(np.asfortranarray(crandom(m, n, 2.0, rng)))
+    t[0, 0], c[1, 1] = complex(np.inf, 1.0), complex(np.nan, 2.0)
+    for alpha, beta in [(1.0, 0.0), (1.5 - 0.5j, 0.0), (0.0, 2j), (1.0, 1.0), (-0.3 + 0.7j, 0.25 - 1j), (0.0, 0.0)]:
+        out = cp.full((m, n), complex(np.nan, np.nan))
+        st.complex_axpby(t.data.ptr if alpha != 0 else 0, m, n, n, complex(alpha), complex(beta),
+                         c.data.ptr if beta != 0 else 0, 1, m, out.data.ptr, n, 1, 0)
+        want = Z.complex_axpby(t.get(), complex(alpha), complex(beta), c.get() if beta != 0 else None)
+        assert same_bits(out.get(), want), (alpha, beta)
+
+
+@pytest.mark.parametrize("ta, tb", [("N", "N"), ("T", "C"), ("C", "N"), ("N", "T"), (True, "C")])
+@pytest.mark.parametrize("settings", [dict(), dict(moduli=15, mode="accurate"), dict(moduli=12, mode="fast"),
+                                      dict(moduli=16, path="staged"), dict(moduli=16, path="fused")])
+def test_the_references_bits_on_cupy(rng, ta, tb, settings):
+    m, k, n = 96, 200, 72
+    a0, b0, c = crandom(m, k, 1.0, rng), crandom(k, n, 1.0, rng), crandom(m, n, 1.0, rng)
+    flag = {True: "T", False: "N"}.get(ta, ta)
+    a = {"N": a0, "T": a0.T.copy(), "C": a0.conj().T.copy()}[flag]
+    b = {"N": b0, "T": b0.T.copy(), "C": b0.conj().T.copy()}[tb]
+    alpha, beta = 0.5 + 1.25j, -1.0 + 0.5j
+    want = reference.gemm(a, b, c=c, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb, policy="emulate",
+                          **{k_: v for k_, v in settings.items() if k_ != "path"})
+    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), c=cp.asarray(c), alpha=alpha, beta=beta, trans_a=ta,
+                             trans_b=tb, policy="emulate", **settings)
+    assert isinstance(got, cp.ndarray) and got.dtype == np.complex128
+    assert same_bits(got.get(), want)
+
+
+def test_strided_operands_out_and_c_in_place(rng):
+    m, k, n = 64, 80, 48
+    a = cp.asarray(np.asfortranarray(crandom(m, k, 0.5, rng)))
+    big = cp.asarray(crandom(k, 2 * n, 0.5, rng))
+    b = big[:, ::2]                                       # a column stride of two elements
+    c = cp.asarray(np.asfortranarray(crandom(m, n, 0.5, rng)))
+    want = reference.gemm(a.get(), b.get(), c=c.get(), alpha=2.0, beta=1j, moduli=14)
+    got = ozaki_cutlass.gemm(a, b, c=c, out=c, alpha=2.0, beta=1j, moduli=14)
+    assert got is c and same_bits(c.get(), want)
+
+
+def test_numpy_torch_and_foreign_inputs(rng):
+    torch = pytest.importorskip("torch")
+    a, b = crandom(40, 50, 1.0, rng), crandom(50, 30, 1.0, rng)
+    want = reference.gemm(a, b, policy="emulate")
+    assert same_bits(ozaki_cutlass.gemm(a, b, policy="emulate"), want)
+    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    got = ozaki_cutlass.gemm(ta, tb, policy="emulate")
+    assert got.dtype == torch.complex128 and same_bits(got.cpu().numpy(), want)
+    got = ozaki_cutlass.gemm(Producer(cp.asarray(a)), Producer(cp.asarray(b)), policy="emulate")
+    assert isinstance(got, DeviceArray) and got.dtype == np.complex128 and same_bits(got.get(), want)
+    assert same_bits(cp.from_dlpack(got).get(), want)
+
+
+def test_the_contract_choice_and_timings(rng):
+    a, b = crandom(128, 256, 3.0, rng), crandom(256, 64, 3.0, rng)
+    timings = {}
+    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), policy="emulate", timings=timings)
+    choice = reference.contract(a, b, policy="emulate")
+    assert timings["contract"]["moduli"] == choice.moduli and timings["path"] in ("staged", "fused")
+    assert same_bits(got.get(), reference.gemm(a, b, policy="emulate"))
+
+
+def test_nonfinite_and_alpha_zero(rng):
+    a, b, c = crandom(20, 30, 1.0, rng), crandom(30, 10, 1.0, rng), crandom(20, 10, 1.0, rng)
+    a[3, 4] = complex(np.inf, 0.0)
+    b[7, 2] = complex(0.0, np.nan)
+    want = reference.gemm(a, b, policy="emulate")
+    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), policy="emulate").get()
+    assert same_bits(got, want) and np.array_equal(np.isfinite(got), np.isfinite(a @ b))
+    nan = cp.full((20, 30), complex(np.nan, np.nan))
+    got = ozaki_cutlass.gemm(nan, cp.asarray(b), c=cp.asarray(c), alpha=0, beta=1 - 1j)
+    assert same_bits(got.get(), reference.gemm(a, b, c=c, alpha=0, beta=1 - 1j))
+
+
+def test_mixed_and_bad_device_input_is_refused(rng):
+    a = cp.asarray(crandom(4, 5, 1.0, rng))
+    with pytest.raises(TypeError, match="b must be complex128, got float64"):
+        ozaki_cutlass.gemm(a, cp.ones((5, 3)))
+    with pytest.raises(TypeError, match="a must be complex128, got complex64"):
+        ozaki_cutlass.gemm(a.astype(cp.complex64), cp.ones((5, 3), dtype=complex))
+    with pytest.raises(ValueError, match="out overlaps a"):
+        ozaki_cutlass.gemm(a, cp.ones((5, 5), dtype=complex), out=a)
