@@ -34,16 +34,18 @@ from .reference import contract as reference_contract
 __all__ = ["gemm", "contract", "empty_cache", "memory_held"]
 
 
-def gemm(a: Any, b: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
-         trans_b: bool = False, moduli: int | None = None, mode: str | None = None, out: Any = None,
-         stream: Any = None, kernel: str | GemmVariant | None = None, path: str | None = None,
-         policy: str = "auto", timings: dict | None = None, accuracy: str | float | None = None) -> Any:
+def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex = 0.0,
+         trans_a: bool | str = False, trans_b: bool | str = False, moduli: int | None = None,
+         mode: str | None = None, out: Any = None, stream: Any = None, kernel: str | GemmVariant | None = None,
+         path: str | None = None, policy: str = "auto", timings: dict | None = None, accuracy: str | float | None = None) -> Any:
     """C = alpha op(A) op(B) + beta C, FP64-accurate, on INT8 tensor cores.
 
     Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,
     ``b`` (and ``c``, ``out``) are NumPy arrays (copied to the GPU and back), CuPy arrays,
     PyTorch CUDA tensors, or objects with ``__cuda_array_interface__``; all float64, any
-    positive strides. The result is of the kind given (a new array, or ``out``). Work runs
+    positive strides, or all complex128 (``ozaki_cutlass.complex_gemm``: alpha and beta
+    may be complex, trans_a/trans_b take "N", "T", "C"; for real operands "C" is "T").
+    The result is of the kind given (a new array, or ``out``). Work runs
     on ``stream`` (default: the framework's current stream, else the legacy default
     stream). Device results come back without waiting for the GPU (the NaN/Inf pattern is
     decided on the device); NumPy results, and ``timings``, wait. The dispatcher picks the kernel by
@@ -116,7 +118,7 @@ def _complex(x) -> bool:
     return dtype is not None and is_complex_dtype(dtype)
 
 
-def contract(a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, accuracy: str | float | None = None,
+def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str = False, accuracy: str | float | None = None,
              mode: str | None = None, policy: str = "auto", stream: Any = None) -> Choice:
     """What ``gemm(a, b, ...)`` with these settings and no explicit ``moduli`` chooses under
     the accuracy contract: a :class:`~ozaki_cutlass.numerics.contract.Choice` (the moduli

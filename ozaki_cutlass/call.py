@@ -17,7 +17,7 @@ from .generator import GemmVariant
 from .generator.prologue import default_prologue_variant
 from .operands.prepared import Prepared
 from .numerics.contract import U
-from .options import (DEFAULT_MODULI, as_flag, check_sizes, resolve_accuracy, resolve_moduli, validate_mode,
+from .options import (DEFAULT_MODULI, as_trans, check_sizes, resolve_accuracy, resolve_moduli, validate_mode,
                       validate_policy)
 
 __all__ = ["Call", "validate", "requested_variant", "prologue_refusal", "PATHS"]
@@ -118,7 +118,7 @@ def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mo
     if path is not None and path not in PATHS:
         raise ValueError(f"path must be one of {PATHS} or None, got {path!r}")
     policy = validate_policy(policy)
-    trans_a, trans_b = as_flag(trans_a, "trans_a"), as_flag(trans_b, "trans_b")
+    trans_a, trans_b = as_trans(trans_a, "trans_a"), as_trans(trans_b, "trans_b")
     prepared = {name: x for name, x in (("a", a), ("b", b)) if isinstance(x, Prepared)}
     if path == "prologue":
         why = prologue_refusal(prepared=bool(prepared), kernel=kernel)

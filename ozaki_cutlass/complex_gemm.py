@@ -23,9 +23,9 @@ from .device.arrays import Matrix, allocate_like, current_stream, describe_input
 from .device.workspace import COMPLEX_WORKSPACES
 from .execute import execute
 from .kernels.stages import load_stages
-from .numerics.zgemm import apply_op, as_complex_scalar, as_op, host_zgemm
+from .numerics.zgemm import apply_op, as_complex_scalar, host_zgemm
 from .operands.prepared import Prepared
-from .options import check_sizes
+from .options import as_op, check_sizes
 
 __all__ = ["zgemm"]
 

@@ -31,6 +31,27 @@ def as_scalar(x, name: str) -> float:
     return float(x)
 
 
+#: What trans_a / trans_b take besides False / True (BLAS's transa / transb).
+OPS = ("N", "T", "C")
+
+
+def as_op(flag, name: str) -> str:
+    """``flag`` (False, True, "N", "T" or "C"; letters in either case) as "N", "T" or "C";
+    TypeError or ValueError naming ``name`` otherwise. For real operands "C" is "T"."""
+    if isinstance(flag, (bool, np.bool_)):
+        return "T" if flag else "N"
+    if isinstance(flag, str):
+        if flag.upper() in OPS:
+            return flag.upper()
+        raise ValueError(f"{name} must be one of 'N', 'T', 'C' (or False / True), got {flag!r}")
+    raise TypeError(f"{name} must be False, True, 'N', 'T' or 'C', got {type(flag).__name__}")
+
+
+def as_trans(x, name: str) -> bool:
+    """Whether a real operand's flag (False, True, "N", "T" or "C") transposes it."""
+    return as_op(x, name) != "N"
+
+
 def as_flag(x, name: str) -> bool:
     """``x`` as a bool, or TypeError naming ``name`` unless it is True or False."""
     if not isinstance(x, (bool, np.bool_)):

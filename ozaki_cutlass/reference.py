@@ -31,10 +31,10 @@ from .numerics.moduli import COARSE_BITS, K_CHUNK, CRTConstants, crt_constants
 from .templates.constants import FAST_BOUND_BITS, NO_CONSTRAINT  # shared with the kernels
 from .numerics.contract import (Choice, certificate, choose, equilibration, inner_stats,
                                  warn)
-from .numerics.zgemm import (apply_op, as_complex_scalar, as_op, host_zgemm, is_complex_dtype, realify_left,
+from .numerics.zgemm import (apply_op, as_complex_scalar, host_zgemm, is_complex_dtype, realify_left,
                              realify_right)
-from .options import (DEFAULT_MODULI, MODES, as_flag, as_scalar, check_host_matrix, check_sizes, resolve_accuracy,
-                      validate_policy)
+from .options import (DEFAULT_MODULI, MODES, as_op, as_scalar, as_trans, check_host_matrix, check_sizes,
+                      resolve_accuracy, validate_policy)
 
 __all__ = ["DEFAULT_MODULI", "MODES", "gemm", "contract", "choose_scaling", "fast_terms", "shifts_from_log", "Scaling", "split_nonfinite", "exponents",
            "fast_shifts", "fast_bound_bits", "coarse_magnitudes", "coarse_bound", "accurate_shifts",
@@ -358,8 +358,8 @@ def _zgemm(a, b, c, alpha, beta, trans_a, trans_b, real: dict) -> np.ndarray:
 def _operands(a, b, trans_a, trans_b):
     a = check_host_matrix(a, "a")
     b = check_host_matrix(b, "b")
-    a = a.T if as_flag(trans_a, "trans_a") else a
-    b = b.T if as_flag(trans_b, "trans_b") else b
+    a = a.T if as_trans(trans_a, "trans_a") else a
+    b = b.T if as_trans(trans_b, "trans_b") else b
     if b.shape[0] != a.shape[1]:
         raise ValueError(f"inner dimensions differ: op(a) is {a.shape}, op(b) is {b.shape}")
     return a, b

@@ -144,3 +144,12 @@ def test_a_complex_contract_is_the_realified_ones():
     a, b = crandom(8, 30, 2.0, rng), crandom(30, 5, 2.0, rng)
     assert R.contract(a, b, trans_b="N") == R.contract(Z.realify_left(a), Z.realify_right(b))
     assert R.contract(a.conj().T.copy(), b, trans_a="C") == R.contract(Z.realify_left(a), Z.realify_right(b))
+
+
+def test_real_operands_take_the_blas_letters_too():
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((7, 5)), rng.standard_normal((7, 4))
+    want = R.gemm(a, b, trans_a=True, moduli=14)
+    for flag in ("T", "t", "C"):  # "C" is "T" for real operands
+        assert np.array_equal(R.gemm(a, b, trans_a=flag, moduli=14).view(np.int64), want.view(np.int64))
+    assert np.array_equal(R.gemm(a.T.copy(), b, trans_a="N", moduli=14).view(np.int64), want.view(np.int64))

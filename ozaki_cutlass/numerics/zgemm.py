@@ -22,31 +22,15 @@ four-real-products form (one real GEMM of twice the k and twice the n); Karatsub
 products are not used.
 
 ``op`` is "N" (op(X) = X), "T" (X^T) or "C" (X^H, the conjugate transpose), as BLAS's
-transa/transb; False and True mean "N" and "T".
+transa/transb (``ozaki_cutlass.options.as_op`` reads the flags).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["OPS", "as_op", "is_complex_dtype", "apply_op", "realify_left", "realify_right", "complex_axpby",
+__all__ = ["is_complex_dtype", "apply_op", "realify_left", "realify_right", "complex_axpby",
            "as_complex_scalar", "host_zgemm"]
-
-#: What trans_a / trans_b take for complex operands (besides False / True).
-OPS = ("N", "T", "C")
-
-
-def as_op(flag, name: str) -> str:
-    """``flag`` (False, True, "N", "T" or "C"; letters in either case) as "N", "T" or "C";
-    TypeError or ValueError naming ``name`` otherwise."""
-    if isinstance(flag, (bool, np.bool_)):
-        return "T" if flag else "N"
-    if isinstance(flag, str):
-        if flag.upper() in OPS:
-            return flag.upper()
-        raise ValueError(f"{name} must be one of 'N', 'T', 'C' (or False / True), got {flag!r}")
-    raise TypeError(f"{name} must be False, True, 'N', 'T' or 'C', got {type(flag).__name__}")
-
 
 def is_complex_dtype(dtype) -> bool:
     """Whether ``dtype`` is a complex floating type (only complex128 is computed; the
