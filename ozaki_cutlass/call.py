@@ -20,7 +20,7 @@ from .numerics.contract import U
 from .options import (DEFAULT_MODULI, as_trans, check_sizes, resolve_accuracy, resolve_moduli, validate_mode,
                       validate_policy)
 
-__all__ = ["Call", "validate", "requested_variant", "prologue_refusal", "PATHS"]
+__all__ = ["Call", "validate", "requested_variant", "prologue_refusal", "emulation_asked", "PATHS"]
 
 #: What ``path=`` takes: the dispatcher's paths and the opt-in prologue prototype.
 PATHS = dispatch.PATHS + ("prologue",)
@@ -68,6 +68,12 @@ class Call:
         its target: policy "auto" with no kernel or path asked for (the reference's rule,
         which has neither)."""
         return self.policy == "auto" and self.variant is None and self.path is None
+
+
+def emulation_asked(moduli, variant, path, target) -> bool:
+    """Whether a call's settings ask for the emulation, so that the auto policy does not
+    run native DGEMM: moduli, a kernel or a path named, or a target below DGEMM's."""
+    return moduli is not None or variant is not None or path is not None or (target is not None and target < U)
 
 
 def requested_variant(kernel, path: str | None) -> GemmVariant | None:
@@ -191,7 +197,6 @@ def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mo
             _check_out_overlap(O, A, B, C, beta)
     return Call(a=a, b=b, c=c, out=out, A=A, B=B, C=C, O=O, trans_a=trans_a, trans_b=trans_b, m=m, n=n, k=k,
                 alpha=alpha, beta=beta, moduli=count, mode=mode, target=target,
-                emulation_asked=(moduli is not None or variant is not None or path is not None
-                                 or (target is not None and target < U)),
+                emulation_asked=emulation_asked(moduli, variant, path, target),
                 policy=policy, path=path, variant=variant, stream=stream, timings=timings, on_host=on_host,
                 kind=kind, device=device, prepared=prepared)

@@ -8,6 +8,12 @@ That, a complex128 m x n matrix in memory, goes through alpha T + beta C in comp
 operands are realified on the host (the reference's own functions); device operands by
 the stage kernels P_realify and P_complex_axpby, into buffers kept per GPU and stream
 (``COMPLEX_WORKSPACES``), so a loop of calls allocates nothing but its results.
+
+Native: where the auto policy decides native DGEMM for the realified problem (the same
+decision as the real call would make: m x 2n x 2k), or ``policy="native"``, a device call
+runs cuBLAS's own ZGEMM on the complex operands when their layouts allow one call (a
+conjugated operand must be read transposed, c must be out or unused); otherwise the real
+call runs native DGEMM on the realified operands.
 """
 
 from __future__ import annotations
@@ -16,16 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from .call import validate
-from .device import driver
+from . import dispatch
+from .call import emulation_asked, requested_variant, validate
+from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import Matrix, allocate_like, current_stream, describe_input, overlaps
+from .device.layouts import DgemmPlan, complex_ops, plan_dgemm
 from .device.workspace import COMPLEX_WORKSPACES
 from .execute import execute
 from .kernels.stages import load_stages
 from .numerics.zgemm import apply_op, as_complex_scalar, host_zgemm
 from .operands.prepared import Prepared
-from .options import as_op, check_sizes
+from .options import DEFAULT_MODULI, as_op, check_sizes, resolve_accuracy, validate_policy
+from .paths.launch import PhaseTimer
+from .paths.native import decide
 
 __all__ = ["zgemm"]
 
@@ -119,6 +129,16 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
                 result.stream = sh
         else:
             result = out
+        native, why = _native_decision(real, m, n, k, arch, device)
+        zplan = _zgemm_plan(A, B, C, O, op_a, op_b, beta) if native else None
+        if zplan is not None:
+            timer = PhaseTimer(sh, real["timings"] is not None)
+            timer.mark("start")
+            cublas.zgemm(*zplan, alpha, beta, sh)
+            timer.mark("native")
+            if real["timings"] is not None:
+                real["timings"].update(timer.result(), path="native", kernel="cublasZgemm_v2", policy=why)
+            return result
         stages = load_stages(arch)
         ws = COMPLEX_WORKSPACES.get(device, sh)
         with ws.lock:
@@ -135,3 +155,24 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
             c_ptr, c_rs, c_cs = (C.ptr, C.rs, C.cs) if C is not None and beta != 0 else (0, 0, 0)
             stages.complex_axpby(t, m, n, n, alpha if t else 0j, beta, c_ptr, c_rs, c_cs, O.ptr, O.rs, O.cs, sh)
         return result
+
+
+def _native_decision(real: dict, m: int, n: int, k: int, arch, device: int) -> tuple[bool, str]:
+    """The real call's native-or-emulate decision for the realified problem, made first."""
+    count, mode, target = resolve_accuracy(real["moduli"], real["accuracy"], real["mode"])
+    asked = emulation_asked(real["moduli"], requested_variant(real["kernel"], real["path"]), real["path"], target)
+    problem = dispatch.Problem(m, 2 * n, 2 * k, count or DEFAULT_MODULI, arch)
+    return decide(validate_policy(real["policy"]), asked, problem, mode, device, dispatch.load_table())
+
+
+def _zgemm_plan(A: Matrix, B: Matrix, C, O: Matrix, op_a: str, op_b: str,
+                beta: complex) -> tuple[DgemmPlan, tuple[str, str]] | None:
+    """(plan, ops) of one cuBLAS ZGEMM computing the call in place, or None."""
+    if C is not None and beta != 0 and (C.ptr, C.rs, C.cs) != (O.ptr, O.rs, O.cs):
+        return None   # c would have to be copied into out first
+    X, Y = (A.t() if op_a != "N" else A), (B.t() if op_b != "N" else B)
+    if overlaps(O, X) or overlaps(O, Y):
+        return None
+    plan = plan_dgemm(X, Y, O)
+    ops = complex_ops(plan, op_a == "C", op_b == "C") if plan is not None else None
+    return None if ops is None else (plan, ops)

@@ -401,3 +401,57 @@ def test_a_plan_made_once_for_a_layout_runs_with_any_pointers(rng):
     plan = plan_dgemm(_m(3, 5, 5, 1, 0), _m(5, 4, 4, 1, 8 * 15), _m(3, 4, 4, 1, 8 * 35))
     assert plan.transposed and call_pointers(plan, (1, 2, 3)) == (2, 1, 3) and call_pointers(plan) == (
         plan.a_ptr, plan.b_ptr, plan.c_ptr)
+
+
+# --------------------------------------------------------------------------- complex_ops (ZGEMM)
+
+def run_zgemm(mem: np.ndarray, plan: DgemmPlan, ops, alpha: complex, beta: complex) -> None:
+    """cublasZgemm_v2 on a flat complex buffer (pointers: 16 bytes per element), ops N/T/C."""
+    if plan.m == 0 or plan.n == 0:
+        return
+    def operand(ptr, op, rows, cols, ld):
+        stored = (cols, rows) if op != "N" else (rows, cols)
+        x = mem[ptr // 16 + np.add.outer(np.arange(stored[0]), np.arange(stored[1]) * ld)]
+        return {"N": x, "T": x.T, "C": x.conj().T}[op]
+    a = operand(plan.a_ptr, ops[0], plan.m, plan.k, plan.lda)
+    b = operand(plan.b_ptr, ops[1], plan.k, plan.n, plan.ldb)
+    ic = plan.c_ptr // 16 + np.add.outer(np.arange(plan.m), np.arange(plan.n) * plan.ldc)
+    mem[ic] = alpha * (a @ b) + (beta * mem[ic] if beta != 0 else 0)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (1, 4, 5), (3, 4, 1), (4, 4, 4)], ids=lambda s: "x".join(map(str, s)))
+def test_complex_ops_compute_the_conjugated_product_or_refuse(rng, shape):
+    """Every layout of op(A), op(B) and O and every conjugation: a plan and ops that compute
+    conj?(A) conj?(B), or None exactly where a conjugated operand would be read untransposed."""
+    from ozaki_cutlass.device.layouts import complex_ops
+
+    m, n, k = shape
+    ran = refused = 0
+    for kinds in itertools.product(KINDS, repeat=3):
+        for conj_a, conj_b in itertools.product((False, True), repeat=2):
+            heap = Heap()
+            A, B, O = (heap.place(r, c, *layout(kind, r, c, None))
+                       for kind, (r, c) in zip(kinds, ((m, k), (k, n), (m, n))))
+            A, B, O = (Matrix(2 * x.ptr, x.rows, x.cols, x.rs, x.cs, "cai", None, None, None, 16) for x in (A, B, O))
+            mem = heap.memory(rng) + 1j * heap.memory(rng)
+            a, b = mem[A.ptr // 16 + index_of(A)], mem[B.ptr // 16 + index_of(B)]
+            a, b = (a.conj() if conj_a else a), (b.conj() if conj_b else b)
+            plan = plan_dgemm(A, B, O)
+            ops = complex_ops(plan, conj_a, conj_b)
+            trans_of = {True: plan.transb, False: plan.transa} if plan.transposed else \
+                {True: plan.transa, False: plan.transb}
+            if ops is None:
+                assert (conj_a and not trans_of[True]) or (conj_b and not trans_of[False])
+                refused += 1
+                continue
+            want = mem.copy()
+            io = O.ptr // 16 + index_of(O)
+            want[io] = (0.5 - 2j) * (a @ b) + 1j * mem[io]
+            run_zgemm(mem, plan, ops, 0.5 - 2j, 1j)
+            assert np.allclose(mem, want, rtol=1e-13, atol=1e-13), (kinds, conj_a, conj_b, plan, ops)
+            ran += 1
+    assert ran and refused
+
+
+def index_of(x) -> np.ndarray:
+    return np.add.outer(np.arange(x.rows) * x.rs, np.arange(x.cols) * x.cs)

@@ -47,7 +47,7 @@ from .layouts import CopyPlan, DgemmPlan, call_pointers, plan_copy
 
 __all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
            "lt_dgemm", "dgemm", "copy_matrix", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
-           "emulation_problem", "handle_dgemm", "current_context"]
+           "emulation_problem", "handle_dgemm", "current_context", "zgemm"]
 
 
 class NativeUnavailable(RuntimeError):
@@ -384,6 +384,24 @@ def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple
         _blas_dgemm(found, plan, a_ptr, b_ptr, c_ptr, alpha, beta, driver.stream_handle(stream))
         return
     lt_dgemm(plan, context).run(found, a_ptr, b_ptr, c_ptr, alpha, beta, driver.stream_handle(stream))
+
+
+def zgemm(plan: DgemmPlan, ops: tuple[str, str], alpha: complex, beta: complex, stream, *,
+          context: int | None = None) -> None:
+    """Enqueue ``plan`` on complex128 matrices (its pointers; leading dimensions in complex
+    elements) as ``cublasZgemm_v2`` with the operations ``ops`` ("N", "T", "C": from
+    :func:`~ozaki_cutlass.device.layouts.complex_ops`), on the (context, thread)'s cuBLAS
+    handle; cuBLAS semantics (beta == 0: C not read). Does not synchronize."""
+    if plan.m == 0 or plan.n == 0:
+        return
+    lib = library()
+    handle = handles(current_context() if context is None else context).blas()
+    lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, driver.stream_handle(stream))
+    scalars = (ctypes.c_double * 4)(alpha.real, alpha.imag, beta.real, beta.imag)  # read before the call returns
+    at = ctypes.addressof(scalars)
+    op = {name: int(getattr(lib.blas.Operation, name)) for name in ops}
+    lib.call(f"cublasZgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", lib.blas.zgemm, handle, op[ops[0]], op[ops[1]],
+             plan.m, plan.n, plan.k, at, plan.a_ptr, plan.lda, plan.b_ptr, plan.ldb, at + 16, plan.c_ptr, plan.ldc)
 
 
 def handle_dgemm(handles, plan: DgemmPlan, pointers, alpha: float, beta: float, stream) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["INT_MAX", "DgemmPlan", "CopyPlan", "column_major_ld", "plan_dgemm", "call_pointers", "plan_copy"]
+__all__ = ["INT_MAX", "DgemmPlan", "CopyPlan", "column_major_ld", "plan_dgemm", "call_pointers", "plan_copy",
+           "complex_ops"]
 
 INT_MAX = 2**31 - 1  # cuBLAS's int arguments (m, n, k, ld); also the 2-D copy's largest pitch
 
@@ -101,6 +102,21 @@ def plan_dgemm(A, B, O) -> DgemmPlan | None:
     return DgemmPlan(transa=op_a[0], transb=op_b[0], m=cm, n=cn, k=k,
                      a_ptr=int(first[0]), lda=op_a[1], b_ptr=int(second[0]), ldb=op_b[1],
                      c_ptr=int(O.ptr), ldc=ldc, transposed=transposed)
+
+
+def complex_ops(plan: DgemmPlan, conj_a: bool, conj_b: bool) -> tuple[str, str] | None:
+    """The cuBLAS operations ("N", "T", "C") of ``plan`` run as a complex GEMM (ZGEMM) on
+    complex views A and B whose true operands are conj(A) where ``conj_a`` (and conj(B)
+    where ``conj_b``), or None where cuBLAS has no operation for that: conjugation without
+    a transpose (a conjugated operand stored in the layout the call reads untransposed).
+    The plan's layouts and leading dimensions hold for complex elements as for real ones."""
+    conj = (conj_b, conj_a) if plan.transposed else (conj_a, conj_b)   # the plan's a, b
+    ops = []
+    for trans, conjugated in zip((plan.transa, plan.transb), conj):
+        if conjugated and not trans:
+            return None
+        ops.append("C" if conjugated else "T" if trans else "N")
+    return ops[0], ops[1]
 
 
 def call_pointers(plan: DgemmPlan, pointers: tuple[int, int, int] | None = None) -> tuple[int, int, int]:

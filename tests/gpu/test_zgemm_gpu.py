@@ -127,3 +127,34 @@ def test_mixed_and_bad_device_input_is_refused(rng):
         ozaki_cutlass.gemm(a.astype(cp.complex64), cp.ones((5, 3), dtype=complex))
     with pytest.raises(ValueError, match="out overlaps a"):
         ozaki_cutlass.gemm(a, cp.ones((5, 5), dtype=complex), out=a)
+
+
+@pytest.mark.parametrize("ta, tb", [("N", "N"), ("T", "C"), ("C", "T"), ("C", "C")])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_native_runs_cublas_zgemm_where_the_layout_allows(rng, ta, tb, order):
+    m, k, n = 48, 64, 40
+    a0, b0 = crandom(m, k, 1.0, rng), crandom(k, n, 1.0, rng)
+    a = {"N": a0, "T": a0.T, "C": a0.conj().T}[ta]
+    b = {"N": b0, "T": b0.T, "C": b0.conj().T}[tb]
+    da, db = cp.asarray(np.asarray(a, order=order)), cp.asarray(np.asarray(b, order=order))
+    c0 = crandom(m, n, 1.0, rng)
+    c = cp.asarray(c0)
+    timings = {}
+    got = ozaki_cutlass.gemm(da, db, c=c, out=c, alpha=2 - 1j, beta=0.5j, trans_a=ta, trans_b=tb, policy="native",
+                             timings=timings)
+    assert got is c and np.allclose(c.get(), (2 - 1j) * (a0 @ b0) + 0.5j * c0, rtol=1e-13, atol=1e-12)
+    # out is row-major: a conjugated operand stored column-major would be read untransposed,
+    # which cuBLAS cannot conjugate; that call runs native DGEMM on the realified operands
+    conj_untransposed = "C" in (ta, tb) and order == "F"
+    assert timings["kernel"] == ("cublasDgemm_v2" if conj_untransposed else "cublasZgemm_v2"), timings
+
+
+def test_native_zgemm_values_and_auto_at_a_native_shape(rng):
+    m, k, n = 256, 192, 128
+    a, b, c = crandom(m, k, 1.0, rng), crandom(k, n, 1.0, rng), crandom(m, n, 1.0, rng)
+    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), c=cp.asarray(c), alpha=1.5j, beta=-1 + 0.5j,
+                             policy="native").get()
+    assert np.allclose(got, 1.5j * (a @ b) + (-1 + 0.5j) * c, rtol=1e-13, atol=1e-12)
+    timings = {}
+    ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), timings=timings)   # small: auto decides native
+    assert timings["path"] == "native" and timings["kernel"] == "cublasZgemm_v2", timings
