@@ -20,6 +20,7 @@ from .device import driver
 from .device.arch import visible_arch
 from .device.arrays import current_stream, dtype_of
 from .device.workspace import COMPLEX_WORKSPACES, WORKSPACES
+from .batched import batched_gemm, ndim_of
 from .complex_gemm import zgemm
 from .numerics.zgemm import is_complex_dtype
 from .execute import execute
@@ -97,6 +98,10 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
         result = fast_lane(a, b, alpha, mode or "fast")
         if result is not None:
             return result
+    if ndim_of(a) == 3 or ndim_of(b) == 3:
+        return batched_gemm(gemm, a, b, c=c, out=out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
+                            stream=stream, timings=timings, moduli=moduli, mode=mode, kernel=kernel, path=path,
+                            policy=policy, accuracy=accuracy)
     if _complex(a) or _complex(b):
         return zgemm(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
                      out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings,

@@ -79,7 +79,7 @@ def check_host_matrix(x, name: str, dtype=np.float64) -> np.ndarray:
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
+        raise ValueError(f"{name} must be 2-D (or 3-D: a batch), got {x.ndim}-D with shape {x.shape}")
     check_dtype(x.dtype, name, dtype)
     return x
 

@@ -326,6 +326,30 @@ def _contract(a: np.ndarray, b: np.ndarray, target: float, mode: str, may_fall_b
     return choose(cert, target, mode, may_fall_back), e
 
 
+def _batched(a, b, c, settings: dict) -> np.ndarray:
+    """gemm over a batch (ozaki_cutlass.batched): the loop of single calls, stacked."""
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, np.ndarray) or x.ndim not in (2, 3):
+            check_host_matrix(x, name)  # says what is wrong
+    sizes = [x.shape[0] if x.ndim == 3 else None for x in (a, b)]
+    if None not in sizes and sizes[0] != sizes[1]:
+        raise ValueError(f"batch sizes differ: a has {sizes[0]}, b has {sizes[1]}")
+    batch = sizes[0] if sizes[0] is not None else sizes[1]
+    if c is not None:
+        if not isinstance(c, np.ndarray) or c.ndim != 3:
+            raise ValueError(f"c of a batched call must be 3-D (batch, m, n), got {np.ndim(c)}-D")
+        if c.shape[0] != batch:
+            raise ValueError(f"c must have batch size {batch}, got {c.shape[0]}")
+    results = [gemm(a[i] if a.ndim == 3 else a, b[i] if b.ndim == 3 else b, c=None if c is None else c[i],
+                    **settings) for i in range(batch)]
+    if results:
+        return np.stack(results)
+    x, y = (a[:1] if a.ndim == 3 else a[None]), (b[:1] if b.ndim == 3 else b[None])
+    m = x.shape[2] if as_trans(settings["trans_a"], "trans_a") else x.shape[1]
+    n = y.shape[1] if as_trans(settings["trans_b"], "trans_b") else y.shape[2]
+    return np.empty((0, m, n), dtype=np.result_type(a, b))
+
+
 def _complex_call(a, b) -> bool:
     return any(isinstance(x, np.ndarray) and is_complex_dtype(x.dtype) for x in (a, b))
 
@@ -404,6 +428,9 @@ def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: fl
     always reconstructed exactly. alpha == 0 does not read a or b; beta == 0 does not
     read c. Returns a new float64 array; c is not modified.
     """
+    if any(isinstance(x, np.ndarray) and x.ndim == 3 for x in (a, b)):
+        return _batched(a, b, c, dict(alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli,
+                                      mode=mode, accuracy=accuracy, policy=policy))
     if _complex_call(a, b):
         return _zgemm(a, b, c, alpha, beta, trans_a, trans_b,
                       dict(moduli=moduli, mode=mode, accuracy=accuracy, policy=policy))

@@ -11,7 +11,7 @@ from ozaki_cutlass import NoGpuError
     "kwargs, exc, match",
     [
         (dict(a=np.ones(3), b=np.ones((3, 2))), ValueError, "a must be 2-D"),
-        (dict(a=np.ones((2, 3)), b=np.ones((3, 2, 1))), ValueError, "b must be 2-D"),
+        (dict(a=np.ones((2, 3)), b=np.ones((3, 2, 1, 1))), ValueError, "b must be 2-D"),
         (dict(a=np.ones((2, 3)), b=np.ones((4, 2))), ValueError, "inner dimensions"),
         (dict(a=np.ones((2, 3), np.float32), b=np.ones((3, 2))), TypeError, "a must be float64"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2), np.int8)), TypeError, "b must be float64"),
@@ -104,7 +104,7 @@ class FakeCupy(Dev):
 
 
 @pytest.mark.parametrize("a, match", [
-    (Dev((3, 3, 1)), "a must be 2-D"),
+    (Dev((3, 3, 1, 1)), "a must be 2-D"),
     (Dev(typestr="<f4"), "a must be float64"),
     (Dev(strides=(-24, 8)), "non-positive strides"),
     (Dev(strides=(0, 8)), "non-positive strides"),

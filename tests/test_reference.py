@@ -258,7 +258,7 @@ def test_no_wraparound_on_hostile_inputs(rng, mode):
     "kwargs, exc, match",
     [
         (dict(a=np.ones(3), b=np.ones((3, 2))), ValueError, "a must be 2-D"),
-        (dict(a=np.ones((2, 3)), b=np.ones((2, 2, 2))), ValueError, "b must be 2-D"),
+        (dict(a=np.ones((2, 3)), b=np.ones((2, 2, 2, 2))), ValueError, "b must be 2-D"),
         (dict(a=np.ones((2, 3)), b=np.ones((4, 2))), ValueError, "inner dimensions"),
         (dict(a=np.ones((2, 3), dtype=np.int64), b=np.ones((3, 2))), TypeError, "a must be float64, got int64"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2), dtype=complex)), TypeError, "a must be complex128, got float64"),

@@ -122,7 +122,7 @@ def test_nonfinite_entries_follow_complex128_matmul():
     (lambda a, b: R.gemm(a, b, beta=1j), ValueError, "beta != 0 needs c"),
     (lambda a, b: R.gemm(a, b, c=np.zeros((2, 2), complex), beta=1), ValueError, "c must have shape"),
     (lambda a, b: R.gemm(a, b.T), ValueError, "inner dimensions differ"),
-    (lambda a, b: R.gemm(a[None], b), ValueError, "a must be 2-D"),
+    (lambda a, b: R.gemm(a[None, None], b), ValueError, "a must be 2-D"),
 ])
 def test_bad_complex_input_is_refused_in_words(call, kind, words):
     a, b = np.ones((3, 4), complex), np.ones((4, 5), complex)

@@ -64,7 +64,7 @@ def _from_cai(x, name: str, kind: str, dtype=_F64) -> Matrix:
     cai = x.__cuda_array_interface__
     shape = tuple(cai["shape"])
     if len(shape) != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {shape}")
+        raise ValueError(f"{name} must be 2-D (or 3-D: a batch), got shape {shape}")
     check_dtype(np.dtype(cai["typestr"]), name, dtype)
     size = np.dtype(dtype).itemsize
     strides = cai.get("strides")

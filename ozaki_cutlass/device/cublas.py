@@ -47,7 +47,7 @@ from .layouts import CopyPlan, DgemmPlan, call_pointers, plan_copy
 
 __all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
            "lt_dgemm", "dgemm", "copy_matrix", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
-           "emulation_problem", "handle_dgemm", "current_context", "zgemm"]
+           "emulation_problem", "handle_dgemm", "current_context", "zgemm", "dgemm_strided_batched"]
 
 
 class NativeUnavailable(RuntimeError):
@@ -402,6 +402,23 @@ def zgemm(plan: DgemmPlan, ops: tuple[str, str], alpha: complex, beta: complex, 
     op = {name: int(getattr(lib.blas.Operation, name)) for name in ops}
     lib.call(f"cublasZgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", lib.blas.zgemm, handle, op[ops[0]], op[ops[1]],
              plan.m, plan.n, plan.k, at, plan.a_ptr, plan.lda, plan.b_ptr, plan.ldb, at + 16, plan.c_ptr, plan.ldc)
+
+
+def dgemm_strided_batched(plan: DgemmPlan, strides: tuple[int, int, int], batch: int, alpha: float, beta: float,
+                          stream, *, context: int | None = None) -> None:
+    """Enqueue ``batch`` DGEMMs of ``plan``'s layout as one ``cublasDgemmStridedBatched``:
+    problem i at the plan's pointers plus i times ``strides`` (a, b, c; in elements, 0 for
+    an operand shared by every problem). Does not synchronize."""
+    if plan.m == 0 or plan.n == 0 or batch == 0:
+        return
+    lib = library()
+    handle = handles(current_context() if context is None else context).blas()
+    lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, driver.stream_handle(stream))
+    alpha_at, beta_at = _HostScalar(alpha), _HostScalar(beta)
+    lib.call(f"cublasDgemmStridedBatched(m={plan.m}, n={plan.n}, k={plan.k}, batch={batch})",
+             lib.blas.dgemm_strided_batched, handle, lib.op_t if plan.transa else lib.op_n,
+             lib.op_t if plan.transb else lib.op_n, plan.m, plan.n, plan.k, alpha_at.ptr, plan.a_ptr, plan.lda,
+             strides[0], plan.b_ptr, plan.ldb, strides[1], beta_at.ptr, plan.c_ptr, plan.ldc, strides[2], batch)
 
 
 def handle_dgemm(handles, plan: DgemmPlan, pointers, alpha: float, beta: float, stream) -> None:

@@ -1,0 +1,218 @@
+"""Batched GEMM: ``ozaki_cutlass.gemm`` on 3-D operands, (batch, m, k) x (batch, k, n), or a
+2-D operand broadcast against a 3-D one.
+
+Semantics are those of the loop of single calls C[i] = alpha op(A[i]) op(B[i]) + beta C[i]
+(trans flags act on the last two dimensions), with the same bits: each element gets its
+own accuracy-contract choice, exactly as a single call would. How it runs:
+
+- where the auto policy decides native DGEMM for the element shape (the same decision a
+  single call makes), or ``policy="native"``, real float64 device operands whose batches
+  are evenly strided run as ONE ``cublasDgemmStridedBatched`` (a broadcast operand has
+  batch stride 0);
+- otherwise one call per element, in order, on the call's stream. The emulation's
+  one-launch-per-modulus batched kernels are not built: a batch of emulated elements
+  costs its elements' calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dispatch
+from .call import emulation_asked, requested_variant
+from .device import cublas, driver
+from .device.arch import visible_arch
+from .device.arrays import Matrix, current_stream, describe_input, dtype_of, kind_of
+from .device.layouts import plan_dgemm
+from .options import DEFAULT_MODULI, as_trans, resolve_accuracy, validate_policy
+from .paths.launch import PhaseTimer
+from .paths.native import decide
+
+__all__ = ["ndim_of", "batched_gemm"]
+
+_TIMED = ("scale", "residues", "int8_gemm", "crt", "native", "total")
+
+
+def ndim_of(x) -> int | None:
+    """The number of dimensions of an array gemm may take, or None where it cannot tell."""
+    ndim = getattr(x, "ndim", None)
+    if isinstance(ndim, int):
+        return ndim
+    cai = getattr(x, "__cuda_array_interface__", None)
+    return len(cai["shape"]) if isinstance(cai, dict) and "shape" in cai else None
+
+
+class _Element:
+    """Element i of a 3-D array of no known library, as a 2-D CUDA-array-interface view."""
+
+    def __init__(self, owner, cai: dict, i: int):
+        shape, typestr = tuple(cai["shape"]), cai["typestr"]
+        size = np.dtype(typestr).itemsize
+        strides = cai.get("strides") or (shape[1] * shape[2] * size, shape[2] * size, size)
+        self._owner = owner
+        self.__cuda_array_interface__ = dict(cai, shape=shape[1:], strides=tuple(strides[1:]),
+                                             data=(int(cai["data"][0]) + i * strides[0], False))
+
+
+def _elements(x, name: str, batch: int | None):
+    """(batch size or None for a 2-D operand, element getter) of an operand."""
+    nd = ndim_of(x)
+    if nd == 2:
+        return None, (lambda i: x)
+    if nd != 3:
+        raise ValueError(f"{name} must be 2-D (or 3-D: a batch), got {nd}-D")
+    if kind_of(x) == "cai":
+        cai = x.__cuda_array_interface__
+        return int(cai["shape"][0]), (lambda i: _Element(x, cai, i))
+    if kind_of(x) in ("numpy", "cupy", "torch"):
+        return int(x.shape[0]), (lambda i: x[i])
+    raise TypeError(f"{name}: 3-D operands are NumPy, CuPy or PyTorch arrays, or objects with "
+                    f"__cuda_array_interface__; got {type(x).__name__}")
+
+
+def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+                 stream=None, timings=None, **options) -> Any:
+    """``gemm`` (ozaki_cutlass.gemm, passed in) over a batch; see the module. ``options``:
+    gemm's moduli, mode, kernel, path, policy, accuracy."""
+    nb_a, elem_a = _elements(a, "a", None)
+    nb_b, elem_b = _elements(b, "b", None)
+    if nb_a is not None and nb_b is not None and nb_a != nb_b:
+        raise ValueError(f"batch sizes differ: a has {nb_a}, b has {nb_b}")
+    batch = nb_a if nb_a is not None else nb_b
+    for name, x in (("c", c), ("out", out)):
+        if x is not None and ndim_of(x) != 3:
+            raise ValueError(f"{name} of a batched call must be 3-D (batch, m, n), got {ndim_of(x)}-D")
+    elem_c = lambda i: None  # noqa: E731
+    if c is not None:
+        nb_c, elem_c = _elements(c, "c", batch)
+        if nb_c != batch:
+            raise ValueError(f"c must have batch size {batch}, got {nb_c}")
+    a0, b0 = elem_a(0) if batch else None, elem_b(0) if batch else None
+    m, n = _result_shape(a0 if batch else _empty_element(a), b0 if batch else _empty_element(b), trans_a, trans_b)
+    result = out if out is not None else _allocate(a, b, batch, m, n)
+    if out is not None:
+        nb_o, _ = _elements(out, "out", batch)
+        shape = tuple(getattr(out, "shape", None) or out.__cuda_array_interface__["shape"])
+        if nb_o != batch or shape[1:] != (m, n):
+            raise ValueError(f"out must have shape {(batch, m, n)}, got {shape}")
+    elem_o = _elements(result, "out", batch)[1]
+    if batch == 0:
+        return result
+    if _native_batch(a, b, c, result, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options):
+        return result
+    totals: dict = {}
+    for i in range(batch):  # element 0 checks every setting and shape before anything is launched
+        t = {} if timings is not None else None
+        gemm(elem_a(i), elem_b(i), c=elem_c(i), out=elem_o(i), alpha=alpha, beta=beta, trans_a=trans_a,
+              trans_b=trans_b, stream=stream, timings=t, **options)
+        if t is not None:
+            for key, value in t.items():
+                totals[key] = totals.get(key, 0.0) + value if key in _TIMED else value
+    if timings is not None:
+        timings.update(totals, batch=batch, batched="one call per element")
+    return result
+
+
+def _empty_element(x):
+    shape = tuple(getattr(x, "shape", None) or x.__cuda_array_interface__["shape"])
+    return np.empty(shape[-2:])
+
+
+def _result_shape(a0, b0, trans_a, trans_b) -> tuple[int, int]:
+    ra = tuple(getattr(a0, "shape", None) or a0.__cuda_array_interface__["shape"])
+    rb = tuple(getattr(b0, "shape", None) or b0.__cuda_array_interface__["shape"])
+    m = ra[1] if as_trans(trans_a, "trans_a") else ra[0]
+    n = rb[0] if as_trans(trans_b, "trans_b") else rb[1]
+    return int(m), int(n)
+
+
+def _allocate(a, b, batch: int, m: int, n: int):
+    """A new (batch, m, n) result of the operands' kind and dtype."""
+    three = a if ndim_of(a) == 3 else b
+    kind, dtype = kind_of(three), dtype_of(three)
+    dtype = np.dtype(np.complex128) if dtype is not None and dtype.kind == "c" else np.dtype(np.float64)
+    if kind == "numpy":
+        return np.empty((batch, m, n), dtype=dtype)
+    if kind == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(three.device.id):
+            return cupy.empty((batch, m, n), dtype=dtype)
+    if kind == "torch":
+        import torch
+
+        return torch.empty((batch, m, n), dtype=torch.complex128 if dtype.kind == "c" else torch.float64,
+                           device=three.device)
+    raise ValueError("a batched call on arrays of no known library needs out= (a 3-D array to write into)")
+
+
+def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options) -> bool:
+    """Run the batch as one cublasDgemmStridedBatched where the auto policy (or
+    policy="native") runs native DGEMM for the element shape and the layouts allow; False
+    (nothing done) otherwise."""
+    kinds = {kind_of(x) for x in (a, b, out) if x is not None}
+    if kinds - {"cupy", "torch", "cai"} or c is not None and beta != 0:
+        return False
+    if any(dtype_of(x) != np.float64 for x in (a, b, out)):
+        return False
+    count, mode, target = resolve_accuracy(options.get("moduli"), options.get("accuracy"), options.get("mode"))
+    asked = emulation_asked(options.get("moduli"), requested_variant(options.get("kernel"), options.get("path")),
+                            options.get("path"), target)
+    views = [_element0(x, name) for x, name in ((a, "a"), (b, "b"), (out, "out"))]
+    (A, sa), (B, sb), (O, so) = views
+    A, B = (A.t() if as_trans(trans_a, "trans_a") else A), (B.t() if as_trans(trans_b, "trans_b") else B)
+    if A.cols != B.rows or so == 0:
+        return False
+    device = O.device if O.device is not None else 0
+    with driver.on_device(device):
+        arch = visible_arch(device)
+        if arch is None:
+            return False
+        problem = dispatch.Problem(m, n, A.cols, count or DEFAULT_MODULI, arch)
+        native, why = decide(validate_policy(options.get("policy", "auto")), asked, problem, mode, device,
+                             dispatch.load_table())
+        plan = plan_dgemm(A, B, O) if native and A.cols else None
+        if plan is None or _overlap(out, a, b):
+            return False
+        sh = current_stream(next(iter(kinds)), stream, device)
+        for x in (A, B):
+            if x.stream is not None:
+                driver.order_after(x.stream, sh)
+        strides = (sb, sa, so) if plan.transposed else (sa, sb, so)
+        timer = PhaseTimer(sh, timings is not None)
+        timer.mark("start")
+        cublas.dgemm_strided_batched(plan, strides, batch, float(alpha), float(beta), sh)
+        timer.mark("native")
+        if timings is not None:
+            timings.update(timer.result(), path="native", kernel="cublasDgemmStridedBatched", policy=why,
+                           batch=batch, batched="one launch")
+    return True
+
+
+def _element0(x, name: str) -> tuple[Matrix, int]:
+    """Element 0 of ``x`` (a 2-D operand: itself) as a Matrix, and the batch stride in
+    elements (0 for a 2-D operand: broadcast)."""
+    if ndim_of(x) == 2:
+        return describe_input(x, name), 0
+    cai = x.__cuda_array_interface__
+    strides = cai.get("strides")
+    shape = tuple(cai["shape"])
+    stride = strides[0] // 8 if strides else shape[1] * shape[2]
+    return describe_input(_Element(x, cai, 0), name), stride
+
+
+def _overlap(out, a, b) -> bool:
+    """Whether out's memory span meets a's or b's (conservative: whole spans)."""
+    def span(x):
+        cai = x.__cuda_array_interface__
+        shape, strides = tuple(cai["shape"]), cai.get("strides")
+        size = np.dtype(cai["typestr"]).itemsize
+        if strides is None:
+            strides = tuple(int(np.prod(shape[i + 1:])) * size for i in range(len(shape)))
+        lo = int(cai["data"][0])
+        return lo, lo + sum((d - 1) * s for d, s in zip(shape, strides)) + size
+
+    o0, o1 = span(out)
+    return any(o0 < x1 and x0 < o1 for x0, x1 in (span(a), span(b)))

@@ -1,0 +1,56 @@
+"""Batched GEMM (ozaki_cutlass.batched) on the NumPy reference: the loop of single calls,
+bit for bit, with broadcasting, c, flags and complex operands; the refusals, in the same
+words as ozaki_cutlass.gemm's. The GPU side: tests/gpu/test_batched_gpu.py."""
+
+import re
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import reference as R
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
+
+
+def stack(rng, batch, m, n, phi=1.0):
+    return np.stack([random_matrix(m, n, phi, rng) for _ in range(batch)])
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(moduli=13, mode="accurate"), dict(trans_a=True, trans_b="C")])
+def test_a_batch_is_the_loop_of_single_calls(rng, settings):
+    a, b, c = stack(rng, 5, 12, 9), stack(rng, 5, 9, 7), stack(rng, 5, 12, 7)
+    if settings.get("trans_a"):
+        a = a.transpose(0, 2, 1).copy()
+    if settings.get("trans_b"):
+        b = b.transpose(0, 2, 1).copy()
+    got = R.gemm(a, b, c=c, alpha=1.5, beta=-0.5, **settings)
+    want = [R.gemm(a[i], b[i], c=c[i], alpha=1.5, beta=-0.5, **settings) for i in range(5)]
+    assert got.shape == (5, 12, 7) and all(same_bits(got[i], want[i]) for i in range(5))
+
+
+def test_a_2d_operand_is_broadcast(rng):
+    a, b = stack(rng, 4, 6, 8), random_matrix(8, 5, 1.0, rng)
+    got = R.gemm(a, b)
+    assert all(same_bits(got[i], R.gemm(a[i], b)) for i in range(4))
+    got = R.gemm(b.T.copy(), a.transpose(0, 2, 1).copy())          # 2-D a, 3-D b
+    assert got.shape == (4, 5, 6) and same_bits(got[2], R.gemm(b.T.copy(), a[2].T.copy()))
+
+
+def test_complex_batches_and_an_empty_batch(rng):
+    a = stack(rng, 3, 5, 6) + 1j * stack(rng, 3, 5, 6)
+    b = stack(rng, 3, 6, 4) + 1j * stack(rng, 3, 6, 4)
+    got = R.gemm(a, b, alpha=1j)
+    assert got.dtype == np.complex128 and all(same_bits(got[i], R.gemm(a[i], b[i], alpha=1j)) for i in range(3))
+    assert R.gemm(np.zeros((0, 5, 6)), np.zeros((0, 6, 4))).shape == (0, 5, 4)
+
+
+@pytest.mark.parametrize("args, kwargs, words", [
+    ((np.ones((3, 2, 2)), np.ones((4, 2, 2))), {}, "batch sizes differ: a has 3, b has 4"),
+    ((np.ones((3, 2, 2)), np.ones((3, 2, 2))), dict(c=np.ones((2, 2)), beta=1.0), "c of a batched call must be 3-D"),
+    ((np.ones((3, 2, 2)), np.ones((3, 2, 2))), dict(c=np.ones((2, 2, 2)), beta=1.0), "c must have batch size 3"),
+    ((np.ones((3, 2, 2, 1)), np.ones((3, 2, 2))), {}, "a must be 2-D (or 3-D: a batch), got 4-D"),
+])
+def test_refusals_in_the_same_words(args, kwargs, words):
+    for fn in (R.gemm, ozaki_cutlass.gemm):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            fn(*args, **kwargs)
