@@ -160,8 +160,10 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
     count, mode, target = resolve_accuracy(options.get("moduli"), options.get("accuracy"), options.get("mode"))
     asked = emulation_asked(options.get("moduli"), requested_variant(options.get("kernel"), options.get("path")),
                             options.get("path"), target)
-    views = [_element0(x, name) for x, name in ((a, "a"), (b, "b"), (out, "out"))]
-    (A, sa), (B, sb), (O, so) = views
+    (A, sa), (B, sb), (O, so) = (_element0(x, name) for x, name in ((a, "a"), (b, "b"), (out, "out")))
+    o0, o1 = _span(O, so, batch)
+    if any(o0 < x1 and x0 < o1 for x0, x1 in (_span(A, sa, batch), _span(B, sb, batch))):
+        return False   # out meets a or b (whole spans: conservative)
     A, B = (A.t() if as_trans(trans_a, "trans_a") else A), (B.t() if as_trans(trans_b, "trans_b") else B)
     if A.cols != B.rows or so == 0:
         return False
@@ -174,7 +176,7 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         native, why = decide(validate_policy(options.get("policy", "auto")), asked, problem, mode, device,
                              dispatch.load_table())
         plan = plan_dgemm(A, B, O) if native and A.cols else None
-        if plan is None or _overlap(out, a, b):
+        if plan is None:
             return False
         sh = current_stream(next(iter(kinds)), stream, device)
         for x in (A, B):
@@ -196,23 +198,15 @@ def _element0(x, name: str) -> tuple[Matrix, int]:
     elements (0 for a 2-D operand: broadcast)."""
     if ndim_of(x) == 2:
         return describe_input(x, name), 0
+    if kind_of(x) in ("cupy", "torch"):   # the framework's own view: its GPU is known
+        stride = x.strides[0] // 8 if kind_of(x) == "cupy" else x.stride(0)
+        return describe_input(x[0], name), stride
     cai = x.__cuda_array_interface__
-    strides = cai.get("strides")
-    shape = tuple(cai["shape"])
-    stride = strides[0] // 8 if strides else shape[1] * shape[2]
-    return describe_input(_Element(x, cai, 0), name), stride
+    shape, strides = tuple(cai["shape"]), cai.get("strides")
+    return describe_input(_Element(x, cai, 0), name), (strides[0] // 8 if strides else shape[1] * shape[2])
 
 
-def _overlap(out, a, b) -> bool:
-    """Whether out's memory span meets a's or b's (conservative: whole spans)."""
-    def span(x):
-        cai = x.__cuda_array_interface__
-        shape, strides = tuple(cai["shape"]), cai.get("strides")
-        size = np.dtype(cai["typestr"]).itemsize
-        if strides is None:
-            strides = tuple(int(np.prod(shape[i + 1:])) * size for i in range(len(shape)))
-        lo = int(cai["data"][0])
-        return lo, lo + sum((d - 1) * s for d, s in zip(shape, strides)) + size
-
-    o0, o1 = span(out)
-    return any(o0 < x1 and x0 < o1 for x0, x1 in (span(a), span(b)))
+def _span(x: Matrix, stride: int, batch: int) -> tuple[int, int]:
+    """The byte range a batch of ``x`` (element 0, ``stride`` elements apart) covers."""
+    last = (x.rows - 1) * x.rs + (x.cols - 1) * x.cs + (batch - 1) * stride
+    return x.ptr, x.ptr + 8 * (last + 1)
