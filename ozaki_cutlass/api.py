@@ -133,6 +133,12 @@ def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str
     ``ozaki_cutlass.reference.contract``, which makes the same choice. The shape-based
     native decision of ``policy="auto"`` is not part of it (``timings`` of a call shows
     that)."""
+    if _complex(a) or _complex(b):
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):   # the realified product's choice
+            return reference_contract(a, b, trans_a=trans_a, trans_b=trans_b, accuracy=accuracy, mode=mode,
+                                      policy=policy)
+        raise TypeError("contract() takes complex operands as NumPy arrays (the choice is the realified product's, "
+                        "numerics.zgemm); for GPU arrays call gemm(..., timings={}) and read timings['contract']")
     call = validate(a, b, c=None, alpha=1.0, beta=0.0, trans_a=trans_a, trans_b=trans_b, moduli=None, mode=mode,
                     out=None, stream=stream, kernel=None, path=None, policy=policy, timings=None, accuracy=accuracy)
     if call.target is None:

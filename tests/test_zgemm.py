@@ -153,3 +153,15 @@ def test_real_operands_take_the_blas_letters_too():
     for flag in ("T", "t", "C"):  # "C" is "T" for real operands
         assert np.array_equal(R.gemm(a, b, trans_a=flag, moduli=14).view(np.int64), want.view(np.int64))
     assert np.array_equal(R.gemm(a.T.copy(), b, trans_a="N", moduli=14).view(np.int64), want.view(np.int64))
+
+
+def test_the_public_contract_of_complex_operands():
+    rng = np.random.default_rng(11)
+    a, b = crandom(6, 20, 1.0, rng), crandom(20, 4, 1.0, rng)
+    assert ozaki_cutlass.contract(a, b) == R.contract(a, b)
+
+    class Device:
+        __cuda_array_interface__ = {"shape": (6, 20), "typestr": "<c16", "data": (1 << 30, False), "version": 3}
+
+    with pytest.raises(TypeError, match="contract\\(\\) takes complex operands as NumPy arrays"):
+        ozaki_cutlass.contract(Device(), b)
