@@ -10,28 +10,12 @@ cuBLASLt binding")."""
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 
+from native_call_cost import enqueue_us  # scripts/, next to this one
 from ozaki_cutlass.device import cublas, driver
 from ozaki_cutlass.device.layouts import DgemmPlan
-
-BURST = 300  # calls per burst: fewer than the launch queue holds
-
-
-def enqueue_us(fn, sync) -> float:
-    """Microseconds per call to enqueue BURST calls, the GPU drained first."""
-    for _ in range(20):
-        fn()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(BURST):
-        fn()
-    t1 = time.perf_counter()
-    sync()
-    return 1e6 * (t1 - t0) / BURST
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,13 +48,12 @@ def main() -> None:
         ("LtDgemm.run: the native lane's call", lambda: lane.run(handles, a.data.ptr, b.data.ptr, c_lane.data.ptr,
                                                                  1.0, 0.0, stream)),
     ]
-    sync = cp.cuda.Device().synchronize
     times = [[] for _ in rows]
     for _ in range(args.rounds):
         for i, (_, fn) in enumerate(rows):
-            times[i].append(enqueue_us(fn, sync))
+            times[i].append(enqueue_us(fn))
     print(f"cublasLtMatmul, {n}^3 float64, nvmath-python {nvmath.__version__}, cuBLASLt {lt.get_version()}: "
-          f"host time to enqueue {BURST} calls, median of {args.rounds} rounds (the rows in turn)")
+          f"host time to enqueue 300 calls, median of {args.rounds} rounds (the rows in turn)")
     for (label, _), t in zip(rows, times):
         print(f"  {statistics.median(t):6.2f} us  {label}")
     same = bool(cp.array_equal(c_lane.view(cp.int64), c_raw.view(cp.int64)))
