@@ -165,3 +165,13 @@ def test_the_public_contract_of_complex_operands():
 
     with pytest.raises(TypeError, match="contract\\(\\) takes complex operands as NumPy arrays"):
         ozaki_cutlass.contract(Device(), b)
+
+
+def test_the_cpu_demo_line_on_complex_operands():
+    import re
+
+    from ozaki_cutlass.tools.demo import complex_line
+
+    line = complex_line(48, 3)
+    ours, native = (float(x) for x in re.findall(r"(?:default call|complex128 @) ([0-9.e+-]+)", line))
+    assert "complex128" in line and 0 < ours < native
