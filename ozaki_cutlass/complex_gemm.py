@@ -87,6 +87,8 @@ def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, 
         raise ValueError("beta != 0 needs c")
     real = dict(moduli=moduli, mode=mode, kernel=kernel, path=path, policy=policy, timings=timings,
                 accuracy=accuracy)
+    if timings is not None and not (alpha != 0 and m and n and k):
+        timings.update(path="none", kernel=None, policy="alpha == 0 or an empty product: no product computed")
     if host[0]:
         return _on_host(A, B, C, out, op_a, op_b, alpha, beta, real)
     devices = {x.device for _, x in inputs if x.device is not None}

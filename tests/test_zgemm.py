@@ -175,3 +175,11 @@ def test_the_cpu_demo_line_on_complex_operands():
     line = complex_line(48, 3)
     ours, native = (float(x) for x in re.findall(r"(?:default call|complex128 @) ([0-9.e+-]+)", line))
     assert "complex128" in line and 0 < ours < native
+
+
+def test_alpha_zero_says_so_in_timings_and_needs_no_gpu():
+    nan = np.full((3, 4), complex(np.nan, np.nan))
+    c = np.ones((3, 2), dtype=np.complex128)
+    timings = {}
+    got = ozaki_cutlass.gemm(nan, np.ones((4, 2), complex), c=c, alpha=0, beta=1j, timings=timings)
+    assert np.array_equal(got, 1j * c) and timings["path"] == "none"
