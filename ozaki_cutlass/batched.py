@@ -56,7 +56,7 @@ class _Element:
                                              data=(int(cai["data"][0]) + i * strides[0], False))
 
 
-def _elements(x, name: str, batch: int | None):
+def _elements(x, name: str):
     """(batch size or None for a 2-D operand, element getter) of an operand."""
     nd = ndim_of(x)
     if nd == 2:
@@ -76,8 +76,8 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
                  stream=None, timings=None, **options) -> Any:
     """``gemm`` (ozaki_cutlass.gemm, passed in) over a batch; see the module. ``options``:
     gemm's moduli, mode, kernel, path, policy, accuracy."""
-    nb_a, elem_a = _elements(a, "a", None)
-    nb_b, elem_b = _elements(b, "b", None)
+    nb_a, elem_a = _elements(a, "a")
+    nb_b, elem_b = _elements(b, "b")
     if nb_a is not None and nb_b is not None and nb_a != nb_b:
         raise ValueError(f"batch sizes differ: a has {nb_a}, b has {nb_b}")
     batch = nb_a if nb_a is not None else nb_b
@@ -86,18 +86,16 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
             raise ValueError(f"{name} of a batched call must be 3-D (batch, m, n), got {ndim_of(x)}-D")
     elem_c = lambda i: None  # noqa: E731
     if c is not None:
-        nb_c, elem_c = _elements(c, "c", batch)
+        nb_c, elem_c = _elements(c, "c")
         if nb_c != batch:
             raise ValueError(f"c must have batch size {batch}, got {nb_c}")
-    a0, b0 = elem_a(0) if batch else None, elem_b(0) if batch else None
-    m, n = _result_shape(a0 if batch else _empty_element(a), b0 if batch else _empty_element(b), trans_a, trans_b)
+    (ra, ca), (rb, cb) = _shape(a)[-2:], _shape(b)[-2:]
+    m = ca if as_trans(trans_a, "trans_a") else ra
+    n = rb if as_trans(trans_b, "trans_b") else cb
     result = out if out is not None else _allocate(a, b, batch, m, n)
-    if out is not None:
-        nb_o, _ = _elements(out, "out", batch)
-        shape = tuple(getattr(out, "shape", None) or out.__cuda_array_interface__["shape"])
-        if nb_o != batch or shape[1:] != (m, n):
-            raise ValueError(f"out must have shape {(batch, m, n)}, got {shape}")
-    elem_o = _elements(result, "out", batch)[1]
+    if out is not None and _shape(out) != (batch, m, n):
+        raise ValueError(f"out must have shape {(batch, m, n)}, got {_shape(out)}")
+    elem_o = _elements(result, "out")[1]
     if batch == 0:
         return result
     if _native_batch(a, b, c, result, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options):
@@ -115,17 +113,8 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
     return result
 
 
-def _empty_element(x):
-    shape = tuple(getattr(x, "shape", None) or x.__cuda_array_interface__["shape"])
-    return np.empty(shape[-2:])
-
-
-def _result_shape(a0, b0, trans_a, trans_b) -> tuple[int, int]:
-    ra = tuple(getattr(a0, "shape", None) or a0.__cuda_array_interface__["shape"])
-    rb = tuple(getattr(b0, "shape", None) or b0.__cuda_array_interface__["shape"])
-    m = ra[1] if as_trans(trans_a, "trans_a") else ra[0]
-    n = rb[0] if as_trans(trans_b, "trans_b") else rb[1]
-    return int(m), int(n)
+def _shape(x) -> tuple[int, ...]:
+    return tuple(int(d) for d in (getattr(x, "shape", None) or x.__cuda_array_interface__["shape"]))
 
 
 def _allocate(a, b, batch: int, m: int, n: int):

@@ -54,3 +54,11 @@ def test_refusals_in_the_same_words(args, kwargs, words):
     for fn in (R.gemm, ozaki_cutlass.gemm):
         with pytest.raises(ValueError, match=re.escape(words)):
             fn(*args, **kwargs)
+
+
+def test_a_wrong_out_is_refused_before_any_launch():
+    a, b = np.ones((3, 2, 4)), np.ones((4, 5))
+    with pytest.raises(ValueError, match=re.escape("out must have shape (3, 2, 5), got (3, 5, 2)")):
+        ozaki_cutlass.gemm(a, b, out=np.empty((3, 5, 2)))
+    with pytest.raises(ValueError, match=re.escape("out must have shape (3, 2, 5), got (3, 4, 5)")):
+        ozaki_cutlass.gemm(np.ones((3, 4, 2)), b, trans_a=True, out=np.empty((3, 4, 5)))
