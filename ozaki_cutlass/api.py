@@ -18,14 +18,14 @@ from . import config, dispatch
 from .call import validate
 from .device import driver
 from .device.arch import visible_arch
-from .device.arrays import current_stream, dtype_of
-from .device.workspace import COMPLEX_WORKSPACES, WORKSPACES
 from .batched import batched_gemm, ndim_of
 from .complex_gemm import zgemm
-from .numerics.zgemm import is_complex_dtype
+from .device.arrays import current_stream, dtype_of
+from .device.workspace import COMPLEX_WORKSPACES, WORKSPACES
 from .execute import execute
 from .generator import GemmVariant
 from .numerics.contract import Choice
+from .numerics.zgemm import is_complex_dtype
 from .options import as_scalar
 from .paths.contract import run_contract
 from .paths.fast_lane import fast_lane
@@ -38,7 +38,8 @@ __all__ = ["gemm", "contract", "empty_cache", "memory_held"]
 def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex = 0.0,
          trans_a: bool | str = False, trans_b: bool | str = False, moduli: int | None = None,
          mode: str | None = None, out: Any = None, stream: Any = None, kernel: str | GemmVariant | None = None,
-         path: str | None = None, policy: str = "auto", timings: dict | None = None, accuracy: str | float | None = None) -> Any:
+         path: str | None = None, policy: str = "auto", timings: dict | None = None,
+         accuracy: str | float | None = None) -> Any:
     """C = alpha op(A) op(B) + beta C, FP64-accurate, on INT8 tensor cores.
 
     Same semantics, defaults and bits as :func:`ozaki_cutlass.reference.gemm`. ``a``,
@@ -92,8 +93,9 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
     if not complex_scalars:
         alpha = as_scalar(alpha, "alpha")
         beta = as_scalar(beta, "beta")
-    if (not complex_scalars and policy == "auto" and c is None and out is None and moduli is None and kernel is None and path is None
-            and timings is None and stream is None and not trans_a and not trans_b and beta == 0.0
+    if (not complex_scalars and policy == "auto" and c is None and out is None and moduli is None
+            and kernel is None and path is None and timings is None and stream is None and not trans_a
+            and not trans_b and beta == 0.0
             and accuracy is None and mode in (None, "accurate", "fast")):
         result = fast_lane(a, b, alpha, mode or "fast")
         if result is not None:
@@ -123,8 +125,9 @@ def _complex(x) -> bool:
     return dtype is not None and is_complex_dtype(dtype)
 
 
-def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str = False, accuracy: str | float | None = None,
-             mode: str | None = None, policy: str = "auto", stream: Any = None) -> Choice:
+def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str = False,
+             accuracy: str | float | None = None, mode: str | None = None, policy: str = "auto",
+             stream: Any = None) -> Choice:
     """What ``gemm(a, b, ...)`` with these settings and no explicit ``moduli`` chooses under
     the accuracy contract: a :class:`~ozaki_cutlass.numerics.contract.Choice` (the moduli
     count and mode, whether the inner dimension was equilibrated, the certified relative

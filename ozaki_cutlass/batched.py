@@ -20,15 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from . import dispatch
-from .call import emulation_asked, requested_variant
+from .call import decide_settings
 from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import Matrix, current_stream, describe_input, dtype_of, kind_of
 from .device.layouts import plan_dgemm
-from .options import DEFAULT_MODULI, as_trans, resolve_accuracy, validate_policy
+from .options import as_trans
 from .paths.launch import PhaseTimer
-from .paths.native import decide
 
 __all__ = ["ndim_of", "batched_gemm"]
 
@@ -146,9 +144,6 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         return False
     if any(dtype_of(x) != np.float64 for x in (a, b, out)):
         return False
-    count, mode, target = resolve_accuracy(options.get("moduli"), options.get("accuracy"), options.get("mode"))
-    asked = emulation_asked(options.get("moduli"), requested_variant(options.get("kernel"), options.get("path")),
-                            options.get("path"), target)
     (A, sa), (B, sb), (O, so) = (_element0(x, name) for x, name in ((a, "a"), (b, "b"), (out, "out")))
     o0, o1 = _span(O, so, batch)
     if any(o0 < x1 and x0 < o1 for x0, x1 in (_span(A, sa, batch), _span(B, sb, batch))):
@@ -161,9 +156,7 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         arch = visible_arch(device)
         if arch is None:
             return False
-        problem = dispatch.Problem(m, n, A.cols, count or DEFAULT_MODULI, arch)
-        native, why = decide(validate_policy(options.get("policy", "auto")), asked, problem, mode, device,
-                             dispatch.load_table())
+        native, why = decide_settings(options, m, n, A.cols, arch, device)
         plan = plan_dgemm(A, B, O) if native and A.cols else None
         if plan is None:
             return False

@@ -17,10 +17,12 @@ from .generator import GemmVariant
 from .generator.prologue import default_prologue_variant
 from .operands.prepared import Prepared
 from .numerics.contract import U
+from .paths.native import decide
 from .options import (DEFAULT_MODULI, as_trans, check_sizes, resolve_accuracy, resolve_moduli, validate_mode,
                       validate_policy)
 
-__all__ = ["Call", "validate", "requested_variant", "prologue_refusal", "emulation_asked", "PATHS"]
+__all__ = ["Call", "validate", "requested_variant", "prologue_refusal", "emulation_asked", "decide_settings",
+           "PATHS"]
 
 #: What ``path=`` takes: the dispatcher's paths and the opt-in prologue prototype.
 PATHS = dispatch.PATHS + ("prologue",)
@@ -74,6 +76,17 @@ def emulation_asked(moduli, variant, path, target) -> bool:
     """Whether a call's settings ask for the emulation, so that the auto policy does not
     run native DGEMM: moduli, a kernel or a path named, or a target below DGEMM's."""
     return moduli is not None or variant is not None or path is not None or (target is not None and target < U)
+
+
+def decide_settings(settings: dict, m: int, n: int, k: int, arch, device: int) -> tuple[bool, str]:
+    """(run native DGEMM?, why) for an m x n x k product under a call's ``settings`` (gemm's
+    moduli, mode, kernel, path, policy, accuracy; missing ones unset), before its arrays are
+    described: the decision a validated call of that problem gets (paths.native.decide)."""
+    moduli, path = settings.get("moduli"), settings.get("path")
+    count, mode, target = resolve_accuracy(moduli, settings.get("accuracy"), settings.get("mode"))
+    asked = emulation_asked(moduli, requested_variant(settings.get("kernel"), path), path, target)
+    problem = dispatch.Problem(m, n, k, count or DEFAULT_MODULI, arch)
+    return decide(validate_policy(settings.get("policy", "auto")), asked, problem, mode, device, dispatch.load_table())
 
 
 def requested_variant(kernel, path: str | None) -> GemmVariant | None:

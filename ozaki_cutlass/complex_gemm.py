@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dispatch
-from .call import emulation_asked, requested_variant, validate
+from .call import decide_settings, validate
 from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import Matrix, allocate_like, current_stream, describe_input, overlaps
@@ -33,9 +32,8 @@ from .execute import execute
 from .kernels.stages import load_stages
 from .numerics.zgemm import apply_op, as_complex_scalar, host_zgemm
 from .operands.prepared import Prepared
-from .options import DEFAULT_MODULI, as_op, check_sizes, resolve_accuracy, validate_policy
+from .options import as_op, check_sizes
 from .paths.launch import PhaseTimer
-from .paths.native import decide
 
 __all__ = ["zgemm"]
 
@@ -131,7 +129,7 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
                 result.stream = sh
         else:
             result = out
-        native, why = _native_decision(real, m, n, k, arch, device)
+        native, why = decide_settings(real, m, 2 * n, 2 * k, arch, device)  # the realified problem's
         zplan = _zgemm_plan(A, B, C, O, op_a, op_b, beta) if native else None
         if zplan is not None:
             timer = PhaseTimer(sh, real["timings"] is not None)
@@ -157,14 +155,6 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
             c_ptr, c_rs, c_cs = (C.ptr, C.rs, C.cs) if C is not None and beta != 0 else (0, 0, 0)
             stages.complex_axpby(t, m, n, n, alpha if t else 0j, beta, c_ptr, c_rs, c_cs, O.ptr, O.rs, O.cs, sh)
         return result
-
-
-def _native_decision(real: dict, m: int, n: int, k: int, arch, device: int) -> tuple[bool, str]:
-    """The real call's native-or-emulate decision for the realified problem, made first."""
-    count, mode, target = resolve_accuracy(real["moduli"], real["accuracy"], real["mode"])
-    asked = emulation_asked(real["moduli"], requested_variant(real["kernel"], real["path"]), real["path"], target)
-    problem = dispatch.Problem(m, 2 * n, 2 * k, count or DEFAULT_MODULI, arch)
-    return decide(validate_policy(real["policy"]), asked, problem, mode, device, dispatch.load_table())
 
 
 def _zgemm_plan(A: Matrix, B: Matrix, C, O: Matrix, op_a: str, op_b: str,

@@ -10,13 +10,9 @@ import statistics
 
 import numpy as np
 
+from batched_bench import batch_shape  # scripts/, next to this one
 import ozaki_cutlass
 from ozaki_cutlass.device import cublas, driver
-
-
-def batch_shape(text: str) -> tuple[int, int]:
-    batch, n = text.lower().split("x")
-    return int(batch), int(n)
 
 
 def main() -> None:
@@ -42,7 +38,8 @@ def main() -> None:
                                          n * n, zero.ctypes.data, out.data.ptr, n, n * n, batch)
             return call
 
-        rows = [("cupy matmul", lambda: cp.matmul(a, b)), ("ozaki_cutlass.gemm (auto)", lambda: ozaki_cutlass.gemm(a, b)),
+        rows = [("cupy matmul", lambda: cp.matmul(a, b)),
+                ("ozaki_cutlass.gemm (auto)", lambda: ozaki_cutlass.gemm(a, b)),
                 ("bare strided batched, our handle", bare(ours)), ("bare strided batched, CuPy's handle", bare(theirs))]
         times, _ = driver.event_times([fn for _, fn in rows], 2, 7, stream=stream)
         for (label, _), t in zip(rows, times):

@@ -73,7 +73,8 @@ def capsule(owner, ptr: int, shape: tuple[int, int], strides: tuple[int, int], d
     shape_arr = (ctypes.c_int64 * 2)(*shape)
     strides_arr = (ctypes.c_int64 * 2)(*strides)
     managed = _DLManagedTensor()
-    managed.dl_tensor = _DLTensor(ptr, _DLDevice(KDL_CUDA, device), 2, _DLDataType(_KDL_COMPLEX, 128, 1) if complex_ else _DLDataType(_KDL_FLOAT, 64, 1),
+    dtype = _DLDataType(_KDL_COMPLEX, 128, 1) if complex_ else _DLDataType(_KDL_FLOAT, 64, 1)
+    managed.dl_tensor = _DLTensor(ptr, _DLDevice(KDL_CUDA, device), 2, dtype,
                                   shape_arr, strides_arr, 0)
     managed.manager_ctx = None
     managed.deleter = _delete
