@@ -8,7 +8,9 @@ own accuracy-contract choice, exactly as a single call would. How it runs:
 - where the auto policy decides native DGEMM for the element shape (the same decision a
   single call makes), or ``policy="native"``, real float64 device operands whose batches
   are evenly strided run as ONE ``cublasDgemmStridedBatched`` (a broadcast operand has
-  batch stride 0);
+  batch stride 0); the decision and plan are kept per shapes, strides and settings
+  (``DECISIONS.lanes``, cleared by ``dispatch.forget_tables()``), so the next such call on
+  CuPy or PyTorch arrays with no c, out, stream or timings goes straight to cuBLAS;
 - otherwise one call per element, in order, on the call's stream. The emulation's
   one-launch-per-modulus batched kernels are not built: a batch of emulated elements
   costs its elements' calls.
@@ -25,6 +27,7 @@ from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import Matrix, current_stream, describe_input, dtype_of, kind_of
 from .device.layouts import plan_dgemm
+from .dispatch.policy import DECISIONS
 from .options import as_trans
 from .paths.launch import PhaseTimer
 
@@ -74,6 +77,14 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
                  stream=None, timings=None, **options) -> Any:
     """``gemm`` (ozaki_cutlass.gemm, passed in) over a batch; see the module. ``options``:
     gemm's moduli, mode, kernel, path, policy, accuracy."""
+    lane_key = None
+    if c is None and out is None and stream is None and timings is None and beta == 0 \
+            and not isinstance(alpha, complex):
+        lane_key = _lane_key(a, b, trans_a, trans_b, options)
+        lane = DECISIONS.lanes.get(lane_key) if lane_key is not None else None
+        result = lane.run(a, b, alpha) if lane is not None else None
+        if result is not None:   # None: another GPU is current, or grad; the general path decides
+            return result
     nb_a, elem_a = _elements(a, "a")
     nb_b, elem_b = _elements(b, "b")
     if nb_a is not None and nb_b is not None and nb_a != nb_b:
@@ -82,6 +93,8 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
     for name, x in (("c", c), ("out", out)):
         if x is not None and ndim_of(x) != 3:
             raise ValueError(f"{name} of a batched call must be 3-D (batch, m, n), got {ndim_of(x)}-D")
+    if c is None and beta != 0:
+        raise ValueError("beta != 0 needs c")
     elem_c = lambda i: None  # noqa: E731
     if c is not None:
         nb_c, elem_c = _elements(c, "c")
@@ -96,7 +109,10 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
     elem_o = _elements(result, "out")[1]
     if batch == 0:
         return result
-    if _native_batch(a, b, c, result, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options):
+    lane = _native_batch(a, b, c, result, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options)
+    if lane is not None:
+        if lane_key is not None:
+            DECISIONS.remember_lane(lane_key, lane)
         return result
     totals: dict = {}
     for i in range(batch):  # element 0 checks every setting and shape before anything is launched
@@ -135,31 +151,85 @@ def _allocate(a, b, batch: int, m: int, n: int):
     raise ValueError("a batched call on arrays of no known library needs out= (a 3-D array to write into)")
 
 
-def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options) -> bool:
+class _Lane:
+    """A decided native batch of CuPy or PyTorch arrays, kept for the next calls of the
+    same shapes, strides, dtype, GPU, flags and settings (the batched counterpart of
+    paths.fast_lane): its plan, batch strides and context, so such a call allocates its
+    result and makes one cuBLAS call."""
+
+    def __init__(self, plan, strides, batch: int, shape: tuple[int, int, int], device: int, context: int,
+                 kind: str):
+        self.plan, self.strides, self.batch, self.shape = plan, strides, batch, shape
+        self.device, self.context, self.kind = device, context, kind
+
+    def run(self, a, b, alpha: float):
+        """alpha a b into a new array, or None: the general path takes the call."""
+        if self.kind == "cupy":
+            import cupy
+
+            if cupy.cuda.runtime.getDevice() != self.device:
+                return None
+            out = cupy.empty(self.shape)
+            pointers, stream = (a.data.ptr, b.data.ptr, out.data.ptr), cupy.cuda.get_current_stream().ptr
+        else:
+            import torch
+
+            if torch.cuda.current_device() != self.device or a.requires_grad or b.requires_grad:
+                return None
+            out = torch.empty(self.shape, dtype=torch.float64, device=a.device)
+            pointers, stream = (a.data_ptr(), b.data_ptr(), out.data_ptr()), torch.cuda.current_stream().cuda_stream
+        cublas.dgemm_strided_batched(self.plan, self.strides, self.batch, float(alpha), 0.0, stream,
+                                     pointers=pointers, context=self.context)
+        return out
+
+
+def _lane_key(a, b, trans_a, trans_b, options) -> tuple | None:
+    """The lane key of a call on CuPy or PyTorch arrays (both of one kind), else None."""
+    kind = kind_of(a)
+    if kind != kind_of(b) or kind not in ("cupy", "torch"):
+        return None
+    if kind == "cupy":
+        parts = (a.shape, a.strides, a.dtype.char, a.data.device_id, b.shape, b.strides, b.dtype.char,
+                 b.data.device_id)
+    else:
+        try:
+            parts = (a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device())
+        except RuntimeError:   # a tensor without strides: the general path says what is wrong
+            return None
+    try:
+        key = ("batched", kind, *parts, trans_a, trans_b, tuple(sorted(options.items())))
+        hash(key)
+    except TypeError:   # a setting that is not hashable: the general path checks it
+        return None
+    return key
+
+
+def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options):
     """Run the batch as one cublasDgemmStridedBatched where the auto policy (or
-    policy="native") runs native DGEMM for the element shape and the layouts allow; False
-    (nothing done) otherwise."""
+    policy="native") runs native DGEMM for the element shape and the layouts allow, and
+    return its _Lane (kept for later calls on CuPy or PyTorch arrays); None (nothing
+    done) otherwise."""
     kinds = {kind_of(x) for x in (a, b, out) if x is not None}
     if kinds - {"cupy", "torch", "cai"} or c is not None and beta != 0:
-        return False
+        return None
     if any(dtype_of(x) != np.float64 for x in (a, b, out)):
-        return False
+        return None
     (A, sa), (B, sb), (O, so) = (_element0(x, name) for x, name in ((a, "a"), (b, "b"), (out, "out")))
     o0, o1 = _span(O, so, batch)
     if any(o0 < x1 and x0 < o1 for x0, x1 in (_span(A, sa, batch), _span(B, sb, batch))):
-        return False   # out meets a or b (whole spans: conservative)
+        return None   # out meets a or b (whole spans: conservative)
     A, B = (A.t() if as_trans(trans_a, "trans_a") else A), (B.t() if as_trans(trans_b, "trans_b") else B)
     if A.cols != B.rows or so == 0:
-        return False
+        return None
     device = O.device if O.device is not None else 0
     with driver.on_device(device):
         arch = visible_arch(device)
         if arch is None:
-            return False
+            return None
         native, why = decide_settings(options, m, n, A.cols, arch, device)
         plan = plan_dgemm(A, B, O) if native and A.cols else None
         if plan is None:
-            return False
+            return None
         sh = current_stream(next(iter(kinds)), stream, device)
         for x in (A, B):
             if x.stream is not None:
@@ -172,7 +242,7 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         if timings is not None:
             timings.update(timer.result(), path="native", kernel="cublasDgemmStridedBatched", policy=why,
                            batch=batch, batched="one launch")
-    return True
+        return _Lane(plan, strides, batch, (batch, m, n), device, cublas.current_context(), next(iter(kinds)))
 
 
 def _element0(x, name: str) -> tuple[Matrix, int]:

@@ -62,3 +62,9 @@ def test_a_wrong_out_is_refused_before_any_launch():
         ozaki_cutlass.gemm(a, b, out=np.empty((3, 5, 2)))
     with pytest.raises(ValueError, match=re.escape("out must have shape (3, 2, 5), got (3, 4, 5)")):
         ozaki_cutlass.gemm(np.ones((3, 4, 2)), b, trans_a=True, out=np.empty((3, 4, 5)))
+
+
+def test_beta_without_c_is_refused_before_anything_runs():
+    a, b = np.ones((2, 3, 4)), np.ones((2, 4, 5))
+    with pytest.raises(ValueError, match="beta != 0 needs c"):
+        ozaki_cutlass.gemm(a, b, beta=0.5, out=np.zeros((2, 3, 5)))

@@ -405,20 +405,23 @@ def zgemm(plan: DgemmPlan, ops: tuple[str, str], alpha: complex, beta: complex, 
 
 
 def dgemm_strided_batched(plan: DgemmPlan, strides: tuple[int, int, int], batch: int, alpha: float, beta: float,
-                          stream, *, context: int | None = None) -> None:
+                          stream, *, pointers: tuple[int, int, int] | None = None,
+                          context: int | None = None) -> None:
     """Enqueue ``batch`` DGEMMs of ``plan``'s layout as one ``cublasDgemmStridedBatched``:
-    problem i at the plan's pointers plus i times ``strides`` (a, b, c; in elements, 0 for
-    an operand shared by every problem). Does not synchronize."""
+    problem i at the plan's pointers (or the caller's (A, B, O) ``pointers``, placed as
+    :func:`call_pointers` does) plus i times ``strides`` (the plan's a, b, c; in elements, 0
+    for an operand shared by every problem). Does not synchronize."""
     if plan.m == 0 or plan.n == 0 or batch == 0:
         return
+    a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
     lib = library()
     handle = handles(current_context() if context is None else context).blas()
     lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, driver.stream_handle(stream))
     alpha_at, beta_at = _HostScalar(alpha), _HostScalar(beta)
     lib.call(f"cublasDgemmStridedBatched(m={plan.m}, n={plan.n}, k={plan.k}, batch={batch})",
              lib.blas.dgemm_strided_batched, handle, lib.op_t if plan.transa else lib.op_n,
-             lib.op_t if plan.transb else lib.op_n, plan.m, plan.n, plan.k, alpha_at.ptr, plan.a_ptr, plan.lda,
-             strides[0], plan.b_ptr, plan.ldb, strides[1], beta_at.ptr, plan.c_ptr, plan.ldc, strides[2], batch)
+             lib.op_t if plan.transb else lib.op_n, plan.m, plan.n, plan.k, alpha_at.ptr, a_ptr, plan.lda,
+             strides[0], b_ptr, plan.ldb, strides[1], beta_at.ptr, c_ptr, plan.ldc, strides[2], batch)
 
 
 def handle_dgemm(handles, plan: DgemmPlan, pointers, alpha: float, beta: float, stream) -> None:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass import reference
+from ozaki_cutlass import dispatch, reference
+from ozaki_cutlass.dispatch.policy import DECISIONS
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 
 pytestmark = pytest.mark.gpu
@@ -66,3 +67,27 @@ def test_native_batches_are_one_strided_batched_call(rng, broadcast):
     timings = {}
     ozaki_cutlass.gemm(a, b, timings=timings)  # small elements: auto decides native too
     assert timings["kernel"] == "cublasDgemmStridedBatched", timings
+
+
+def test_the_native_batched_lane_reuses_the_plan_with_each_calls_pointers(rng):
+    dispatch.forget_tables()
+    batch, m, k, n = 8, 64, 48, 32
+    a1, b1 = cp.asarray(stack(rng, batch, m, k)), cp.asarray(stack(rng, batch, k, n))
+    first = ozaki_cutlass.gemm(a1, b1, policy="native")          # decides and keeps the lane
+    a2, b2 = cp.asarray(stack(rng, batch, m, k)), cp.asarray(stack(rng, batch, k, n))
+    second = ozaki_cutlass.gemm(a2, b2, policy="native", alpha=-2.0)   # the lane, new pointers
+    assert any(key[0] == "batched" and lane is not None for key, lane in DECISIONS.lanes.items())
+    assert cp.allclose(first, cp.matmul(a1, b1), rtol=1e-13, atol=1e-13)
+    assert cp.allclose(second, -2.0 * cp.matmul(a2, b2), rtol=1e-13, atol=1e-13)
+    assert second.shape == (batch, m, n) and second.data.ptr != first.data.ptr
+
+
+def test_the_native_batched_lane_still_refuses_what_the_general_path_refuses(rng):
+    dispatch.forget_tables()
+    batch, m, k, n = 4, 32, 16, 24
+    a, b = cp.asarray(stack(rng, batch, m, k)), cp.asarray(stack(rng, batch, k, n))
+    ozaki_cutlass.gemm(a, b, policy="native")          # decides and keeps the lane
+    with pytest.raises(ValueError, match="beta"):
+        ozaki_cutlass.gemm(a, b, policy="native", beta=1.0)   # beta without c: not the lane's call
+    with pytest.raises(ValueError):
+        ozaki_cutlass.gemm(a, cp.asarray(stack(rng, batch, k + 1, n)), policy="native")
