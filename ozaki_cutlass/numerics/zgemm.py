@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .accuracy import exact_product
+
 __all__ = ["is_complex_dtype", "apply_op", "realify_left", "realify_right", "complex_axpby",
-           "as_complex_scalar", "host_zgemm"]
+           "as_complex_scalar", "host_zgemm", "sampled_error"]
 
 def is_complex_dtype(dtype) -> bool:
     """Whether ``dtype`` is a complex floating type (only complex128 is computed; the
@@ -115,3 +117,14 @@ def host_zgemm(a0: np.ndarray, b0: np.ndarray, c: np.ndarray | None, alpha: comp
     if beta != 0:
         return complex_axpby(None, 0j, beta, c)
     return np.zeros((m, n), dtype=np.complex128)
+
+
+def sampled_error(got: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray) -> float:
+    """The error of sampled entries of a complex product: ``got`` (r x c, complex) against
+    the exact product of ``a_rows`` (r x k) and ``b_cols`` (k x c), normwise over the same
+    entries of |Re A||Re B| + |Im A||Im B| (and likewise for Im): the quantities native
+    ZGEMM's bound is stated in. Exact: Python integers (numerics.accuracy.exact_product)."""
+    a_hat, b_hat = realify_left(a_rows), realify_right(b_cols)
+    hi, lo = exact_product(a_hat, b_hat)
+    diff = (np.ascontiguousarray(got, dtype=np.complex128).view(np.float64) - hi) - lo
+    return float(np.linalg.norm(diff) / np.linalg.norm(np.abs(a_hat) @ np.abs(b_hat)))
