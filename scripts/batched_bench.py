@@ -14,11 +14,7 @@ import numpy as np
 import ozaki_cutlass
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.numerics.accuracy import random_matrix
-
-
-def batch_shape(text: str) -> tuple[int, int]:
-    batch, n = text.lower().split("x")
-    return int(batch), int(n)
+from ozaki_cutlass.tools.arguments import batch_shape
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ import statistics
 
 import numpy as np
 
-from batched_bench import batch_shape  # scripts/, next to this one
 import ozaki_cutlass
 from ozaki_cutlass.device import cublas, driver
+from ozaki_cutlass.tools.arguments import batch_shape
 
 
 def main() -> None:

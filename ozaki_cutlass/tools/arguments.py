@@ -10,7 +10,7 @@ from ..numerics.moduli import validate_moduli_count
 
 __all__ = ["ARRAY_CHOICES", "CPU_MAX_N", "PHI_MAX", "positive_int", "nonnegative_int", "nonnegative_float",
            "cpu_matrix_size", "cpu_size_problem",
-           "spread", "moduli_count", "shape", "parse_shape"]
+           "spread", "moduli_count", "shape", "parse_shape", "batch_shape"]
 
 #: The device arrays the measuring commands (demo, bench, tune) take: "cupy", "own" (our
 #: DeviceArrays, native DGEMM through gemm(policy="native"); no CuPy needed), or "auto"
@@ -123,3 +123,15 @@ def shape(text: str) -> tuple[int, int, int]:
         return parse_shape(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def batch_shape(text: str) -> tuple[int, int]:
+    """'BxN': a batch of B products n x n x n (the batched rows)."""
+    parts = text.lower().split("x")
+    try:
+        batch, n = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"batch shape {text!r}: expected BxN with integers") from None
+    if batch < 1 or n < 1:
+        raise argparse.ArgumentTypeError(f"batch shape {text!r}: expected BxN with positive integers")
+    return batch, n

@@ -35,8 +35,9 @@ from ..device.cublas_emulation import forget_emulation
 from ..device.arch import compute_capability
 from ..options import resolve_moduli
 from ..paths.launch import PHASES
-from .arguments import (ARRAY_CHOICES, PHI_MAX, moduli_count, nonnegative_float, nonnegative_int, positive_int,
-                        shape, spread)
+from .arguments import (ARRAY_CHOICES, PHI_MAX, batch_shape, moduli_count, nonnegative_float, nonnegative_int,
+                        positive_int, shape, spread)
+from .bench_kinds import batched_row, print_kind_row, zgemm_row
 from .measure import (ENERGY_SECONDS, CublasEmulation, arrays_for, measure_energy, missing_tools,
                       sample_error, sample_reference)
 
@@ -214,7 +215,8 @@ def bench_main(args) -> int:
         log.error("%s", exc)
         return 2
 
-    shapes = args.shapes or list(DEFAULT_SHAPES)
+    kinds = bool(args.zgemm or args.batched)
+    shapes = args.shapes or ([] if kinds else list(DEFAULT_SHAPES))
     driver.ensure_context()
     moduli = resolve_moduli(args.moduli)
     args.auto_mode, args.mode = args.mode, args.mode or "accurate"  # the auto row: as given (None: the contract's)
@@ -285,10 +287,12 @@ def bench_main(args) -> int:
         del xa, xb, outs, lasts, paths_out, calls
         forget_emulation()
         arrays.release()
+    kind_rows = _kind_rows(args, arrays, moduli) if kinds else []
     record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "phi": args.phi,
               "moduli": moduli, "mode": args.mode, "arrays": arrays.name, "native": arrays.native_label,
               "cublas": _cublas_version(), "cublas_emulation": emulation_why or "measured",
-              "energy": energy_line, "energy_seconds": args.energy_seconds, "rows": rows}
+              "energy": energy_line, "energy_seconds": args.energy_seconds, "rows": rows,
+              "complex_and_batched_rows": kind_rows}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record | {"capability": compute_capability()}, f, indent=2)
@@ -297,6 +301,27 @@ def bench_main(args) -> int:
     if args.plot:
         write_plot(rows, args.paths, args.plot, f"Ozaki-II, {moduli} moduli, phi = {args.phi}")
     return 0 if all(r.get("bit_identical", True) for r in rows) else 1
+
+
+def _kind_rows(args, arrays, moduli: int) -> list[dict]:
+    """The --zgemm and --batched rows (tools.bench_kinds), on CuPy arrays."""
+    if arrays.name != "cupy":
+        print("complex and batched rows: skipped: they compare against CuPy's ZGEMM and batched matmul "
+              "(install CuPy, or --arrays cupy)")
+        return []
+    print(f"complex and batched rows: moduli = {moduli}, mode = {args.mode} for the emulation line; "
+          f"{args.warmup} warm-up, median of {args.reps}, in alternation")
+    out = []
+    for n in args.zgemm or ():
+        out.append(zgemm_row(arrays, n, moduli, args.mode, args.phi, args.warmup, args.reps, args.seed + n))
+        print_kind_row(out[-1])
+        arrays.release()
+    for batch, n in args.batched or ():
+        out.append(batched_row(arrays, batch, n, moduli, args.mode, args.phi, args.warmup, args.reps,
+                               args.seed + batch * n))
+        print_kind_row(out[-1])
+        arrays.release()
+    return out
 
 
 def _cublas_version() -> str:
@@ -373,6 +398,12 @@ def add_bench_parser(sub) -> None:
                                      "auto: speed, error, energy (GPU)")
     p.add_argument("--shapes", type=shape, nargs="+", default=None, metavar="N|MxNxK",
                    help="problem shapes (default: squares 1024..16384, small k, large k, tall-skinny)")
+    p.add_argument("--zgemm", type=positive_int, nargs="+", default=None, metavar="N",
+                   help="complex128 N^3 rows against cuBLAS ZGEMM (CuPy); with no --shapes, only these and "
+                        "--batched run")
+    p.add_argument("--batched", type=batch_shape, nargs="+", default=None, metavar="BxN",
+                   help="batched rows, B products N^3, against cuBLAS strided-batched DGEMM (CuPy); with no "
+                        "--shapes, only these and --zgemm run")
     p.add_argument("--moduli", type=moduli_count, default=None)
     p.add_argument("--mode", choices=["fast", "accurate"], default=None,
                    help="scaling mode of the staged and fused rows (default: accurate) and of the auto row "

@@ -47,6 +47,20 @@ class CupyArrays:
         b = (rs.random((k, n)) - 0.5) * cp.exp(phi * rs.standard_normal((k, n)))
         return a, b
 
+    def complex_pair(self, n: int, phi: float, seed: int):
+        """n x n complex128 A and B, each part as :meth:`pair`'s entries, made on the GPU."""
+        rs = self.cp.random.default_rng(seed)
+        a, b = (self._part(rs, (n, n), phi) + 1j * self._part(rs, (n, n), phi) for _ in range(2))
+        return a, b
+
+    def batch_pair(self, batch: int, n: int, phi: float, seed: int):
+        """(batch, n, n) float64 A and B, entries as :meth:`pair`'s, made on the GPU."""
+        rs = self.cp.random.default_rng(seed)
+        return self._part(rs, (batch, n, n), phi), self._part(rs, (batch, n, n), phi)
+
+    def _part(self, rs, shape, phi: float):
+        return (rs.random(shape) - 0.5) * self.cp.exp(phi * rs.standard_normal(shape))
+
     def upload(self, host: np.ndarray):
         return self.cp.asarray(host)
 
@@ -87,6 +101,15 @@ class OwnArrays:
         a = random_matrix(m, k, phi, rng)
         b = random_matrix(k, n, phi, rng)
         return self.upload(a), self.upload(b)
+
+    def complex_pair(self, n: int, phi: float, seed: int):
+        """n x n complex128 A and B, each part as :meth:`pair`'s entries, made on the host."""
+        rng = np.random.default_rng(seed)
+        a, b = (random_matrix(n, n, phi, rng) + 1j * random_matrix(n, n, phi, rng) for _ in range(2))
+        return self.upload(a), self.upload(b)
+
+    def batch_pair(self, batch: int, n: int, phi: float, seed: int):
+        raise RuntimeError("batched operands are 3-D: our DeviceArrays are 2-D (install CuPy, or --arrays cupy)")
 
     def upload(self, host: np.ndarray) -> DeviceArray:
         return DeviceArray.from_host(host)

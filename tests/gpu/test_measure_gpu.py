@@ -133,3 +133,28 @@ def test_tune_runs_without_cupy(no_cupy, tmp_path):
     assert "native DGEMM: cuBLAS DGEMM via ozaki_cutlass.gemm(policy='native')" in table["inputs"]
     winner = next(e for e in table["entries"] if e["path"] != "native")
     assert winner["native_ms"] > 0 and winner["ms"] > 0
+
+
+def test_bench_complex_and_batched_rows(tmp_path, capsys):
+    pytest.importorskip("cupy")
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--zgemm", "256", "--batched", "3x128", "--moduli", "16", "--warmup", "1", "--reps", "2",
+            "--energy-seconds", "0", "--arrays", "cupy", "--json", str(out)]
+    assert cli.main(argv) == 0
+    record = json.loads(out.read_text())
+    assert record["rows"] == []   # --zgemm / --batched without --shapes: only those rows
+    zrow, brow = record["complex_and_batched_rows"]
+    assert (zrow["kind"], zrow["n"], brow["kind"], brow["batch"], brow["n"]) == ("zgemm", 256, "batched", 3, 128)
+    for row in (zrow, brow):
+        assert set(row["calls"]) == {"native", "auto", "emulation"} and row["moduli"] == 16
+        assert all(c["ms"] > 0 and c["tflops"] > 0 for c in row["calls"].values())
+        assert row["calls"]["native"]["x_native"] == 1.0
+        assert row["calls"]["emulation"]["error"] < 1e-15 and row["calls"]["native"]["error"] < 1e-14
+    assert brow["chose"]["batched"] in ("one launch", "one call per element")
+    text = capsys.readouterr().out
+    assert "complex 256^3" in text and "3 x 128^3" in text
+
+
+def test_bench_complex_rows_say_they_need_cupy(no_cupy, capsys):
+    assert cli.main(["bench", "--zgemm", "256", "--energy-seconds", "0", "--reps", "1"]) == 0
+    assert "complex and batched rows: skipped" in capsys.readouterr().out
