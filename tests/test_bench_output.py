@@ -359,3 +359,18 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
     assert "cuBLAS FP64 emulation: libcublas 13.1.1, strategy eager" in printed
     assert "48x40x32 cuBLAS-emu" in printed and "55 mantissa bits (7 INT8 slices)" in printed
     assert len((tmp_path / "b.csv").read_text().splitlines()) == 1 + 5
+
+
+def test_kind_points_are_the_problems_the_dispatcher_decides():
+    """A complex n^3 call is decided by its realified n x 2n x 2n, a batch by its element."""
+    from ozaki_cutlass.tools.tune import kind_points
+
+    (z, bt) = kind_points([1024], [(64, 512)])
+    label, m, n, k, box, flops, make = z
+    assert (m, n, k) == (1024, 2048, 2048) and flops == 8.0 * 1024**3 and make == ("complex_pair", 1024)
+    assert all(box[d][0] <= v <= box[d][1] < 2 * v for d, v in (("m", m), ("n", n), ("k", k)))
+    assert "complex128 1024^3" in box["operands"]
+    label, m, n, k, box, flops, make = bt
+    assert (m, n, k) == (512,) * 3 and flops == 2.0 * 64 * 512**3 and make == ("batch_pair", 64, 512)
+    assert box["operands"] == "batches of 64" and box["k"][0] <= 512 <= box["k"][1]
+    assert kind_points(None, None) == []

@@ -8,6 +8,7 @@ import errno
 import functools
 import json
 import logging
+import math
 import os
 import secrets
 import stat
@@ -22,10 +23,10 @@ from ..dispatch import Candidate, builtin_candidates, candidates_from_table, loa
 from ..generator import catalog
 from ..kernels.library import locate
 from ..options import resolve_moduli
-from .arguments import ARRAY_CHOICES, moduli_count, nonnegative_int, positive_int, shape
+from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
 from .measure import arrays_for, discarding, missing_tools, time_alternately
 
-__all__ = ["tune_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity", "add_tune_parser",
+__all__ = ["tune_points", "kind_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity", "add_tune_parser",
            "unwritable", "write_table"]
 
 log = logging.getLogger(__name__)
@@ -35,17 +36,36 @@ def tune_points(sizes, shapes) -> list[tuple[int, int, int, dict]]:
     """What ``tune`` measures, in table order: (m, n, k, bucket). Each rectangular shape
     first, with a bucket of a factor sqrt(2) around it in every dimension; then the
     square sizes, whose buckets meet at the geometric midpoints and cover 1 .. 2^31 - 1."""
-    import math
-
-    points = []
-    for m, n, k in shapes:
-        points.append((m, n, k, {d: [max(1, math.ceil(v / math.sqrt(2))), math.floor(v * math.sqrt(2))]
-                                 for d, v in (("m", m), ("n", n), ("k", k))}))
+    points = [(m, n, k, _box(m, n, k)) for m, n, k in shapes]
     sizes = sorted(sizes)
     bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [2**31 - 1]
     for i, n in enumerate(sizes):
         lo, hi = bounds[i], bounds[i + 1] - 1 if i + 1 < len(sizes) else bounds[i + 1]
         points.append((n, n, n, {"m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}))
+    return points
+
+
+def _box(m: int, n: int, k: int) -> dict:
+    return {d: [max(1, math.ceil(v / math.sqrt(2))), math.floor(v * math.sqrt(2))] for d, v in (("m", m), ("n", n),
+                                                                                               ("k", k))}
+
+
+def kind_points(zgemm, batched) -> list[tuple[str, int, int, int, dict, float, tuple]]:
+    """The complex and batched points ``tune`` measures, before the others: (label, m, n, k
+    of the real problem the dispatcher decides, its bucket, flops, (the arrays' method
+    making the operands, its size arguments)). A complex n^3 call is decided by the real
+    realified problem n x 2n x 2n (numerics.zgemm), a batch by its element's n^3; each
+    bucket is a factor sqrt(2) around that problem, and says what was measured in it
+    ("operands"). Real calls of those shapes read these entries too: the realified
+    product is the same work, and a batch's emulation is its elements' calls."""
+    points = []
+    for n in zgemm or ():
+        points.append((f"complex {n}^3", n, 2 * n, 2 * n, _box(n, 2 * n, 2 * n)
+                       | {"operands": f"complex128 {n}^3 (realified: {n}x{2 * n}x{2 * n})"}, 8.0 * n**3,
+                       ("complex_pair", n)))
+    for batch, n in batched or ():
+        points.append((f"{batch} x {n}^3", n, n, n, _box(n, n, n) | {"operands": f"batches of {batch}"},
+                       2.0 * batch * n**3, ("batch_pair", batch, n)))
     return points
 
 
@@ -100,10 +120,15 @@ def tune_main(args) -> int:
     cands = tune_candidates(arch, args.variants or (), load_table())
     unbuilt = {c: _unbuilt(c, moduli) for c in cands}  # looked up once, not per size
     entries, report = [], []
-    for m, n, k, bucket in tune_points(args.sizes, args.shapes or ()):
-        label = f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k)
-        flops = 2.0 * m * n * k
-        xa, xb = arrays.pair(m, n, k, 0.5, args.seed + m + 7 * n + 13 * k)
+    points = kind_points(args.zgemm, args.batched) + [
+        (f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k), m, n, k, bucket, 2.0 * m * n * k, ("pair", m, n, k))
+        for m, n, k, bucket in tune_points(args.sizes, args.shapes or ())]
+    for label, m, n, k, bucket, flops, (make, *size) in points:
+        try:
+            xa, xb = getattr(arrays, make)(*size, 0.5, args.seed + m + 7 * n + 13 * k)
+        except RuntimeError as exc:   # batches on our own (2-D) arrays
+            report.append((label, "no candidate", f"skipped: {exc}"))
+            continue
         runnable = []
         for c in cands:
             missing = unbuilt[c]
@@ -285,6 +310,12 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--shapes", type=shape, nargs="+", default=None, metavar="MxNxK",
                    help="rectangular shapes to measure too; each gets a bucket of a factor sqrt(2) "
                         "around it in every dimension, tried before the square buckets")
+    p.add_argument("--zgemm", type=positive_int, nargs="+", default=None, metavar="N",
+                   help="complex128 N^3 calls to measure too (against native ZGEMM), in the bucket of their "
+                        "realified problem N x 2N x 2N")
+    p.add_argument("--batched", type=batch_shape, nargs="+", default=None, metavar="BxN",
+                   help="batches of B products N^3 to measure too (against native strided-batched DGEMM; "
+                        "needs CuPy), in the bucket of N^3")
     p.add_argument("--moduli", type=moduli_count, default=None)
     p.add_argument("--warmup", type=nonnegative_int, default=1)
     p.add_argument("--reps", type=positive_int, default=3)

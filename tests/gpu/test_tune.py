@@ -51,3 +51,19 @@ def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
     a, b = random_matrix(512, 512, 0.5, rng), random_matrix(512, 512, 0.5, rng)
     got = ozaki_cutlass.gemm(a, b, kernel=entry["kernel"], path=entry["path"], policy="emulate")
     assert same_bits(got, reference.gemm(a, b))
+
+
+def test_tune_measures_complex_and_batched_calls_in_their_problems_buckets(tmp_path, capsys):
+    out = tmp_path / "tuning.json"
+    argv = ["tune", "--sizes", "256", "--zgemm", "256", "--batched", "4x256", "--warmup", "0", "--reps", "2",
+            "--out", str(out)]
+    assert cli.main(argv) == 0
+    entries = json.loads(out.read_text())["entries"]
+    complex_ = [e for e in entries if "complex128 256^3" in e.get("operands", "")]
+    batched = [e for e in entries if e.get("operands") == "batches of 4"]
+    assert complex_ and batched
+    best = next(e for e in complex_ if e["path"] != "native")
+    assert best["measured"] == [256, 512, 512] and best["ms"] > 0 and best["native_ms"] > 0
+    assert entries.index(complex_[0]) < entries.index(batched[0]) < entries.index(
+        next(e for e in entries if e["measured"] == [256, 256, 256] and "operands" not in e))
+    assert "complex 256^3" in capsys.readouterr().out
