@@ -19,7 +19,7 @@ from .call import validate
 from .device import driver
 from .device.arch import visible_arch
 from .batched import batched_gemm, ndim_of
-from .complex_gemm import zgemm
+from .complex_gemm import realified_on_device, zgemm
 from .device.arrays import current_stream, dtype_of
 from .device.workspace import COMPLEX_WORKSPACES, WORKSPACES
 from .execute import execute
@@ -133,15 +133,16 @@ def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str
     count and mode, whether the inner dimension was equilibrated, the certified relative
     bound and the target, or the native fallback and why). GPU arrays are examined on the
     GPU (the contract's stages, no product); NumPy arrays by
-    ``ozaki_cutlass.reference.contract``, which makes the same choice. The shape-based
-    native decision of ``policy="auto"`` is not part of it (``timings`` of a call shows
+    ``ozaki_cutlass.reference.contract``, which makes the same choice. Complex operands:
+    the choice of their realified product (numerics.zgemm), which the complex call runs;
+    GPU operands are realified on their GPU first. The shape-based native decision of ``policy="auto"`` is not part of it (``timings`` of a call shows
     that)."""
-    if _complex(a) or _complex(b):
-        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):   # the realified product's choice
+    if _complex(a) or _complex(b):   # the realified product's choice (numerics.zgemm)
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
             return reference_contract(a, b, trans_a=trans_a, trans_b=trans_b, accuracy=accuracy, mode=mode,
                                       policy=policy)
-        raise TypeError("contract() takes complex operands as NumPy arrays (the choice is the realified product's, "
-                        "numerics.zgemm); for GPU arrays call gemm(..., timings={}) and read timings['contract']")
+        with realified_on_device(a, b, trans_a, trans_b, stream) as (a_hat, b_hat, sh):
+            return contract(a_hat, b_hat, accuracy=accuracy, mode=mode, policy=policy, stream=sh)
     call = validate(a, b, c=None, alpha=1.0, beta=0.0, trans_a=trans_a, trans_b=trans_b, moduli=None, mode=mode,
                     out=None, stream=stream, kernel=None, path=None, policy=policy, timings=None, accuracy=accuracy)
     if call.target is None:

@@ -7,7 +7,10 @@ option of the call (moduli, mode, accuracy contract, policy, kernel, path, timin
 That, a complex128 m x n matrix in memory, goes through alpha T + beta C in complex. NumPy
 operands are realified on the host (the reference's own functions); device operands by
 the stage kernels P_realify and P_complex_axpby, into buffers kept per GPU and stream
-(``COMPLEX_WORKSPACES``), so a loop of calls allocates nothing but its results.
+(``COMPLEX_WORKSPACES``), so a loop of calls allocates nothing but its results. Two steps
+are only copies and are skipped where they can be: op(A) not conjugated with unit column
+stride is Ahat in its own memory (read as float64), and with alpha 1 and no C the real
+call writes T straight into an out of unit column stride.
 
 Native: where the auto policy decides native DGEMM for the realified problem (the same
 decision as the real call would make: m x 2n x 2k), or ``policy="native"``, a device call
@@ -18,6 +21,7 @@ call runs native DGEMM on the realified operands.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -35,18 +39,20 @@ from .operands.prepared import Prepared
 from .options import as_op, check_sizes
 from .paths.launch import PhaseTimer
 
-__all__ = ["zgemm"]
+__all__ = ["zgemm", "realified_on_device"]
 
 _C128 = np.dtype(np.complex128)
 
 
 class _Borrowed:
-    """A row-major float64 matrix in a workspace buffer, shown to the real call through the
-    CUDA array interface (v3, with the stream that writes it)."""
+    """A float64 matrix with unit column stride (row stride ``ld`` elements, default
+    ``cols``) in a workspace buffer or in a complex operand's own memory, shown to the real
+    call through the CUDA array interface (v3, with the stream that writes it)."""
 
-    def __init__(self, ptr: int, rows: int, cols: int, stream: int):
+    def __init__(self, ptr: int, rows: int, cols: int, stream: int, ld: int | None = None):
+        strides = None if ld is None or ld == cols else (8 * ld, 8)
         self.__cuda_array_interface__ = {"shape": (rows, cols), "typestr": "<f8", "data": (ptr, False),
-                                         "version": 3, "strides": None,
+                                         "version": 3, "strides": strides,
                                          "stream": driver.canonical_stream(stream)}
 
 
@@ -144,17 +150,68 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
         with ws.lock:
             t = 0
             if alpha != 0 and k and m and n:
-                a_hat, b_hat = ws.get("a_hat", 16 * m * k), ws.get("b_hat", 32 * k * n)
-                t = ws.get("t", 16 * m * n)
-                for X, op, rows, cols, right, dst in ((A, op_a, m, k, False, a_hat), (B, op_b, k, n, True, b_hat)):
-                    X = X.t() if op != "N" else X
-                    stages.realify(X.ptr, rows, cols, X.rs, X.cs, op == "C", right, dst, sh)
-                execute(validate(_Borrowed(a_hat, m, 2 * k, sh), _Borrowed(b_hat, 2 * k, 2 * n, sh), c=None,
-                                 alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-                                 out=_Borrowed(t, m, 2 * n, sh), stream=sh, **real))
+                a_hat, b_hat = _realify(stages, ws, A, B, op_a, op_b, m, n, k, sh)
+                # alpha 1 and no C: out is T itself (complex_axpby would copy T as it is)
+                direct = alpha == 1 and (C is None or beta == 0) and O.cs == 1 and O.rs >= n
+                t, t_ld = (O.ptr, O.rs) if direct else (ws.get("t", 16 * m * n), n)
+                execute(validate(a_hat, b_hat, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+                                 out=_Borrowed(t, m, 2 * n, sh, 2 * t_ld), stream=sh, **real))
+                if direct:
+                    return result
             c_ptr, c_rs, c_cs = (C.ptr, C.rs, C.cs) if C is not None and beta != 0 else (0, 0, 0)
             stages.complex_axpby(t, m, n, n, alpha if t else 0j, beta, c_ptr, c_rs, c_cs, O.ptr, O.rs, O.cs, sh)
         return result
+
+
+def _realify(stages, ws, A: Matrix, B: Matrix, op_a: str, op_b: str, m: int, n: int, k: int, sh: int):
+    """op(A) and op(B) realified (Ahat m x 2k, Bhat 2k x 2n) on stream ``sh``, as _Borrowed
+    arrays (the caller holds ``ws.lock`` while they are used). Bhat goes into ``ws``'s
+    buffer; so does Ahat, unless op(A) is not conjugated and has unit column stride: then
+    its memory, read as float64, is Ahat already (Re and Im interleaved along each row)."""
+    X = A.t() if op_a != "N" else A
+    if op_a != "C" and X.cs == 1 and X.rs >= k:
+        a_hat = _Borrowed(X.ptr, m, 2 * k, sh, 2 * X.rs)
+    else:
+        ptr = ws.get("a_hat", 16 * m * k)
+        stages.realify(X.ptr, m, k, X.rs, X.cs, op_a == "C", False, ptr, sh)
+        a_hat = _Borrowed(ptr, m, 2 * k, sh)
+    Y = B.t() if op_b != "N" else B
+    b_hat = ws.get("b_hat", 32 * k * n)
+    stages.realify(Y.ptr, k, n, Y.rs, Y.cs, op_b == "C", True, b_hat, sh)
+    return a_hat, _Borrowed(b_hat, 2 * k, 2 * n, sh)
+
+
+@contextlib.contextmanager
+def realified_on_device(a: Any, b: Any, trans_a, trans_b, stream):
+    """complex128 GPU operands a and b, op(a) and op(b) realified on their GPU (the
+    ``stream`` as gemm reads it): yields (Ahat, Bhat, the stream), real float64 GPU arrays
+    valid inside the block (ozaki_cutlass.contract asks about them: the complex call's
+    choice is the realified product's). Refuses NumPy, mixed or mismatched operands as
+    gemm does."""
+    op_a, op_b = as_op(trans_a, "trans_a"), as_op(trans_b, "trans_b")
+    A, B = _describe(a, "a"), _describe(b, "b")
+    if isinstance(A, np.ndarray) or isinstance(B, np.ndarray):
+        raise ValueError("a and b must both be GPU arrays here (NumPy operands: ozaki_cutlass.reference.contract)")
+    m, k = (A.shape[1], A.shape[0]) if op_a != "N" else A.shape
+    kb, n = (B.shape[1], B.shape[0]) if op_b != "N" else B.shape
+    if kb != k:
+        raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
+    check_sizes(**{"2m": 2 * m, "2n": 2 * n, "2k": 2 * k})
+    devices = {x.device for x in (A, B) if x.device is not None}
+    if len(devices) > 1:
+        raise ValueError(f"a and b are on different GPUs {sorted(devices)}")
+    device = devices.pop() if devices else 0
+    with driver.on_device(device):
+        arch = visible_arch(device)
+        if arch is None:
+            raise driver.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
+        sh = current_stream(A.kind, stream, device)
+        for X in (A, B):
+            if X.stream is not None:
+                driver.order_after(X.stream, sh)
+        ws = COMPLEX_WORKSPACES.get(device, sh)
+        with ws.lock:
+            yield (*_realify(load_stages(arch), ws, A, B, op_a, op_b, m, n, k, sh), sh)
 
 
 def _zgemm_plan(A: Matrix, B: Matrix, C, O: Matrix, op_a: str, op_b: str,

@@ -85,6 +85,27 @@ def test_strided_operands_out_and_c_in_place(rng):
     assert got is c and same_bits(c.get(), want)
 
 
+@pytest.mark.parametrize("path", ["staged", "fused"])
+def test_ahat_in_place_and_t_straight_into_out(rng, path):
+    """alpha 1, no C: op(A) of unit column stride (not conjugated) is read as Ahat in its
+    own memory, and the real call writes T into an out of unit column stride; the
+    reference's bits whichever layout takes which step, and A is left as it was."""
+    m, k, n = 72, 96, 40
+    a0, b = crandom(m, k, 1.0, rng), cp.asarray(crandom(k, n, 1.0, rng))
+    wide = cp.asarray(crandom(m, k + 8, 1.0, rng))
+    wide[:, :k] = cp.asarray(a0)
+    cases = [(cp.asarray(a0), "N"), (wide[:, :k], "N"), (cp.asarray(a0.T.copy()), "T"),
+             (cp.asarray(np.asfortranarray(a0.T)), "T"),
+             (cp.asarray(np.asfortranarray(a0)), "N"), (cp.asarray(a0.conj().T.copy()), "C")]
+    want = reference.gemm(a0, b.get(), moduli=16)
+    for a, flag in cases:
+        before = a.copy()
+        for out in (None, cp.zeros((m, n + 4), complex)[:, :n], cp.asarray(np.zeros((m, n), complex, order="F"))):
+            got = ozaki_cutlass.gemm(a, b, trans_a=flag, moduli=16, path=path, out=out)
+            assert same_bits(got.get(), want), (flag, a.strides, None if out is None else out.strides)
+        assert same_bits(a.get(), before.get())
+
+
 def test_numpy_torch_and_foreign_inputs(rng):
     torch = pytest.importorskip("torch")
     a, b = crandom(40, 50, 1.0, rng), crandom(50, 30, 1.0, rng)
@@ -105,6 +126,26 @@ def test_the_contract_choice_and_timings(rng):
     choice = reference.contract(a, b, policy="emulate")
     assert timings["contract"]["moduli"] == choice.moduli and timings["path"] in ("staged", "fused")
     assert same_bits(got.get(), reference.gemm(a, b, policy="emulate"))
+
+
+@pytest.mark.parametrize("flags", [("N", "N"), ("T", "C"), ("C", "N")])
+def test_the_contract_of_gpu_operands_is_the_references(rng, flags):
+    a, b = crandom(96, 200, 4.0, rng), crandom(200, 48, 4.0, rng)
+    a[:, :20] *= 2.0**30   # offset inner scales: the equilibration has work to do
+    xa = a.T.copy() if flags[0] == "T" else a.conj().T.copy() if flags[0] == "C" else a
+    xb = b.T.copy() if flags[1] == "T" else b.conj().T.copy() if flags[1] == "C" else b
+    for accuracy in (None, 2.0**-60):
+        got = ozaki_cutlass.contract(cp.asarray(xa), cp.asarray(xb), trans_a=flags[0], trans_b=flags[1],
+                                     accuracy=accuracy, policy="emulate")
+        assert got == reference.contract(xa, xb, trans_a=flags[0], trans_b=flags[1], accuracy=accuracy,
+                                         policy="emulate")
+    timings = {}
+    ozaki_cutlass.gemm(cp.asarray(xa), cp.asarray(xb), trans_a=flags[0], trans_b=flags[1], policy="emulate",
+                       timings=timings)
+    assert timings["contract"] == ozaki_cutlass.contract(cp.asarray(xa), cp.asarray(xb), trans_a=flags[0],
+                                                         trans_b=flags[1], policy="emulate").as_dict()
+    empty = ozaki_cutlass.contract(cp.zeros((0, 5), complex), cp.zeros((5, 3), complex))
+    assert empty.moduli is not None and empty.bound == 0.0
 
 
 def test_nonfinite_and_alpha_zero(rng):
