@@ -277,6 +277,16 @@ def test_tune_refuses_a_variant_glob_that_matches_nothing(caplog):
     assert "--variants nomatch* matches no variant" in caplog.text  # the other glob matches
 
 
+def test_tune_with_nothing_to_measure_or_a_bad_table_to_extend_exits_2(tmp_path, caplog):
+    assert cli.main(["tune", "--sizes", "--out", str(tmp_path / "t.json")]) == 2
+    assert "nothing to measure" in caplog.text
+    bad = tmp_path / "old.json"
+    bad.write_text("{not json")
+    assert cli.main(["tune", "--zgemm", "512", "--extend", str(bad), "--out", str(tmp_path / "t.json")]) == 2
+    assert f"--extend: tuning table {bad} is not JSON" in caplog.text
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_a_bad_tuning_table_is_an_error_message_not_a_traceback(tmp_path, monkeypatch, caplog):
     bad = tmp_path / "table.json"
     bad.write_text("{not json")

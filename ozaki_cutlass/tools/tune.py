@@ -26,8 +26,8 @@ from ..options import resolve_moduli
 from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
 from .measure import arrays_for, discarding, missing_tools, time_alternately
 
-__all__ = ["tune_points", "kind_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity", "add_tune_parser",
-           "unwritable", "write_table"]
+__all__ = ["tune_points", "kind_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity",
+           "add_tune_parser", "unwritable", "write_table"]
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +98,21 @@ def tune_main(args) -> int:
     if unmatched:  # before any GPU work
         log.error("--variants %s matches no variant (see `ozaki-cutlass list --full`)", " ".join(unmatched))
         return 2
+    if not (args.sizes or args.shapes or args.zgemm or args.batched):
+        log.error("nothing to measure: give --sizes, --shapes, --zgemm or --batched")
+        return 2
     out = Path(args.out)
     why = unwritable(out)
     if why is not None:  # before timing anything: a run takes minutes
         log.error("--out %s: %s", out, why)
         return 2
+    extended = None
+    if args.extend is not None:  # read (and checked) before any timing
+        try:
+            extended, _ = load_table(args.extend)
+        except ValueError as exc:
+            log.error("--extend: %s", exc)
+            return 2
     why = missing_tools("tune", False)
     if why is not None:
         log.error("%s", why)
@@ -166,6 +176,10 @@ def tune_main(args) -> int:
              "command": " ".join(["ozaki-cutlass"] + args.argv),
              "moduli": moduli, "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: "
                                          f"{arrays.native_label}", "entries": entries}
+    if extended is not None:  # after the new entries: they are tried first
+        table["entries"] = entries + extended.get("entries", [])
+        table["extends"] = {"path": str(args.extend)} | {key: extended[key] for key in
+                                                          ("gpu", "driver", "date", "command") if key in extended}
     for label, name, ms in report:
         print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
     try:
@@ -174,7 +188,8 @@ def tune_main(args) -> int:
         log.error("cannot write the tuning table to %s (%s); it follows on stdout", out, exc)
         print(json.dumps(table, indent=2))
         return 1
-    print(f"wrote {out}: {len(entries)} entries")
+    print(f"wrote {out}: {len(table['entries'])} entries"
+          + (f" ({len(entries)} new, then {args.extend}'s)" if extended is not None else ""))
     return 0
 
 
@@ -306,7 +321,9 @@ def _unbuilt(candidate, moduli) -> list[str]:
 
 def add_tune_parser(sub) -> None:
     p = sub.add_parser("tune", help="time the candidate kernels per size bucket, write the dispatcher's table (GPU)")
-    p.add_argument("--sizes", type=positive_int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    p.add_argument("--sizes", type=positive_int, nargs="*", default=[1024, 2048, 4096, 8192, 16384],
+                   help="square sizes, whose buckets cover every size (default: %(default)s; none: "
+                        "only the shapes, --zgemm and --batched, e.g. with --extend)")
     p.add_argument("--shapes", type=shape, nargs="+", default=None, metavar="MxNxK",
                    help="rectangular shapes to measure too; each gets a bucket of a factor sqrt(2) "
                         "around it in every dimension, tried before the square buckets")
@@ -325,6 +342,9 @@ def add_tune_parser(sub) -> None:
                         "gemm(policy='native'); no CuPy needed), auto (cupy where installed; default)")
     p.add_argument("--variants", nargs="+", default=None, metavar="GLOB",
                    help="also time these catalogued variants (globs over the full catalog)")
+    p.add_argument("--extend", default=None, metavar="TABLE",
+                   help="keep this table's entries after the new ones (the new buckets are tried first; "
+                        "its metadata goes under \"extends\")")
     p.add_argument("--out", default="tuning.json", metavar="PATH",
                    help="where the table goes (written atomically; checked before any timing)")
     p.set_defaults(handler=tune_main)

@@ -91,3 +91,20 @@ def test_the_native_batched_lane_still_refuses_what_the_general_path_refuses(rng
         ozaki_cutlass.gemm(a, b, policy="native", beta=1.0)   # beta without c: not the lane's call
     with pytest.raises(ValueError):
         ozaki_cutlass.gemm(a, cp.asarray(stack(rng, batch, k + 1, n)), policy="native")
+
+
+def test_the_native_batched_lane_on_torch_tensors(rng):
+    torch = pytest.importorskip("torch")
+    dispatch.forget_tables()
+    batch, m, k, n = 6, 40, 24, 16
+    a, b = (torch.as_tensor(stack(rng, batch, r, c), device="cuda") for r, c in ((m, k), (k, n)))
+    first = ozaki_cutlass.gemm(a, b, policy="native")
+    second = ozaki_cutlass.gemm(a, b[0], policy="native", alpha=0.5)    # broadcast b: its own lane
+    third = ozaki_cutlass.gemm(a, b, policy="native")                   # the lane
+    assert sum(key[:2] == ("batched", "torch") for key in DECISIONS.lanes) == 2
+    assert torch.equal(first, third) and third.data_ptr() != first.data_ptr()
+    assert torch.allclose(first, torch.matmul(a, b), rtol=1e-13, atol=1e-13)
+    assert torch.allclose(second, 0.5 * torch.matmul(a, b[0]), rtol=1e-13, atol=1e-13)
+    grad = a.clone().requires_grad_(True)
+    with pytest.raises(TypeError, match="requires grad"):
+        ozaki_cutlass.gemm(grad, b, policy="native")    # refused by the general path, not run by the lane

@@ -67,3 +67,17 @@ def test_tune_measures_complex_and_batched_calls_in_their_problems_buckets(tmp_p
     assert entries.index(complex_[0]) < entries.index(batched[0]) < entries.index(
         next(e for e in entries if e["measured"] == [256, 256, 256] and "operands" not in e))
     assert "complex 256^3" in capsys.readouterr().out
+
+
+def test_tune_extend_keeps_the_old_entries_after_the_new(tmp_path):
+    old = tmp_path / "old.json"
+    assert cli.main(["tune", "--sizes", "256", "--warmup", "0", "--reps", "1", "--out", str(old)]) == 0
+    new = tmp_path / "new.json"
+    argv = ["tune", "--sizes", "--zgemm", "128", "--extend", str(old), "--warmup", "0", "--reps", "1",
+            "--out", str(new)]
+    assert cli.main(argv) == 0
+    before, after = json.loads(old.read_text()), json.loads(new.read_text())
+    fresh = [e for e in after["entries"] if "complex128 128^3" in e.get("operands", "")]
+    assert fresh and after["entries"] == fresh + before["entries"]
+    assert after["extends"]["path"] == str(old) and after["extends"]["command"] == before["command"]
+    dispatch.load_table(str(new))   # a table the dispatcher reads
