@@ -5,10 +5,11 @@ Semantics are those of the loop of single calls C[i] = alpha op(A[i]) op(B[i]) +
 (trans flags act on the last two dimensions), with the same bits: each element gets its
 own accuracy-contract choice, exactly as a single call would. How it runs:
 
-- where the auto policy decides native DGEMM for the element shape (the same decision a
-  single call makes), or ``policy="native"``, real float64 device operands whose batches
-  are evenly strided run as ONE ``cublasDgemmStridedBatched`` (a broadcast operand has
-  batch stride 0); the decision and plan are kept per shapes, strides and settings
+- where the auto policy decides native for the element shape (the same decision a single
+  call makes), or ``policy="native"``, float64 device operands whose batches are evenly
+  strided run as ONE ``cublasDgemmStridedBatched`` (a broadcast operand has batch stride
+  0), complex128 ones as one ``cublasZgemmStridedBatched`` where cuBLAS can take the
+  flags' layouts (a conjugated operand read transposed, as a single complex call); the decision and plan are kept per shapes, strides and settings
   (``DECISIONS.lanes``, cleared by ``dispatch.forget_tables()``), so the next such call on
   CuPy or PyTorch arrays with no c, out, stream or timings goes straight to cuBLAS;
 - otherwise one call per element, in order, on the call's stream. The emulation's
@@ -26,9 +27,10 @@ from .call import decide_settings
 from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import Matrix, current_stream, describe_input, dtype_of, kind_of
-from .device.layouts import plan_dgemm
+from .device.layouts import complex_ops, plan_dgemm
 from .dispatch.policy import DECISIONS
-from .options import as_trans
+from .numerics.zgemm import as_complex_scalar
+from .options import as_op, as_trans
 from .paths.launch import PhaseTimer
 
 __all__ = ["ndim_of", "batched_gemm"]
@@ -158,9 +160,9 @@ class _Lane:
     result and makes one cuBLAS call."""
 
     def __init__(self, plan, strides, batch: int, shape: tuple[int, int, int], device: int, context: int,
-                 kind: str):
+                 kind: str, ops: tuple[str, str] | None):
         self.plan, self.strides, self.batch, self.shape = plan, strides, batch, shape
-        self.device, self.context, self.kind = device, context, kind
+        self.device, self.context, self.kind, self.ops = device, context, kind, ops   # ops: complex (ZGEMM)
 
     def run(self, a, b, alpha: float):
         """alpha a b into a new array, or None: the general path takes the call."""
@@ -169,17 +171,21 @@ class _Lane:
 
             if cupy.cuda.runtime.getDevice() != self.device:
                 return None
-            out = cupy.empty(self.shape)
+            out = cupy.empty(self.shape, dtype=complex if self.ops else float)
             pointers, stream = (a.data.ptr, b.data.ptr, out.data.ptr), cupy.cuda.get_current_stream().ptr
         else:
             import torch
 
             if torch.cuda.current_device() != self.device or a.requires_grad or b.requires_grad:
                 return None
-            out = torch.empty(self.shape, dtype=torch.float64, device=a.device)
+            out = torch.empty(self.shape, dtype=torch.complex128 if self.ops else torch.float64, device=a.device)
             pointers, stream = (a.data_ptr(), b.data_ptr(), out.data_ptr()), torch.cuda.current_stream().cuda_stream
-        cublas.dgemm_strided_batched(self.plan, self.strides, self.batch, float(alpha), 0.0, stream,
-                                     pointers=pointers, context=self.context)
+        if self.ops:
+            cublas.zgemm(self.plan, self.ops, complex(alpha), 0j, stream, batched=(self.strides, self.batch),
+                         pointers=pointers, context=self.context)
+        else:
+            cublas.dgemm_strided_batched(self.plan, self.strides, self.batch, float(alpha), 0.0, stream,
+                                         pointers=pointers, context=self.context)
         return out
 
 
@@ -205,20 +211,26 @@ def _lane_key(a, b, trans_a, trans_b, options) -> tuple | None:
 
 
 def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options):
-    """Run the batch as one cublasDgemmStridedBatched where the auto policy (or
-    policy="native") runs native DGEMM for the element shape and the layouts allow, and
-    return its _Lane (kept for later calls on CuPy or PyTorch arrays); None (nothing
-    done) otherwise."""
+    """Run the batch as one cublasDgemmStridedBatched (complex128: one
+    cublasZgemmStridedBatched) where the auto policy (or policy="native") runs native for
+    the element shape (a complex element's: its realified problem's, as a single complex
+    call decides) and the layouts allow, and return its _Lane (kept for later calls on
+    CuPy or PyTorch arrays); None (nothing done) otherwise."""
     kinds = {kind_of(x) for x in (a, b, out) if x is not None}
     if kinds - {"cupy", "torch", "cai"} or c is not None and beta != 0:
         return None
-    if any(dtype_of(x) != np.float64 for x in (a, b, out)):
+    dtype = dtype_of(out)
+    if dtype not in (np.float64, np.complex128) or any(dtype_of(x) != dtype for x in (a, b)):
         return None
-    (A, sa), (B, sb), (O, so) = (_element0(x, name) for x, name in ((a, "a"), (b, "b"), (out, "out")))
-    o0, o1 = _span(O, so, batch)
-    if any(o0 < x1 and x0 < o1 for x0, x1 in (_span(A, sa, batch), _span(B, sb, batch))):
+    cplx = dtype == np.complex128
+    (A, sa), (B, sb), (O, so) = (_element0(x, name, dtype) for x, name in ((a, "a"), (b, "b"), (out, "out")))
+    o0, o1 = _span(O, so, batch, dtype.itemsize)
+    if any(o0 < x1 and x0 < o1 for x0, x1 in (_span(A, sa, batch, dtype.itemsize),
+                                               _span(B, sb, batch, dtype.itemsize))):
         return None   # out meets a or b (whole spans: conservative)
-    A, B = (A.t() if as_trans(trans_a, "trans_a") else A), (B.t() if as_trans(trans_b, "trans_b") else B)
+    op_a, op_b = (as_op(t, name) if cplx else "T" if as_trans(t, name) else "N"
+                  for t, name in ((trans_a, "trans_a"), (trans_b, "trans_b")))
+    A, B = (A.t() if op_a != "N" else A), (B.t() if op_b != "N" else B)
     if A.cols != B.rows or so == 0:
         return None
     device = O.device if O.device is not None else 0
@@ -226,9 +238,11 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         arch = visible_arch(device)
         if arch is None:
             return None
-        native, why = decide_settings(options, m, n, A.cols, arch, device)
+        native, why = decide_settings(options, m, 2 * n if cplx else n, 2 * A.cols if cplx else A.cols, arch,
+                                      device)
         plan = plan_dgemm(A, B, O) if native and A.cols else None
-        if plan is None:
+        ops = complex_ops(plan, op_a == "C", op_b == "C") if cplx and plan is not None else None
+        if plan is None or cplx and ops is None:
             return None
         sh = current_stream(next(iter(kinds)), stream, device)
         for x in (A, B):
@@ -237,28 +251,33 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         strides = (sb, sa, so) if plan.transposed else (sa, sb, so)
         timer = PhaseTimer(sh, timings is not None)
         timer.mark("start")
-        cublas.dgemm_strided_batched(plan, strides, batch, float(alpha), float(beta), sh)
+        if cplx:
+            cublas.zgemm(plan, ops, as_complex_scalar(alpha, "alpha"), as_complex_scalar(beta, "beta"), sh,
+                         batched=(strides, batch))
+        else:
+            cublas.dgemm_strided_batched(plan, strides, batch, float(alpha), float(beta), sh)
         timer.mark("native")
         if timings is not None:
-            timings.update(timer.result(), path="native", kernel="cublasDgemmStridedBatched", policy=why,
-                           batch=batch, batched="one launch")
-        return _Lane(plan, strides, batch, (batch, m, n), device, cublas.current_context(), next(iter(kinds)))
+            timings.update(timer.result(), path="native", policy=why, batch=batch, batched="one launch",
+                           kernel="cublasZgemmStridedBatched" if cplx else "cublasDgemmStridedBatched")
+        return _Lane(plan, strides, batch, (batch, m, n), device, cublas.current_context(), next(iter(kinds)), ops)
 
 
-def _element0(x, name: str) -> tuple[Matrix, int]:
-    """Element 0 of ``x`` (a 2-D operand: itself) as a Matrix, and the batch stride in
-    elements (0 for a 2-D operand: broadcast)."""
+def _element0(x, name: str, dtype: np.dtype) -> tuple[Matrix, int]:
+    """Element 0 of ``x`` (a 2-D operand: itself) as a Matrix of ``dtype``, and the batch
+    stride in elements (0 for a 2-D operand: broadcast)."""
     if ndim_of(x) == 2:
-        return describe_input(x, name), 0
+        return describe_input(x, name, dtype), 0
     if kind_of(x) in ("cupy", "torch"):   # the framework's own view: its GPU is known
-        stride = x.strides[0] // 8 if kind_of(x) == "cupy" else x.stride(0)
-        return describe_input(x[0], name), stride
+        stride = x.strides[0] // dtype.itemsize if kind_of(x) == "cupy" else x.stride(0)
+        return describe_input(x[0], name, dtype), stride
     cai = x.__cuda_array_interface__
     shape, strides = tuple(cai["shape"]), cai.get("strides")
-    return describe_input(_Element(x, cai, 0), name), (strides[0] // 8 if strides else shape[1] * shape[2])
+    return (describe_input(_Element(x, cai, 0), name, dtype),
+            (strides[0] // dtype.itemsize if strides else shape[1] * shape[2]))
 
 
-def _span(x: Matrix, stride: int, batch: int) -> tuple[int, int]:
+def _span(x: Matrix, stride: int, batch: int, itemsize: int) -> tuple[int, int]:
     """The byte range a batch of ``x`` (element 0, ``stride`` elements apart) covers."""
     last = (x.rows - 1) * x.rs + (x.cols - 1) * x.cs + (batch - 1) * stride
-    return x.ptr, x.ptr + 8 * (last + 1)
+    return x.ptr, x.ptr + itemsize * (last + 1)

@@ -387,21 +387,29 @@ def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple
 
 
 def zgemm(plan: DgemmPlan, ops: tuple[str, str], alpha: complex, beta: complex, stream, *,
+          batched: tuple[tuple[int, int, int], int] | None = None, pointers: tuple[int, int, int] | None = None,
           context: int | None = None) -> None:
-    """Enqueue ``plan`` on complex128 matrices (its pointers; leading dimensions in complex
-    elements) as ``cublasZgemm_v2`` with the operations ``ops`` ("N", "T", "C": from
-    :func:`~ozaki_cutlass.device.layouts.complex_ops`), on the (context, thread)'s cuBLAS
-    handle; cuBLAS semantics (beta == 0: C not read). Does not synchronize."""
-    if plan.m == 0 or plan.n == 0:
+    """``plan`` on complex128 matrices (leading dimensions in complex elements; pointers as
+    :func:`dgemm_strided_batched`'s) as ``cublasZgemm_v2`` with ``ops`` ("N", "T", "C":
+    layouts.complex_ops), cuBLAS semantics; ``batched`` = (strides, batch): one
+    ``cublasZgemmStridedBatched``. Enqueued on the (context, thread)'s handle, no sync."""
+    if plan.m == 0 or plan.n == 0 or (batched is not None and batched[1] == 0):
         return
+    a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
     lib = library()
     handle = handles(current_context() if context is None else context).blas()
     lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, driver.stream_handle(stream))
     scalars = (ctypes.c_double * 4)(alpha.real, alpha.imag, beta.real, beta.imag)  # read before the call returns
     at = ctypes.addressof(scalars)
     op = {name: int(getattr(lib.blas.Operation, name)) for name in ops}
-    lib.call(f"cublasZgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", lib.blas.zgemm, handle, op[ops[0]], op[ops[1]],
-             plan.m, plan.n, plan.k, at, plan.a_ptr, plan.lda, plan.b_ptr, plan.ldb, at + 16, plan.c_ptr, plan.ldc)
+    if batched is None:
+        lib.call(f"cublasZgemm_v2(m={plan.m}, n={plan.n}, k={plan.k})", lib.blas.zgemm, handle, op[ops[0]],
+                 op[ops[1]], plan.m, plan.n, plan.k, at, a_ptr, plan.lda, b_ptr, plan.ldb, at + 16, c_ptr, plan.ldc)
+        return
+    (sa, sb, sc), batch = batched
+    lib.call(f"cublasZgemmStridedBatched(m={plan.m}, n={plan.n}, k={plan.k}, batch={batch})",
+             lib.blas.zgemm_strided_batched, handle, op[ops[0]], op[ops[1]], plan.m, plan.n, plan.k, at, a_ptr,
+             plan.lda, sa, b_ptr, plan.ldb, sb, at + 16, c_ptr, plan.ldc, sc, batch)
 
 
 def dgemm_strided_batched(plan: DgemmPlan, strides: tuple[int, int, int], batch: int, alpha: float, beta: float,

@@ -69,6 +69,37 @@ def test_native_batches_are_one_strided_batched_call(rng, broadcast):
     assert timings["kernel"] == "cublasDgemmStridedBatched", timings
 
 
+def cstack(rng, batch, m, n):
+    return stack(rng, batch, m, n) + 1j * stack(rng, batch, m, n)
+
+
+@pytest.mark.parametrize("flags, broadcast", [(("N", "N"), None), (("T", "C"), None), (("C", "N"), "b"),
+                                              (("N", "T"), "a")])
+def test_native_complex_batches_are_one_zgemm_strided_batched_call(rng, flags, broadcast):
+    batch, m, k, n = 12, 48, 40, 24
+    a0 = cstack(rng, batch, m, k) if broadcast != "a" else cstack(rng, 1, m, k)[0]
+    b0 = cstack(rng, batch, k, n) if broadcast != "b" else cstack(rng, 1, k, n)[0]
+    op = {"N": lambda x: x, "T": lambda x: np.swapaxes(x, -1, -2).copy(),
+          "C": lambda x: np.swapaxes(x, -1, -2).conj().copy()}
+    a, b = cp.asarray(op[flags[0]](a0)), cp.asarray(op[flags[1]](b0))  # op(a) = a0 (op is an involution here)
+    alpha = 0.5 - 2j
+    timings = {}
+    got = ozaki_cutlass.gemm(a, b, trans_a=flags[0], trans_b=flags[1], alpha=alpha, policy="native",
+                             timings=timings)
+    want = alpha * np.matmul(a0, b0)
+    single = {}   # one launch exactly where a single complex call of these layouts is one cublasZgemm_v2
+    ozaki_cutlass.gemm(a if a.ndim == 2 else a[0], b if b.ndim == 2 else b[0], trans_a=flags[0], trans_b=flags[1],
+                       policy="native", timings=single)
+    assert single["kernel"] == "cublasZgemm_v2" or flags != ("N", "N")   # row-major, no conjugate: one call
+    if single["kernel"] == "cublasZgemm_v2":
+        assert timings["kernel"] == "cublasZgemmStridedBatched" and timings["batched"] == "one launch"
+    else:   # conjugation without a transpose in cuBLAS's terms: one call per element
+        assert timings["batched"] == "one call per element"
+    assert got.dtype == np.complex128 and np.allclose(got.get(), want, rtol=1e-13, atol=1e-12)
+    again = ozaki_cutlass.gemm(a, b, trans_a=flags[0], trans_b=flags[1], policy="native")   # the lane, if any
+    assert np.allclose(again.get(), np.matmul(a0, b0), rtol=1e-13, atol=1e-12)
+
+
 def test_the_native_batched_lane_reuses_the_plan_with_each_calls_pointers(rng):
     dispatch.forget_tables()
     batch, m, k, n = 8, 64, 48, 32
