@@ -117,7 +117,8 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=4,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex
+    version=5,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    # 5: Karatsuba
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -254,6 +255,30 @@ numerics.zgemm.complex_axpby: out = alpha T + beta cin in complex128, every real
 rounded on its own in the NumPy twin's order. t: m x n complex, element (i, j) at
 t[2(i*ldt + j)] (read only when alpha != 0); cin and out strided in complex elements (cin
 read only when beta != 0)."""),
+        entry("karatsuba_split", "int",
+               "const int8_t* src, int nmod, const int32_t* moduli, int64_t rows, int64_t k, int64_t src_ld, "
+               "int64_t src_plane, int right, int8_t* dst, int64_t rows_pad, int64_t k_pad, int64_t dst_plane, "
+               "int64_t dst_part, cudaStream_t stream",
+               """\
+From realified residue planes (src, modulus g's at g*src_plane, rows src_ld apart): left
+(right == 0), row v's bytes 2l and 2l + 1; right, byte 2l of rows 2v and 2v + 1 (Bhat's
+columns 2j, 2j + 1). Writes dst[q*dst_part + g*dst_plane + v*k_pad + l] for v < rows_pad,
+l < k_pad: q = 0 the first, q = 1 the second, q = 2 their sum mods m_g (symmetric int8);
+0 where v >= rows or l >= k. moduli: nmod device int32 values. k_pad a multiple of 16;
+dst and its strides 16-byte aligned."""),
+        entry("crt_unscale_karatsuba", "int",
+               "const int32_t* c, int nmod, int64_t m, int64_t n, int64_t ldc, int64_t plane, int64_t part, "
+               "int nchunks, int64_t chunk_stride, const ozaki::CrtConstants* consts, const int32_t* mu, "
+               "const int32_t* nu, double alpha, double beta, const double* cin, int64_t cin_rs, "
+               "int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs, "
+               "const ozaki::NonfiniteSource* nf, cudaStream_t stream",
+               f"""\
+P_crt_unscale of an m x n realified output (n even) from the three int32 products per
+modulus P_q (q = 0, 1, 2: Ar Br, Ai Bi, (Ar + Ai)(Br + Bi)) at
+c[ch*chunk_stride + q*part + g*plane + i*ldc + jc] (jc < n/2): the residue of entry
+(i, 2jc) is P_0 - P_1, of (i, 2jc + 1) P_2 - P_0 - P_1, mod m_g (summed over chunks), then
+exactly P_crt_unscale's reconstruction. {_CRT_TAIL}""",
+               host=("consts", "nf")),
         entry("crt_constants_size", "size_t", "",
                "sizeof(ozaki::CrtConstants), for checking the ctypes twin."),
         *identity_entries(),

@@ -140,6 +140,21 @@ class Stages(GeneratedLibrary):
         (strides in complex elements) into the row-major float64 ``out``."""
         self._stage("realify", x, rows, cols, rs, cs, int(conj), int(right), out, stream or None)
 
+    def karatsuba_split(self, src, nmod, moduli, rows, k, src_ld, src_plane, right: bool, dst, rows_pad, k_pad,
+                        dst_plane, dst_part, stream):
+        """Re, Im and Re + Im (mod m_g) residue planes of a complex operand from its
+        realified ones (left: Ahat's rows; right: Bhat's columns as rows); see the ABI."""
+        self._stage("karatsuba_split", src, nmod, moduli, rows, k, src_ld, src_plane, int(right), dst, rows_pad,
+                    k_pad, dst_plane, dst_part, stream or None)
+
+    def crt_unscale_karatsuba(self, c, nmod, m, n, ldc, plane, part, nchunks, chunk_stride, consts: CRTConstants,
+                              mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
+        """crt_unscale of the realified m x n output from Karatsuba's three products per
+        modulus (part q at c + q*part elements; see the ABI)."""
+        self._stage("crt_unscale_karatsuba", c, nmod, m, n, ldc, plane, part, nchunks, chunk_stride,
+                    ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
+                    cin or None, cin_rs, cin_cs, out, out_rs, out_cs, _nf(nonfinite), stream or None)
+
     def complex_axpby(self, t, m, n, ldt, alpha: complex, beta: complex, cin, cin_rs, cin_cs, out, out_rs, out_cs,
                       stream):
         """numerics.zgemm.complex_axpby: out = alpha T + beta cin (complex128, strides in

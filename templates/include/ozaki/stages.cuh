@@ -21,6 +21,8 @@
 //                       byte itself for one-modulus groups)
 //   P_realify,          the complex layer around the pipeline (numerics/zgemm.py):
 //   P_complex_axpby     complex operands as real matrices, and alpha T + beta C in complex
+//   P_karatsuba_split,  Karatsuba's three products per modulus on the staged path of a
+//   P_crt_unscale_karatsuba  complex call, and their CRT (stage_karatsuba.cuh)
 //
 // Where each idea lives:
 //   scaling.h, residue_arith.h, crt_arith.h   the scalar arithmetic of the stages, pure
@@ -59,3 +61,4 @@
 #include "ozaki/stage_crt.cuh"
 #include "ozaki/stage_contract.cuh"
 #include "ozaki/stage_complex.cuh"
+#include "ozaki/stage_karatsuba.cuh"

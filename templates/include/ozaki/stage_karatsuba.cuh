@@ -1,0 +1,292 @@
+// Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
+//
+// Karatsuba on the staged path of a complex call (ozaki_cutlass/paths/karatsuba.py says
+// when it runs and why it gives the realified product's bits):
+//
+//   P_karatsuba_split       from the realified residue planes of Ahat (m x 2k, Re and Im
+//                           interleaved along k) or Bhat (its columns 2j and 2j + 1 as
+//                           rows), the planes of Re, Im and Re + Im (mod m_g) of the
+//                           complex operand, each (row, l) with l < k: three products of
+//                           k per modulus where the realified product has one of 2k x 2n.
+//   P_crt_unscale_karatsuba P_crt_unscale of the realified output from the three products
+//                           P1 = Ar Br, P2 = Ai Bi, P3 = (Ar + Ai)(Br + Bi) per modulus:
+//                           Re = P1 - P2 and Im = P3 - P1 - P2 (mod m_g) formed as they are
+//                           loaded, then the same limb sums, pattern and unscale.
+
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "ozaki/stage_crt.cuh"
+
+namespace ozaki {
+namespace stages {
+
+// --- the split -----------------------------------------------------------------------
+inline constexpr int kSplitBytes = 16;  // l per thread: one 16-byte store per part
+
+// r + s for symmetric residues r, s in [h - m, h - 1] (h = (m + 1) / 2), reduced into the
+// same range: an int8 again.
+__device__ inline int8_t symmetric_sum(int r, int s, int m) {
+  const int h = (m + 1) / 2;
+  int t = r + s;
+  if (t > h - 1) t -= m;
+  if (t < h - m) t += m;
+  return static_cast<int8_t>(t);
+}
+
+// One thread per (modulus g, row, 16 consecutive l). Left: the row's bytes 2l (Re) and
+// 2l + 1 (Im) of source row `row`; right: byte 2l of source rows 2 row (Re) and 2 row + 1
+// (Im) (Bhat's column 2j holds Re b at rows 2l, its column 2j + 1 Im b). l >= k or a row
+// >= rows: 0 in every part.
+__global__ void __launch_bounds__(kThreads)
+karatsuba_split_kernel(const int8_t* __restrict__ src, int nmod, const int32_t* __restrict__ moduli,
+                       int64_t rows, int64_t k, int64_t src_ld, int64_t src_plane, bool right,
+                       bool vector_loads, int8_t* __restrict__ dst, int64_t rows_pad, int64_t k_pad,
+                       int64_t dst_plane, int64_t dst_part) {
+  const int64_t kq = k_pad / kSplitBytes;
+  const int64_t total = int64_t(nmod) * rows_pad * kq;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int g = static_cast<int>(e / (rows_pad * kq));
+    const int64_t rem = e - int64_t(g) * rows_pad * kq;
+    const int64_t row = rem / kq;
+    const int64_t l0 = (rem - row * kq) * kSplitBytes;
+    const int m = moduli[g];
+    const int8_t* plane = src + g * src_plane;
+    const int8_t* re_row = plane + (right ? 2 * row : row) * src_ld;
+    const int8_t* im_row = right ? re_row + src_ld : re_row + 1;
+    union Bytes {
+      uint4 v;
+      int8_t b[kSplitBytes];
+    } parts[3], in[4];
+    if (vector_loads && row < rows && l0 + kSplitBytes <= k) {
+      // the 32 source bytes of these 16 l in one row (left: Re, Im interleaved) or two
+      // (right: Re at the even bytes of row 2j, Im at those of row 2j + 1)
+      const uint4* p = reinterpret_cast<const uint4*>(re_row + 2 * l0);
+      in[0].v = __ldg(p);
+      in[1].v = __ldg(p + 1);
+      if (right) {
+        const uint4* q = reinterpret_cast<const uint4*>(re_row + src_ld + 2 * l0);
+        in[2].v = __ldg(q);
+        in[3].v = __ldg(q + 1);
+      }
+#pragma unroll
+      for (int t = 0; t < kSplitBytes; ++t) {
+        const int r = in[t / 8].b[2 * (t % 8)];
+        const int s = right ? in[2 + t / 8].b[2 * (t % 8)] : in[t / 8].b[2 * (t % 8) + 1];
+        parts[0].b[t] = static_cast<int8_t>(r);
+        parts[1].b[t] = static_cast<int8_t>(s);
+        parts[2].b[t] = symmetric_sum(r, s, m);
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kSplitBytes; ++t) {
+        const int64_t l = l0 + t;
+        int r = 0, s = 0;
+        if (row < rows && l < k) {
+          r = re_row[2 * l];
+          s = im_row[2 * l];
+        }
+        parts[0].b[t] = static_cast<int8_t>(r);
+        parts[1].b[t] = static_cast<int8_t>(s);
+        parts[2].b[t] = symmetric_sum(r, s, m);
+      }
+    }
+    int8_t* out = dst + g * dst_plane + row * k_pad + l0;
+#pragma unroll
+    for (int q = 0; q < 3; ++q) *reinterpret_cast<uint4*>(out + q * dst_part) = parts[q].v;
+  }
+}
+
+// --- the CRT of the three products ------------------------------------------------------
+struct KaratsubaPlanes {
+  int64_t plane;  // elements between moduli g and g + 1 of one part
+  int64_t part;   // elements between parts (P1, P2, P3) of one modulus
+};
+
+inline constexpr int kKaratsubaBatch = 8;  // moduli whose loads one thread issues together
+
+__device__ inline int2 load_pair(const int32_t* p, bool two, bool vector) {
+  if (vector && two) return __ldcs(reinterpret_cast<const int2*>(p));
+  return make_int2(p[0], two ? p[1] : 0);
+}
+
+__device__ inline uint32_t add_mod(uint32_t a, uint32_t b, uint32_t m) {
+  const uint32_t s = a + b;
+  return s >= m ? s - m : s;
+}
+
+__device__ inline uint32_t sub_mod(uint32_t a, uint32_t b, uint32_t m) {
+  return a >= b ? a - b : a + m - b;
+}
+
+// One thread per 4 consecutive realified entries (i, j0 .. j0 + 3) = Re and Im of the
+// complex columns j0 / 2 and j0 / 2 + 1. a.n is the realified width (twice the complex
+// one), a.ld the planes' leading dimension (complex columns), a.c the products:
+// element (ch, part, g, i, jc) at c[ch * chunk_stride + part * part + g * plane + i * ld + jc].
+template <int kLimbs>
+__global__ void __launch_bounds__(kThreads)
+karatsuba_crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ KaratsubaPlanes p,
+                     const __grid_constant__ CrtConstants consts, const __grid_constant__ CrtReduce red) {
+  const int64_t n4 = (a.n + 3) / 4;
+  const int64_t nc = a.n / 2;
+  const int64_t total = a.m * n4;
+  const int count = consts.count;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / n4;
+    const int64_t j0 = (idx - i * n4) * 4;
+    const int64_t jc = j0 / 2;
+    const bool two = jc + 1 < nc;
+    const int32_t* row = a.c + i * a.ld + jc;
+    double limb_sums[4][kMaxLimbs] = {};
+#pragma unroll 1
+    for (int g0 = 0; g0 < count; g0 += kKaratsubaBatch) {
+      const int nb = count - g0 < kKaratsubaBatch ? count - g0 : kKaratsubaBatch;
+      uint32_t re[kKaratsubaBatch][2] = {}, im[kKaratsubaBatch][2] = {};
+#pragma unroll 1
+      for (int ch = 0; ch < a.nchunks; ++ch) {
+        int2 v[kKaratsubaBatch][3];
+#pragma unroll
+        for (int b = 0; b < kKaratsubaBatch; ++b) {
+#pragma unroll
+          for (int q = 0; q < 3; ++q) {
+            v[b][q] = b < nb ? load_pair(row + ch * a.chunk_stride + q * p.part + (g0 + b) * p.plane, two,
+                                         a.vector_loads)
+                             : make_int2(0, 0);
+          }
+        }
+#pragma unroll
+        for (int b = 0; b < kKaratsubaBatch; ++b) {
+          if (b < nb) {
+            const int g = g0 + b;
+            const uint32_t mod = static_cast<uint32_t>(consts.moduli[g]);
+            const uint32_t magic = red.magic[g], offset = red.offset[g];
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+              const uint32_t r1 = mod_i32(t ? v[b][0].y : v[b][0].x, mod, magic, offset);
+              const uint32_t r2 = mod_i32(t ? v[b][1].y : v[b][1].x, mod, magic, offset);
+              const uint32_t r3 = mod_i32(t ? v[b][2].y : v[b][2].x, mod, magic, offset);
+              re[b][t] = add_mod(re[b][t], sub_mod(r1, r2, mod), mod);
+              im[b][t] = add_mod(im[b][t], sub_mod(sub_mod(r3, r1, mod), r2, mod), mod);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kKaratsubaBatch; ++b) {
+        if (b < nb) {
+          const int g = g0 + b;
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(re[b][0]), limb_sums[0]);
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(im[b][0]), limb_sums[1]);
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(re[b][1]), limb_sums[2]);
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(im[b][1]), limb_sums[3]);
+        }
+      }
+    }
+    store_entries(a, consts, i, j0, limb_sums);
+  }
+}
+
+// --- host launchers ----------------------------------------------------------------------
+inline int karatsuba_split(const int8_t* src, int nmod, const int32_t* moduli, int64_t rows,
+                           int64_t k, int64_t src_ld, int64_t src_plane, int right, int8_t* dst,
+                           int64_t rows_pad, int64_t k_pad, int64_t dst_plane, int64_t dst_part,
+                           cudaStream_t stream, Message& err) {
+  const char* what = "karatsuba_split";
+  if (nmod < 1 || nmod > kMaxModuli) {
+    return err.set(kBadArgument, "%s: nmod=%d outside [1, %d]", what, nmod, kMaxModuli);
+  }
+  if (rows < 0 || k < 0 || rows_pad < rows || k_pad < k || k_pad % kSplitBytes != 0 ||
+      src_ld < 2 * k || dst_plane < rows_pad * k_pad || dst_part < int64_t(nmod) * dst_plane ||
+      src_plane < (right ? 2 * rows : rows) * src_ld) {
+    return err.set(kBadArgument, "%s: inconsistent sizes (rows=%lld k=%lld src_ld=%lld "
+                   "src_plane=%lld rows_pad=%lld k_pad=%lld dst_plane=%lld dst_part=%lld)", what,
+                   static_cast<long long>(rows), static_cast<long long>(k),
+                   static_cast<long long>(src_ld), static_cast<long long>(src_plane),
+                   static_cast<long long>(rows_pad), static_cast<long long>(k_pad),
+                   static_cast<long long>(dst_plane), static_cast<long long>(dst_part));
+  }
+  if (!product_fits(3 * int64_t(nmod), dst_part > 0 ? dst_part : 1)) {
+    return err.set(kBadArgument, "%s: sizes overflow", what);
+  }
+  if (rows_pad == 0 || k_pad == 0) return kOk;
+  if (src == nullptr || dst == nullptr || moduli == nullptr) {
+    return err.set(kBadArgument, "%s: null pointer", what);
+  }
+  if (!aligned16(dst) || dst_plane % 16 != 0 || dst_part % 16 != 0) {
+    return err.set(kBadArgument, "%s: dst and its plane and part strides must be 16-byte aligned", what);
+  }
+  const int64_t work = int64_t(nmod) * rows_pad * (k_pad / kSplitBytes);
+  const int64_t blocks = resident_blocks(karatsuba_split_kernel, kThreads, work, kThreads);
+  // 16-byte source loads: the planes and rows 16-byte aligned (2 l0 is a multiple of 32)
+  const bool vector_loads = aligned16(src) && src_ld % 16 == 0 && src_plane % 16 == 0;
+  karatsuba_split_kernel<<<blocks, kThreads, 0, stream>>>(src, nmod, moduli, rows, k, src_ld, src_plane,
+                                                          right != 0, vector_loads, dst, rows_pad, k_pad,
+                                                          dst_plane, dst_part);
+  return check_launch(err, what);
+}
+
+template <int kLimbs>
+inline void launch_karatsuba_crt(const CrtArgs& args, const KaratsubaPlanes& planes,
+                                 const CrtConstants& consts, const CrtReduce& red, cudaStream_t stream) {
+  const int64_t work = args.m * ((args.n + 3) / 4);
+  const int64_t blocks = resident_blocks(karatsuba_crt_kernel<kLimbs>, kThreads, work, kThreads);
+  karatsuba_crt_kernel<kLimbs><<<blocks, kThreads, 0, stream>>>(args, planes, consts, red);
+}
+
+inline int crt_unscale_karatsuba(const int32_t* c, int nmod, int64_t m, int64_t n, int64_t ldc,
+                                 int64_t plane, int64_t part, int nchunks, int64_t chunk_stride,
+                                 const CrtConstants* consts, const int32_t* mu, const int32_t* nu,
+                                 double alpha, double beta, const double* cin, int64_t cin_rs,
+                                 int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs,
+                                 const NonfiniteSource* nf, cudaStream_t stream, Message& err) {
+  const char* what = "crt_unscale_karatsuba";
+  if (m < 0 || n < 0 || n % 2 != 0 || !product_fits(m, n)) {
+    return err.set(kBadArgument, "%s: bad sizes m=%lld n=%lld (n: the realified width, even)", what,
+                   static_cast<long long>(m), static_cast<long long>(n));
+  }
+  if (int s = check_constants(what, consts, err)) return s;
+  if (consts->count != nmod) {
+    return err.set(kBadArgument, "%s: consts->count=%d must equal nmod=%d", what, consts->count,
+                   nmod);
+  }
+  if (nchunks < 1) return err.set(kBadArgument, "%s: nchunks=%d must be >= 1", what, nchunks);
+  if (m == 0 || n == 0) return kOk;
+  if (c == nullptr) return err.set(kBadArgument, "%s: null pointer (c)", what);
+  if (reinterpret_cast<uintptr_t>(c) % alignof(int32_t) != 0) {
+    return err.set(kBadArgument, "%s: c=%p is not 4-byte aligned", what, static_cast<const void*>(c));
+  }
+  if (ldc < n / 2 || plane < m * ldc || part < int64_t(nmod) * plane ||
+      (nchunks > 1 && chunk_stride < 3 * part)) {
+    return err.set(kBadArgument, "%s: need ldc >= n/2, plane >= m*ldc, part >= nmod*plane and, for "
+                   "several chunks, chunk_stride >= 3*part; got ldc=%lld plane=%lld part=%lld "
+                   "chunk_stride=%lld", what, static_cast<long long>(ldc),
+                   static_cast<long long>(plane), static_cast<long long>(part),
+                   static_cast<long long>(chunk_stride));
+  }
+  if (int s = check_output(what, m, n, mu, nu, beta, cin, out, err)) return s;
+  if (int s = check_nonfinite(what, nf, err)) return s;
+  const CrtReduce red = crt_reduce(*consts);
+  const bool vector_loads = reinterpret_cast<uintptr_t>(c) % 8 == 0 && ldc % 2 == 0 && plane % 2 == 0 &&
+                            part % 2 == 0 && (nchunks == 1 || chunk_stride % 2 == 0);
+  const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
+  const CrtArgs args{c, nullptr, m, n, ldc, nchunks, chunk_stride, vector_loads, mu, nu, alpha,
+                     beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, vector_stores,
+                     nf != nullptr ? *nf : NonfiniteSource{}};
+  const KaratsubaPlanes planes{plane, part};
+  static_assert(kMaxLimbs == 4, "one instance per limb count below");
+  switch (consts->limbs) {  // check_constants proved 1 <= limbs <= kMaxLimbs
+    case 1: launch_karatsuba_crt<1>(args, planes, *consts, red, stream); break;
+    case 2: launch_karatsuba_crt<2>(args, planes, *consts, red, stream); break;
+    case 3: launch_karatsuba_crt<3>(args, planes, *consts, red, stream); break;
+    default: launch_karatsuba_crt<4>(args, planes, *consts, red, stream); break;
+  }
+  return check_launch(err, what);
+}
+
+}  // namespace stages
+}  // namespace ozaki
