@@ -63,6 +63,7 @@ class Call:
     kind: str               # the kind of array the result is ("numpy", "cupy", "torch", "cai")
     device: int
     prepared: dict = field(default_factory=dict)  # "a"/"b" -> Prepared
+    realified: bool = False  # a complex call's realified product (set by complex_gemm)
 
     @property
     def may_fall_back(self) -> bool:

@@ -22,6 +22,7 @@ call runs native DGEMM on the realified operands.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -109,8 +110,8 @@ def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, 
 
 def _on_host(A, B, C, out, op_a, op_b, alpha, beta, real: dict):
     def product(a_hat, b_hat):
-        return execute(validate(a_hat, b_hat, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, out=None,
-                                stream=None, **real))
+        return execute(dataclasses.replace(validate(a_hat, b_hat, c=None, alpha=1.0, beta=0.0, trans_a=False,
+                                                    trans_b=False, out=None, stream=None, **real), realified=True))
 
     result = host_zgemm(apply_op(A, op_a), apply_op(B, op_b), C, alpha, beta, product)
     if out is None:
@@ -154,8 +155,9 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
                 # alpha 1 and no C: out is T itself (complex_axpby would copy T as it is)
                 direct = alpha == 1 and (C is None or beta == 0) and O.cs == 1 and O.rs >= n
                 t, t_ld = (O.ptr, O.rs) if direct else (ws.get("t", 16 * m * n), n)
-                execute(validate(a_hat, b_hat, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-                                 out=_Borrowed(t, m, 2 * n, sh, 2 * t_ld), stream=sh, **real))
+                execute(dataclasses.replace(
+                    validate(a_hat, b_hat, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
+                             out=_Borrowed(t, m, 2 * n, sh, 2 * t_ld), stream=sh, **real), realified=True))
                 if direct:
                     return result
             c_ptr, c_rs, c_cs = (C.ptr, C.rs, C.cs) if C is not None and beta != 0 else (0, 0, 0)

@@ -68,7 +68,8 @@ def execute(call: Call):
         choice = None
         if not native and m and n:
             launch = Launch(A=A, B=B, C=C, O=O, m=m, n=n, k=k, alpha=call.alpha, beta=call.beta,
-                            moduli=call.moduli, mode=call.mode, stream=sh, prepared=call.prepared)
+                            moduli=call.moduli, mode=call.mode, stream=sh, prepared=call.prepared,
+                            realified=call.realified)
             fallback = None
             if call.target is not None and call.may_fall_back:
                 fallback = native_plan(A, B, C, O, call.beta)
@@ -86,7 +87,7 @@ def execute(call: Call):
             else:
                 call.timings.update(timer.result(), path=kern.path, kernel=kern.variant.name,
                                     moduli=choice.moduli if choice else call.moduli,
-                                    mode=choice.mode if choice else call.mode)
+                                    mode=choice.mode if choice else call.mode, **timer.notes)
             if choice is not None:
                 call.timings["contract"] = choice.as_dict()
         if call.on_host:

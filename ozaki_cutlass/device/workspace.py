@@ -62,6 +62,14 @@ class Workspace:
             self._moduli.upload(table)  # synchronous: done before any kernel reads it
         return self._moduli.ptr
 
+    def drop(self, *names: str) -> None:
+        """Free the named buffers (those held), e.g. what a call allocated for a plan it
+        gives up; freeing waits for the GPU's work that may still read them."""
+        for name in names:
+            buf = self._buffers.pop(name, None)
+            if buf is not None:
+                buf.close()
+
     def get(self, name: str, nbytes: int) -> int:
         buf = self._buffers.get(name)
         if buf is None or buf.nbytes < nbytes:

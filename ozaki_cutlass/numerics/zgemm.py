@@ -18,8 +18,9 @@ Accuracy: the real product's bound is per entry of |Ahat| |Bhat|, i.e.
 (|Re A| |Re B| + |Im A| |Im B|)_ij for Re C and (|Re A| |Im B| + |Im A| |Re B|)_ij for Im C,
 the quantities native ZGEMM's classical bound is stated in; the real contract certifies
 its bound against them, so the complex call carries the same contract. This is the
-four-real-products form (one real GEMM of twice the k and twice the n); Karatsuba's three
-products are not used.
+four-real-products form (one real GEMM of twice the k and twice the n); the GPU's staged
+path runs it as Karatsuba's three products per modulus where that gives these bits
+(ozaki_cutlass.paths.karatsuba).
 
 ``op`` is "N" (op(X) = X), "T" (X^T) or "C" (X^H, the conjugate transpose), as BLAS's
 transa/transb (``ozaki_cutlass.options.as_op`` reads the flags).

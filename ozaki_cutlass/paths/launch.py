@@ -44,6 +44,7 @@ class Launch:
     stream: int
     prepared: dict = field(default_factory=dict)
     prescan: object = None  # paths.contract.Prescan: the accuracy contract's scan, done
+    realified: bool = False  # a complex call's realified product (paths.karatsuba may run it)
 
     @property
     def c_input(self) -> tuple[int, int, int]:
@@ -125,6 +126,7 @@ class PhaseTimer:
     stream: int
     enabled: bool
     marks: list = field(default_factory=list)
+    notes: dict = field(default_factory=dict)  # what the phases ran, for timings (e.g. "products")
 
     def mark(self, name: str) -> None:
         if not self.enabled:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..device.workspace import Workspace
 from ..numerics.moduli import K_CHUNK, crt_constants
 from ..operands.stages import round_up
+from .karatsuba import karatsuba_applies, run_karatsuba
 from .launch import KernelSet, Launch, PhaseTimer
 from .scale import nonfinite_source, residues, scale
 
@@ -24,6 +25,8 @@ def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, ove
     ra = L.prepared["a"].residues if "a" in made else ws.get("ra", count * m * kp)
     rb = L.prepared["b"].residues if "b" in made else ws.get("rb", count * n_pad * kp)
     residues(kern, L, sc, ra, rb, n_pad, kp, None, ws, overlap, made)
+    if karatsuba_applies(L, sc) and run_karatsuba(kern, L, ws, timer, sc, ra, rb, kp, n_pad, consts):
+        return
     timer.mark("residues")
     # one batched INT8 GEMM over the moduli per k chunk
     nchunks = -(-kp // K_CHUNK)

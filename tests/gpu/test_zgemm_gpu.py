@@ -106,6 +106,48 @@ def test_ahat_in_place_and_t_straight_into_out(rng, path):
         assert same_bits(a.get(), before.get())
 
 
+@pytest.mark.parametrize("shape, flags", [((64, 96, 40), ("N", "N")), ((37, 29, 23), ("T", "C")),
+                                          ((5, 1, 3), ("C", "N"))])
+def test_karatsuba_gives_the_realified_products_bits(rng, shape, flags):
+    """Fast mode without an inner equilibration: the staged path runs three products per
+    modulus (paths.karatsuba); accurate mode the realified product. The reference's bits
+    either way, with NaN/Inf, alpha, beta and c."""
+    m, k, n = shape
+    a0, b0, c = crandom(m, k, 1.0, rng), crandom(k, n, 1.0, rng), crandom(m, n, 1.0, rng)
+    a0[m // 2, k // 2] = complex(np.inf, 1.0)
+    a = {"N": a0, "T": a0.T.copy(), "C": a0.conj().T.copy()}[flags[0]]
+    b = {"N": b0, "T": b0.T.copy(), "C": b0.conj().T.copy()}[flags[1]]
+    for settings, karatsuba in ((dict(moduli=16, mode="fast"), True), (dict(moduli=13, mode="fast"), True),
+                                (dict(moduli=16, mode="accurate"), False), (dict(policy="emulate"), True)):
+        timings = {}
+        got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), c=cp.asarray(c), alpha=0.5 - 1j, beta=2.0,
+                                 trans_a=flags[0], trans_b=flags[1], path="staged", timings=timings, **settings)
+        want = reference.gemm(a, b, c=c, alpha=0.5 - 1j, beta=2.0, trans_a=flags[0], trans_b=flags[1],
+                              **{key: v for key, v in settings.items() if key != "policy"},
+                              policy=settings.get("policy", "auto"))
+        assert same_bits(got.get(), want), settings
+        if "contract" in timings:   # the contract's call: Karatsuba unless it equilibrated
+            karatsuba = not timings["contract"]["equilibrated"]
+        assert (timings.get("products") == "karatsuba: 3 per modulus") is karatsuba, (settings, timings)
+
+
+def test_karatsuba_stands_aside_for_an_equilibrated_call_and_takes_long_k(rng):
+    a, b = crandom(24, 160, 1.0, rng), crandom(160, 16, 1.0, rng)
+    a[:, :40] *= 2.0**40            # offset inner scales: the contract equilibrates
+    b[:40, :] *= 2.0**-40
+    timings = {}
+    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), path="staged", timings=timings)
+    assert timings["contract"]["equilibrated"] and "products" not in timings
+    assert same_bits(got.get(), reference.gemm(a, b))
+    k = 140_000                     # past one k chunk of the INT8 products
+    a, b = crandom(8, k, 0.5, rng), crandom(k, 6, 0.5, rng)
+    timings = {}
+    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), moduli=14, mode="fast", path="staged",
+                             timings=timings)
+    assert timings["products"] == "karatsuba: 3 per modulus"
+    assert same_bits(got.get(), reference.gemm(a, b, moduli=14, mode="fast"))
+
+
 def test_numpy_torch_and_foreign_inputs(rng):
     torch = pytest.importorskip("torch")
     a, b = crandom(40, 50, 1.0, rng), crandom(50, 30, 1.0, rng)

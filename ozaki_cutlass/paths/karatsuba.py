@@ -1,0 +1,70 @@
+"""Karatsuba on the staged path of a complex call: three INT8 products of k per modulus
+(Ar Br, Ai Bi, (Ar + Ai)(Br + Bi)) where the realified product (numerics.zgemm) has one of
+2k x 2n, the work of four.
+
+Per modulus p, Re = P1 - P2 and Im = P3 - P1 - P2 (mod p) are the residues of the very
+integers the realified product reconstructs, so the bits are the realified product's,
+provided the scaled integers are the same in both roles: B'r and B'i scaled alike in
+Bhat's columns 2j and 2j + 1, A'r and A'i alike in Ahat's columns 2l and 2l + 1. That holds
+in fast mode without an inner equilibration: the fast shifts of Bhat's columns 2j and
+2j + 1 come from the same multiset of magnitudes (exact integer sums), and no inner scale
+differs between 2l and 2l + 1. Accurate mode (its column shifts see different coarse
+bounds per entry) and an equilibrated call run the realified product. docs/numerics.md
+("Complex operands") has the argument; the GPU tests check the bits against the reference.
+"""
+
+from __future__ import annotations
+
+from ..device import driver
+from ..device.workspace import Workspace
+from ..numerics.moduli import K_CHUNK
+from ..operands.stages import round_up
+from .launch import KernelSet, Launch, PhaseTimer
+from .scale import Scaled, nonfinite_source
+
+__all__ = ["karatsuba_applies", "run_karatsuba"]
+
+
+def karatsuba_applies(L: Launch, sc: Scaled) -> bool:
+    """Whether the staged path runs ``L`` (a complex call's realified product) as
+    Karatsuba's three products with the realified product's bits (see the module)."""
+    return L.realified and L.mode == "fast" and not sc.inner_a and not sc.inner_b and L.k > 0
+
+
+def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, sc: Scaled, ra: int, rb: int,
+                  kp: int, n_pad: int, consts) -> bool:
+    """From the realified residue planes ``ra`` (count x m x kp) and ``rb`` (count x n_pad
+    x kp: Bhat's columns as rows): the three parts' planes, one batched INT8 GEMM over
+    3 x count planes per k chunk, and the CRT of the realified output. False, with
+    nothing enqueued, where its buffers (3/2 the realified product's int32 planes, and
+    the parts' residues) do not fit the GPU's memory: the realified product, whose bits
+    are the same, runs instead."""
+    st, m, count, sh = kern.stages, L.m, L.moduli, L.stream
+    kc, nc = L.k // 2, L.n // 2
+    kq = round_up(kc, 16)
+    nq = round_up(nc, 4)
+    nchunks = -(-kq // K_CHUNK)
+    plane = m * nq
+    part = count * plane
+    try:
+        c32 = ws.get("c32", 4 * nchunks * 3 * part)
+        ra3, rb3 = ws.get("ra3", 3 * count * m * kq), ws.get("rb3", 3 * count * nq * kq)
+    except driver.OutOfMemoryError:
+        ws.drop("ra3", "rb3")
+        return False
+    moduli = ws.moduli()
+    st.karatsuba_split(ra, count, moduli, m, kc, kp, m * kp, False, ra3, m, kq, m * kq, count * m * kq, sh)
+    st.karatsuba_split(rb, count, moduli, nc, kc, kp, n_pad * kp, True, rb3, nq, kq, nq * kq, count * nq * kq, sh)
+    timer.mark("residues")
+    ws_bytes = kern.gemm.workspace_size(m, nq, min(kq, K_CHUNK), 3 * count)
+    gws = ws.get("gemm_ws", ws_bytes) if ws_bytes else 0
+    for ch in range(nchunks):
+        k0 = ch * K_CHUNK
+        kl = min(K_CHUNK, kq - k0)
+        kern.gemm(m, nq, kl, 3 * count, ra3 + k0, kq, m * kq, rb3 + k0, kq, nq * kq,
+                  c32 + 4 * ch * 3 * part, nq, plane, gws, ws_bytes, sh)
+    timer.mark("int8_gemm")
+    timer.notes["products"] = "karatsuba: 3 per modulus"
+    st.crt_unscale_karatsuba(c32, count, m, L.n, nq, plane, part, nchunks, 3 * part, consts, sc.mu, sc.nu,
+                             L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)
+    return True
