@@ -2,9 +2,14 @@
 and that it gives way, enqueuing nothing, where its buffers do not fit. Its bits against
 the reference: tests/gpu/test_zgemm_gpu.py."""
 
+import numpy as np
 import pytest
 
+from ozaki_cutlass import reference as R
 from ozaki_cutlass.device import driver
+from ozaki_cutlass.numerics import zgemm as Z
+from ozaki_cutlass.numerics.accuracy import random_matrix
+from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.paths.karatsuba import karatsuba_applies, run_karatsuba
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer
 from ozaki_cutlass.paths.scale import Scaled
@@ -68,3 +73,45 @@ def test_karatsuba_gives_way_with_nothing_enqueued_where_its_buffers_do_not_fit(
     assert run_karatsuba(Kern, L, ws, PhaseTimer(0, False), scaled(), 0, 0, 80, 96, None) is False
     assert Kern.stages.calls == [] and Kern.gemm.calls == []
     assert set(ws.dropped) == {"ra3", "rb3"}
+
+
+# --- the numerics it rests on, on the reference's own stages ---------------------------
+
+def _complex(m, n, phi, rng):
+    return random_matrix(m, n, phi, rng) + 1j * random_matrix(m, n, phi, rng)
+
+
+@pytest.mark.parametrize("seed, phi", [(0, 0.5), (1, 6.0), (2, 20.0)])
+def test_karatsuba_on_the_references_residues_is_the_realified_product(seed, phi):
+    """Fast mode, no equilibration: Bhat's columns 2j and 2j + 1 get one shift, so the
+    scaled integers of Re b and Im b are the same in both roles, and per modulus
+    P1 - P2 and P3 - P1 - P2 (the kernels' combination, on the reference's residues) are
+    the realified product's residues of Re and Im."""
+    rng = np.random.default_rng(seed)
+    a, b = _complex(7, 11, phi, rng), _complex(11, 5, phi, rng)
+    a[2, 3] = 0.0
+    consts = crt_constants(13)
+    ah, bh = Z.realify_left(a), Z.realify_right(b)
+    s = R.choose_scaling(ah, bh, consts, "fast")
+    assert np.array_equal(s.nu[0::2], s.nu[1::2])
+    bi = R.scale_to_integers(bh, s.nu, 0)
+    assert np.array_equal(bi[0::2, 0::2], bi[1::2, 1::2]) and np.array_equal(bi[0::2, 1::2], -bi[1::2, 0::2])
+    ra = R.residues(R.scale_to_integers(ah, s.mu, 1), consts.moduli)      # (N, m, 2k)
+    rb = R.residues(bi.T.copy(), consts.moduli)                             # (N, 2n, 2k): Bhat's columns
+    realified = R.modular_products(ra, rb, consts.moduli).astype(np.int64)  # (N, m, 2n) in [0, p)
+    p = np.array(consts.moduli, dtype=np.int64)[:, None, None]
+    ar, ai = ra[:, :, 0::2].astype(np.int64), ra[:, :, 1::2].astype(np.int64)
+    br, bi_ = rb[:, 0::2, 0::2].astype(np.int64), rb[:, 1::2, 0::2].astype(np.int64)   # as the split reads them
+    p1, p2 = ar @ br.transpose(0, 2, 1), ai @ bi_.transpose(0, 2, 1)
+    p3 = ((ar + ai) % p) @ ((br + bi_) % p).transpose(0, 2, 1)
+    assert np.array_equal((p1 - p2) % p, realified[:, :, 0::2])
+    assert np.array_equal((p3 - p1 - p2) % p, realified[:, :, 1::2])
+
+
+def test_accurate_mode_may_give_the_pair_of_columns_different_shifts():
+    """Why accurate mode runs the realified product: its column shifts see the coarse
+    bound of each entry, which differs between Bhat's columns 2j and 2j + 1."""
+    rng = np.random.default_rng(1)
+    a, b = _complex(9, 13, 6.0, rng), _complex(13, 7, 6.0, rng)
+    s = R.choose_scaling(Z.realify_left(a), Z.realify_right(b), crt_constants(14), "accurate")
+    assert not np.array_equal(s.nu[0::2], s.nu[1::2])
