@@ -2,7 +2,7 @@
 
 The GPU stages are built only from `__host__ __device__` helpers of
 templates/include/ozaki/{scaling.h, residue_arith.h, crt_arith.h, barrett.h,
-group_arith.h}. This test compiles tests/host/check_arithmetic.cu for the host with nvcc
+group_arith.h, karatsuba_arith.h}. This test compiles tests/host/check_arithmetic.cu for the host with nvcc
 (no GPU needed; the stage library's rendered ABI prelude supplies the constants and structs
 the headers need), feeds it cases whose expected answers come from
 `ozaki_cutlass.reference` (or from exact Python integers where the reference has no
@@ -418,12 +418,24 @@ def sweep_lines():
     return out
 
 
+def gen_karatsuba(rng, out):
+    """karatsuba_arith.h: the three products' residues against Python's %, and (the
+    sweep) every residue pair of every table modulus and 256."""
+    edges = [-2**31, -2**31 + 1, -1, 0, 1, 2**31 - 1]
+    for m in list(MODULI_TABLE) + [2, 3, 256]:
+        out.append(f"sweep_karatsuba {m}")
+        for _ in range(300):
+            p = [int(rng.choice([rng.integers(-2**31, 2**31), rng.choice(edges), rng.integers(-3 * m, 3 * m)]))
+                 for _ in range(3)]
+            out.append(f"kres {p[0]} {p[1]} {p[2]} {m} {(p[0] - p[1]) % m} {(p[2] - p[0] - p[1]) % m}")
+
+
 def generate_cases() -> list[str]:
     rng = np.random.default_rng(SEED)
     out: list[str] = []
     for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_coarse,
                 gen_scale, gen_scaled_extremes, gen_accurate_shifts, gen_crt, gen_pattern,
-                gen_fastmod, gen_group_arith):
+                gen_fastmod, gen_group_arith, gen_karatsuba):
         gen(rng, out)
     return out + sweep_lines()
 
@@ -431,7 +443,8 @@ def generate_cases() -> list[str]:
 #: Every tag the checker must have checked at least once.
 TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "coarse", "scale", "sres",
         "acc", "crt", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
-        "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64")
+        "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64",
+        "kres", "sweep_karatsuba")
 
 
 # ------------------------------------------------------------------ running the checker

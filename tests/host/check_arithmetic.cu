@@ -47,6 +47,7 @@
 #include "ozaki/barrett.h"
 #include "ozaki/crt_arith.h"
 #include "ozaki/group_arith.h"
+#include "ozaki/karatsuba_arith.h"
 #include "ozaki/residue_arith.h"
 #include "ozaki/scaling.h"
 
@@ -802,6 +803,54 @@ bool sweep_barrett64(Fields& f, const std::string& tag) {
   return sweep_barrett<uint64_t>(tag, m, 0, hi);
 }
 
+// kres <p1> <p2> <p3> <m> <re> <im>: karatsuba_residues of three int32 products against
+// Python's (p1 - p2) % m and (p3 - p1 - p2) % m.
+bool check_kres(Fields& f, const std::string& tag) {
+  const int32_t p1 = static_cast<int32_t>(f.i()), p2 = static_cast<int32_t>(f.i()),
+                p3 = static_cast<int32_t>(f.i());
+  const uint32_t m = static_cast<uint32_t>(f.u()), want_re = static_cast<uint32_t>(f.u()),
+                 want_im = static_cast<uint32_t>(f.u());
+  if (!f.ok() || m < 2 || m > 256) return false;
+  count(tag);
+  uint32_t re = 0, im = 0;
+  ozaki::karatsuba_residues(p1, p2, p3, m, ozaki::barrett_magic(m), ozaki::signed_offset(m), re, im);
+  expect_eq(tag, "karatsuba Re", re, want_re);
+  expect_eq(tag, "karatsuba Im", im, want_im);
+  return true;
+}
+
+// sweep_karatsuba <m>: exhaustive over every pair of symmetric residues r, s of m
+// (symmetric_sum: r + s mod m, in the symmetric range) and every a, b in [0, m) (add_mod,
+// sub_mod against 64-bit integer arithmetic).
+bool sweep_karatsuba(Fields& f, const std::string& tag) {
+  const long long m = f.i();
+  if (!f.ok() || m < 2 || m > 256) return false;
+  const int h = static_cast<int>((m + 1) / 2);
+  long long n = 0, bad = 0;
+  std::string first;
+  auto note = [&](bool good, const std::string& what) {
+    ++n;
+    if (!good && bad++ == 0) first = what;
+  };
+  for (int r = h - static_cast<int>(m); r <= h - 1; ++r) {
+    for (int s = h - static_cast<int>(m); s <= h - 1; ++s) {
+      const int t = ozaki::symmetric_sum(r, s, static_cast<int>(m));
+      note(t >= h - m && t <= h - 1 && (((t - r - s) % m) + m) % m == 0,
+           "symmetric_sum(" + std::to_string(r) + ", " + std::to_string(s) + ")");
+    }
+  }
+  const uint32_t mu = static_cast<uint32_t>(m);
+  for (uint32_t a = 0; a < mu; ++a) {
+    for (uint32_t b = 0; b < mu; ++b) {
+      note(ozaki::add_mod(a, b, mu) == (a + b) % mu && ozaki::sub_mod(a, b, mu) == (a + mu - b) % mu,
+           "add_mod/sub_mod(" + std::to_string(a) + ", " + std::to_string(b) + ")");
+    }
+  }
+  count(tag, n);
+  if (bad) mismatch(tag, "m=" + std::to_string(m) + ": " + std::to_string(bad) + " values, first " + first, bad);
+  return true;
+}
+
 using Check = bool (*)(Fields&, const std::string&);
 
 const std::map<std::string, Check>& checks() {
@@ -817,6 +866,7 @@ const std::map<std::string, Check>& checks() {
       {"sweep_y", sweep_y},
       {"sweep_rf", sweep_rf},     {"sweep_u32", sweep_u32},
       {"sweep_barrett32", sweep_barrett32},                    {"sweep_barrett64", sweep_barrett64},
+      {"kres", check_kres},       {"sweep_karatsuba", sweep_karatsuba},
   };
   return table;
 }

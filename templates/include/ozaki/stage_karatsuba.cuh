@@ -19,6 +19,7 @@
 
 #include <cuda_runtime.h>
 
+#include "ozaki/karatsuba_arith.h"
 #include "ozaki/stage_crt.cuh"
 
 namespace ozaki {
@@ -26,16 +27,6 @@ namespace stages {
 
 // --- the split -----------------------------------------------------------------------
 inline constexpr int kSplitBytes = 16;  // l per thread: one 16-byte store per part
-
-// r + s for symmetric residues r, s in [h - m, h - 1] (h = (m + 1) / 2), reduced into the
-// same range: an int8 again.
-__device__ inline int8_t symmetric_sum(int r, int s, int m) {
-  const int h = (m + 1) / 2;
-  int t = r + s;
-  if (t > h - 1) t -= m;
-  if (t < h - m) t += m;
-  return static_cast<int8_t>(t);
-}
 
 // One thread per (modulus g, row, 16 consecutive l). Left: the row's bytes 2l (Re) and
 // 2l + 1 (Im) of source row `row`; right: byte 2l of source rows 2 row (Re) and 2 row + 1
@@ -114,15 +105,6 @@ __device__ inline int2 load_pair(const int32_t* p, bool two, bool vector) {
   return make_int2(p[0], two ? p[1] : 0);
 }
 
-__device__ inline uint32_t add_mod(uint32_t a, uint32_t b, uint32_t m) {
-  const uint32_t s = a + b;
-  return s >= m ? s - m : s;
-}
-
-__device__ inline uint32_t sub_mod(uint32_t a, uint32_t b, uint32_t m) {
-  return a >= b ? a - b : a + m - b;
-}
-
 // One thread per 4 consecutive realified entries (i, j0 .. j0 + 3) = Re and Im of the
 // complex columns j0 / 2 and j0 / 2 + 1. a.n is the realified width (twice the complex
 // one), a.ld the planes' leading dimension (complex columns), a.c the products:
@@ -167,11 +149,11 @@ karatsuba_crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ 
             const uint32_t magic = red.magic[g], offset = red.offset[g];
 #pragma unroll
             for (int t = 0; t < 2; ++t) {
-              const uint32_t r1 = mod_i32(t ? v[b][0].y : v[b][0].x, mod, magic, offset);
-              const uint32_t r2 = mod_i32(t ? v[b][1].y : v[b][1].x, mod, magic, offset);
-              const uint32_t r3 = mod_i32(t ? v[b][2].y : v[b][2].x, mod, magic, offset);
-              re[b][t] = add_mod(re[b][t], sub_mod(r1, r2, mod), mod);
-              im[b][t] = add_mod(im[b][t], sub_mod(sub_mod(r3, r1, mod), r2, mod), mod);
+              uint32_t r, i;
+              karatsuba_residues(t ? v[b][0].y : v[b][0].x, t ? v[b][1].y : v[b][1].x,
+                                 t ? v[b][2].y : v[b][2].x, mod, magic, offset, r, i);
+              re[b][t] = add_mod(re[b][t], r, mod);   // summed over the k chunks
+              im[b][t] = add_mod(im[b][t], i, mod);
             }
           }
         }
