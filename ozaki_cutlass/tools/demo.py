@@ -67,7 +67,7 @@ def main(args) -> int:
     rows = error_table(n, DEMO_PHIS, DEMO_COUNTS, seed=seed, reference=ref_kind, contract=True)
     print(format_error_table(rows, DEMO_COUNTS))
     print("Default call: the accuracy contract chooses the moduli count per call (certified error "
-          f"<= 2^-53 || |A||B| ||_F; docs/numerics.md).")
+          "<= 2^-53 || |A||B| ||_F; docs/numerics.md).")
     print(complex_line(min(n, 128), seed))
     print(f"Done in {time.perf_counter() - t0:.1f} s.")
     return 0
