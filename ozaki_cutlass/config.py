@@ -4,6 +4,7 @@
 | -------------------- | ------------------------------------------------------------------- |
 | `OZAKI_TUNING_TABLE` | a tuning table (JSON) for the dispatcher instead of the packaged one |
 | `OZAKI_OVERLAP`      | `0`: build A's and B's operands on one stream, not two (for measuring) |
+| `OZAKI_KARATSUBA_MIN` | the smallest m, n and k of a complex call that runs Karatsuba on the staged path (default 8192; same bits either way) |
 
 The build's settings (`OZAKI_NVCC`, `CUDA_HOME`, `CUTLASS_PATH`, `OZAKI_CACHE_DIR`,
 `OZAKI_BUILD_JOBS`, `XDG_CACHE_HOME`) belong to the generator, which runs without the
@@ -17,7 +18,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["overlap", "tuning_table", "tuning_table_setting"]
+__all__ = ["overlap", "tuning_table", "tuning_table_setting", "karatsuba_min", "KARATSUBA_MIN_DEFAULT"]
+
+#: paths.karatsuba: measured 2-3.5 % faster than the realified product at 8192^3 on an
+#: H200 (docs/benchmarks.md, "Karatsuba on the staged path"); its overheads grow as the
+#: output and the operands, its saving as the product, so below that it is not known to win.
+KARATSUBA_MIN_DEFAULT = 8192
 
 
 def tuning_table_setting() -> str | None:
@@ -30,6 +36,23 @@ def tuning_table() -> Path | None:
     """`OZAKI_TUNING_TABLE`: the dispatcher's table, instead of the packaged default."""
     value = tuning_table_setting()
     return Path(value).expanduser() if value else None
+
+
+def karatsuba_min() -> int:
+    """`OZAKI_KARATSUBA_MIN`: a non-negative integer (unset: KARATSUBA_MIN_DEFAULT); a
+    complex call runs Karatsuba's three products (on the staged path, where they give the
+    realified product's bits) only when its m, n and k are all at least this."""
+    value = os.environ.get("OZAKI_KARATSUBA_MIN") or None
+    if value is None:
+        return KARATSUBA_MIN_DEFAULT
+    try:
+        parsed = int(value)
+    except ValueError:
+        parsed = -1
+    if parsed < 0:
+        raise ValueError(f"OZAKI_KARATSUBA_MIN={value!r}: expected a non-negative integer (unset: "
+                         f"{KARATSUBA_MIN_DEFAULT})")
+    return parsed
 
 
 def overlap() -> bool:

@@ -272,6 +272,7 @@ def test_tests_run_without_the_developers_tuning_settings():
     from ozaki_cutlass import config
 
     assert config.tuning_table() is None and config.overlap() is True
+    assert config.karatsuba_min() == config.KARATSUBA_MIN_DEFAULT
     assert dispatch.load_table()[1] in ("ozaki_cutlass/data/tuning.json", "no table")
 
 

@@ -25,6 +25,11 @@ def scaled(inner_a=0, inner_b=0):
     return Scaled(a=None, b=None, mu=0, nu=0, nonfinite_a=0, nonfinite_b=0, inner_a=inner_a, inner_b=inner_b)
 
 
+@pytest.fixture(autouse=True)
+def every_size(monkeypatch):
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0")   # the conditions below, at any size
+
+
 @pytest.mark.parametrize("kw, sc, runs", [
     ({}, scaled(), True),
     (dict(realified=False), scaled(), False),          # a real call
@@ -115,3 +120,22 @@ def test_accurate_mode_may_give_the_pair_of_columns_different_shifts():
     a, b = _complex(9, 13, 6.0, rng), _complex(13, 7, 6.0, rng)
     s = R.choose_scaling(Z.realify_left(a), Z.realify_right(b), crt_constants(14), "accurate")
     assert not np.array_equal(s.nu[0::2], s.nu[1::2])
+
+
+def test_the_size_threshold_and_its_setting(monkeypatch):
+    from ozaki_cutlass import config
+
+    monkeypatch.delenv("OZAKI_KARATSUBA_MIN")
+    assert config.karatsuba_min() == config.KARATSUBA_MIN_DEFAULT == 8192
+    big = launch(m=8192, n=2 * 8192, k=2 * 8192)
+    assert karatsuba_applies(big, scaled())
+    assert not karatsuba_applies(launch(m=8192, n=2 * 8192, k=2 * 4096), scaled())   # k below it
+    assert not karatsuba_applies(launch(), scaled())
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "40")    # launch(): complex m, n, k = 64, 48, 40
+    assert karatsuba_applies(launch(), scaled())
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "41")
+    assert not karatsuba_applies(launch(), scaled())
+    for bad in ("-1", "many", "1.5"):
+        monkeypatch.setenv("OZAKI_KARATSUBA_MIN", bad)
+        with pytest.raises(ValueError, match="OZAKI_KARATSUBA_MIN"):
+            karatsuba_applies(launch(), scaled())

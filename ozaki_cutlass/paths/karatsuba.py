@@ -11,10 +11,16 @@ in fast mode without an inner equilibration: the fast shifts of Bhat's columns 2
 differs between 2l and 2l + 1. Accurate mode (its column shifts see different coarse
 bounds per entry) and an equilibrated call run the realified product. docs/numerics.md
 ("Complex operands") has the argument; the GPU tests check the bits against the reference.
+
+It runs where it was measured faster: complex m, n and k all at least
+``config.karatsuba_min()`` (8192 unless OZAKI_KARATSUBA_MIN says otherwise). Its extra
+work (splitting the residue planes, a CRT reading three int32 planes) grows as the
+operands and the output, its saving (a quarter of the INT8 products) as the product.
 """
 
 from __future__ import annotations
 
+from .. import config
 from ..device import driver
 from ..device.workspace import Workspace
 from ..numerics.moduli import K_CHUNK
@@ -28,7 +34,8 @@ __all__ = ["karatsuba_applies", "run_karatsuba"]
 def karatsuba_applies(L: Launch, sc: Scaled) -> bool:
     """Whether the staged path runs ``L`` (a complex call's realified product) as
     Karatsuba's three products with the realified product's bits (see the module)."""
-    return L.realified and L.mode == "fast" and not sc.inner_a and not sc.inner_b and L.k > 0
+    return (L.realified and L.mode == "fast" and not sc.inner_a and not sc.inner_b and L.k > 0
+            and min(L.m, L.n // 2, L.k // 2) >= config.karatsuba_min())
 
 
 def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, sc: Scaled, ra: int, rb: int,

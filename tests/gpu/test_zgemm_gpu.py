@@ -106,9 +106,14 @@ def test_ahat_in_place_and_t_straight_into_out(rng, path):
         assert same_bits(a.get(), before.get())
 
 
+@pytest.fixture
+def karatsuba_every_size(monkeypatch):
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0")   # small shapes run it too (default: 8192 and up)
+
+
 @pytest.mark.parametrize("shape, flags", [((64, 96, 40), ("N", "N")), ((37, 29, 23), ("T", "C")),
                                           ((5, 1, 3), ("C", "N"))])
-def test_karatsuba_gives_the_realified_products_bits(rng, shape, flags):
+def test_karatsuba_gives_the_realified_products_bits(rng, shape, flags, karatsuba_every_size):
     """Fast mode without an inner equilibration: the staged path runs three products per
     modulus (paths.karatsuba); accurate mode the realified product. The reference's bits
     either way, with NaN/Inf, alpha, beta and c."""
@@ -131,7 +136,7 @@ def test_karatsuba_gives_the_realified_products_bits(rng, shape, flags):
         assert (timings.get("products") == "karatsuba: 3 per modulus") is karatsuba, (settings, timings)
 
 
-def test_karatsuba_stands_aside_for_an_equilibrated_call_and_takes_long_k(rng):
+def test_karatsuba_stands_aside_for_an_equilibrated_call_and_takes_long_k(rng, karatsuba_every_size):
     a, b = crandom(24, 160, 1.0, rng), crandom(160, 16, 1.0, rng)
     a[:, :40] *= 2.0**40            # offset inner scales: the contract equilibrates
     b[:40, :] *= 2.0**-40
@@ -146,6 +151,16 @@ def test_karatsuba_stands_aside_for_an_equilibrated_call_and_takes_long_k(rng):
                              timings=timings)
     assert timings["products"] == "karatsuba: 3 per modulus"
     assert same_bits(got.get(), reference.gemm(a, b, moduli=14, mode="fast"))
+
+
+def test_karatsuba_runs_from_its_size_threshold(rng, monkeypatch):
+    a, b = crandom(48, 40, 1.0, rng), crandom(40, 24, 1.0, rng)
+    for setting, runs in (("", False), ("24", True), ("25", False)):   # unset: 8192; min(m, n, k) = 24
+        monkeypatch.setenv("OZAKI_KARATSUBA_MIN", setting)
+        timings = {}
+        got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), moduli=15, mode="fast", path="staged",
+                                 timings=timings)
+        assert ("products" in timings) is runs and same_bits(got.get(), reference.gemm(a, b, moduli=15, mode="fast"))
 
 
 def test_numpy_torch_and_foreign_inputs(rng):
