@@ -9,9 +9,10 @@ own accuracy-contract choice, exactly as a single call would. How it runs:
   call makes), or ``policy="native"``, float64 device operands whose batches are evenly
   strided run as ONE ``cublasDgemmStridedBatched`` (a broadcast operand has batch stride
   0), complex128 ones as one ``cublasZgemmStridedBatched`` where cuBLAS can take the
-  flags' layouts (a conjugated operand read transposed, as a single complex call); the decision and plan are kept per shapes, strides and settings
-  (``DECISIONS.lanes``, cleared by ``dispatch.forget_tables()``), so the next such call on
-  CuPy or PyTorch arrays with no c, out, stream or timings goes straight to cuBLAS;
+  flags' layouts (a conjugated operand read transposed, as a single complex call); the
+  decision and plan are kept per shapes, strides and settings (``DECISIONS.lanes``,
+  cleared by ``dispatch.forget_tables()``), so the next such call on CuPy or PyTorch
+  arrays with no c, out, stream or timings goes straight to cuBLAS;
 - otherwise one call per element, in order, on the call's stream. The emulation's
   one-launch-per-modulus batched kernels are not built: a batch of emulated elements
   costs its elements' calls.

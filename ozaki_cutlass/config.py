@@ -1,10 +1,11 @@
 """The runtime's settings from the environment, read here and nowhere else in the runtime.
 
-| variable             | meaning                                                             |
-| -------------------- | ------------------------------------------------------------------- |
-| `OZAKI_TUNING_TABLE` | a tuning table (JSON) for the dispatcher instead of the packaged one |
-| `OZAKI_OVERLAP`      | `0`: build A's and B's operands on one stream, not two (for measuring) |
-| `OZAKI_KARATSUBA_MIN` | the smallest m, n and k of a complex call that runs Karatsuba on the staged path (default 8192; same bits either way) |
+| variable              | meaning                                                              |
+| --------------------- | -------------------------------------------------------------------- |
+| `OZAKI_TUNING_TABLE`  | a tuning table (JSON) for the dispatcher instead of the packaged one |
+| `OZAKI_OVERLAP`       | `0`: build A's and B's operands on one stream, not two (measuring)   |
+| `OZAKI_KARATSUBA_MIN` | the smallest m, n and k of a complex call that runs Karatsuba on the |
+|                       | staged path (default 8192; the same bits either way)                 |
 
 The build's settings (`OZAKI_NVCC`, `CUDA_HOME`, `CUTLASS_PATH`, `OZAKI_CACHE_DIR`,
 `OZAKI_BUILD_JOBS`, `XDG_CACHE_HOME`) belong to the generator, which runs without the
