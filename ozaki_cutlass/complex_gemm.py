@@ -80,11 +80,7 @@ def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, 
     if any(host) and not all(host):
         raise ValueError("a, b, c and out must all be NumPy arrays or all be GPU arrays: got "
                          + ", ".join(f"{n}={'NumPy' if isinstance(x, np.ndarray) else x.kind}" for n, x in inputs))
-    m, k = (A.shape[1], A.shape[0]) if op_a != "N" else A.shape
-    kb, n = (B.shape[1], B.shape[0]) if op_b != "N" else B.shape
-    if kb != k:
-        raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
-    check_sizes(**{"2m": 2 * m, "2n": 2 * n, "2k": 2 * k})  # the realified product
+    m, n, k = _product_shape(A, B, op_a, op_b)
     for name, x in (("c", C), ("out", O)):
         if x is not None and tuple(x.shape) != (m, n):
             raise ValueError(f"{name} must have shape {(m, n)}, got {tuple(x.shape)}")
@@ -106,6 +102,17 @@ def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, 
                                  "(and c, unless out is c itself)")
     return _on_device(A, B, C, O, out, op_a, op_b, alpha, beta, m, n, k, devices.pop() if devices else 0,
                       stream, real)
+
+
+def _product_shape(A, B, op_a: str, op_b: str) -> tuple[int, int, int]:
+    """(m, n, k) of op(A) op(B); ValueError where the inner dimensions differ or the
+    realified product (2m, 2n, 2k) is too large."""
+    m, k = (A.shape[1], A.shape[0]) if op_a != "N" else A.shape
+    kb, n = (B.shape[1], B.shape[0]) if op_b != "N" else B.shape
+    if kb != k:
+        raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
+    check_sizes(**{"2m": 2 * m, "2n": 2 * n, "2k": 2 * k})  # the realified product
+    return m, n, k
 
 
 def _on_host(A, B, C, out, op_a, op_b, alpha, beta, real: dict):
@@ -194,11 +201,7 @@ def realified_on_device(a: Any, b: Any, trans_a, trans_b, stream):
     A, B = _describe(a, "a"), _describe(b, "b")
     if isinstance(A, np.ndarray) or isinstance(B, np.ndarray):
         raise ValueError("a and b must both be GPU arrays here (NumPy operands: ozaki_cutlass.reference.contract)")
-    m, k = (A.shape[1], A.shape[0]) if op_a != "N" else A.shape
-    kb, n = (B.shape[1], B.shape[0]) if op_b != "N" else B.shape
-    if kb != k:
-        raise ValueError(f"inner dimensions differ: op(a) is {(m, k)}, op(b) is {(kb, n)}")
-    check_sizes(**{"2m": 2 * m, "2n": 2 * n, "2k": 2 * k})
+    m, n, k = _product_shape(A, B, op_a, op_b)
     devices = {x.device for x in (A, B) if x.device is not None}
     if len(devices) > 1:
         raise ValueError(f"a and b are on different GPUs {sorted(devices)}")
