@@ -41,11 +41,9 @@ class CupyArrays:
 
     def pair(self, m: int, n: int, k: int, phi: float, seed: int):
         """A (m x k) and B (k x n), entries (U - 0.5) exp(phi N(0,1)), generated on the GPU."""
-        cp = self.cp
-        rs = cp.random.default_rng(seed)
-        a = (rs.random((m, k)) - 0.5) * cp.exp(phi * rs.standard_normal((m, k)))
-        b = (rs.random((k, n)) - 0.5) * cp.exp(phi * rs.standard_normal((k, n)))
-        return a, b
+        rs = self.cp.random.default_rng(seed)
+        a = self._part(rs, (m, k), phi)   # A's draws before B's, as ever: the same inputs per seed
+        return a, self._part(rs, (k, n), phi)
 
     def complex_pair(self, n: int, phi: float, seed: int):
         """n x n complex128 A and B, each part as :meth:`pair`'s entries, made on the GPU."""
