@@ -117,8 +117,8 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=5,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
-    # 5: Karatsuba
+    version=6,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -268,7 +268,8 @@ l < k_pad: q = 0 the first, q = 1 the second, q = 2 their sum mods m_g (symmetri
 dst and its strides 16-byte aligned."""),
         entry("crt_unscale_karatsuba", "int",
                "const int32_t* c, int nmod, int64_t m, int64_t n, int64_t ldc, int64_t plane, int64_t part, "
-               "int nchunks, int64_t chunk_stride, const ozaki::CrtConstants* consts, const int32_t* mu, "
+               "int nchunks, int64_t k_chunk, int64_t chunk_stride, const ozaki::CrtConstants* consts, "
+               "const int32_t* mu, "
                "const int32_t* nu, double alpha, double beta, const double* cin, int64_t cin_rs, "
                "int64_t cin_cs, double* out, int64_t out_rs, int64_t out_cs, "
                "const ozaki::NonfiniteSource* nf, cudaStream_t stream",
@@ -277,7 +278,8 @@ P_crt_unscale of an m x n realified output (n even) from the three int32 product
 modulus P_q (q = 0, 1, 2: Ar Br, Ai Bi, (Ar + Ai)(Br + Bi)) at
 c[ch*chunk_stride + q*part + g*plane + i*ldc + jc] (jc < n/2): the residue of entry
 (i, 2jc) is P_0 - P_1, of (i, 2jc + 1) P_2 - P_0 - P_1, mod m_g (summed over chunks), then
-exactly P_crt_unscale's reconstruction. {_CRT_TAIL}""",
+exactly P_crt_unscale's reconstruction. k_chunk: the most terms any chunk's products sum
+(the longest chunk's k); at most 43690 lets each difference be formed in int32. {_CRT_TAIL}""",
                host=("consts", "nf")),
         entry("crt_constants_size", "size_t", "",
                "sizeof(ozaki::CrtConstants), for checking the ctypes twin."),

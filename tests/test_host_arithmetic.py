@@ -42,6 +42,9 @@ SEED = 20261201
 Y_MAX = 3161728
 #: The fold hands the Barrett reduction t = hi (2^16 mod m) + lo + offset in [0, 2^25).
 FOLD_RANGE = 2**25
+#: karatsuba_arith.h's kKaratsubaNarrowTerms, derived here on its own: the most terms of
+#: |r s| <= 2^14 whose P3 - P1 - P2 stays within int32
+NARROW_TERMS = (2**31 - 1) // (3 * 2**14)
 #: Primes above 256: a stride coprime to every modulus visits every residue class.
 STRIDE_WIDE, STRIDE_DENSE = 1009, 97
 
@@ -428,6 +431,16 @@ def gen_karatsuba(rng, out):
             p = [int(rng.choice([rng.integers(-2**31, 2**31), rng.choice(edges), rng.integers(-3 * m, 3 * m)]))
                  for _ in range(3)]
             out.append(f"kres {p[0]} {p[1]} {p[2]} {m} {(p[0] - p[1]) % m} {(p[2] - p[0] - p[1]) % m}")
+        # the narrow form, for products of at most NARROW_TERMS terms of |r s| <= 2^14: its
+        # bound's edges (the differences' extremes: +-3 bound) and random triples within it
+        bound = NARROW_TERMS * 128 * 128
+        for _ in range(300):
+            p = [int(rng.choice([rng.integers(-bound, bound + 1), rng.choice([-bound, bound, 0, -1, 1])]))
+                 for _ in range(3)]
+            out.append(f"kresn {p[0]} {p[1]} {p[2]} {m} {(p[0] - p[1]) % m} {(p[2] - p[0] - p[1]) % m}")
+        out.append(f"kresn {-bound} {bound} {bound} {m} {(-2 * bound) % m} {(bound) % m}")
+        out.append(f"kresn {bound} {bound} {-bound} {m} 0 {(-3 * bound) % m}")
+        out.append(f"kresn {-bound} {-bound} {bound} {m} 0 {(3 * bound) % m}")
 
 
 def generate_cases() -> list[str]:
@@ -444,7 +457,7 @@ def generate_cases() -> list[str]:
 TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "coarse", "scale", "sres",
         "acc", "crt", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
         "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64",
-        "kres", "sweep_karatsuba")
+        "kres", "kresn", "sweep_karatsuba")
 
 
 # ------------------------------------------------------------------ running the checker

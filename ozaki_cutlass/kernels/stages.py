@@ -147,11 +147,11 @@ class Stages(GeneratedLibrary):
         self._stage("karatsuba_split", src, nmod, moduli, rows, k, src_ld, src_plane, int(right), dst, rows_pad,
                     k_pad, dst_plane, dst_part, stream or None)
 
-    def crt_unscale_karatsuba(self, c, nmod, m, n, ldc, plane, part, nchunks, chunk_stride, consts: CRTConstants,
-                              mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
+    def crt_unscale_karatsuba(self, c, nmod, m, n, ldc, plane, part, nchunks, k_chunk, chunk_stride,
+                              consts: CRTConstants, mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
         """crt_unscale of the realified m x n output from Karatsuba's three products per
         modulus (part q at c + q*part elements; see the ABI)."""
-        self._stage("crt_unscale_karatsuba", c, nmod, m, n, ldc, plane, part, nchunks, chunk_stride,
+        self._stage("crt_unscale_karatsuba", c, nmod, m, n, ldc, plane, part, nchunks, k_chunk, chunk_stride,
                     ctypes.byref(self.constants(consts)), mu, nu, float(alpha), float(beta),
                     cin or None, cin_rs, cin_cs, out, out_rs, out_cs, _nf(nonfinite), stream or None)
 

@@ -72,6 +72,7 @@ def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, 
                   c32 + 4 * ch * 3 * part, nq, plane, gws, ws_bytes, sh)
     timer.mark("int8_gemm")
     timer.notes["products"] = "karatsuba: 3 per modulus"
-    st.crt_unscale_karatsuba(c32, count, m, L.n, nq, plane, part, nchunks, 3 * part, consts, sc.mu, sc.nu,
-                             L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)
+    st.crt_unscale_karatsuba(c32, count, m, L.n, nq, plane, part, nchunks, min(kq, K_CHUNK), 3 * part, consts,
+                             sc.mu, sc.nu, L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs,
+                             nonfinite_source(L, sc), sh)
     return True

@@ -144,13 +144,14 @@ def test_karatsuba_stands_aside_for_an_equilibrated_call_and_takes_long_k(rng, k
     got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), path="staged", timings=timings)
     assert timings["contract"]["equilibrated"] and "products" not in timings
     assert same_bits(got.get(), reference.gemm(a, b))
-    k = 140_000                     # past one k chunk of the INT8 products
-    a, b = crandom(8, k, 0.5, rng), crandom(k, 6, 0.5, rng)
-    timings = {}
-    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), moduli=14, mode="fast", path="staged",
-                             timings=timings)
-    assert timings["products"] == "karatsuba: 3 per modulus"
-    assert same_bits(got.get(), reference.gemm(a, b, moduli=14, mode="fast"))
+    # one k chunk too long for the CRT's int32 differences (43690 terms), and past one chunk
+    for k in (50_000, 140_000):
+        a, b = crandom(8, k, 0.5, rng), crandom(k, 6, 0.5, rng)
+        timings = {}
+        got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), moduli=14, mode="fast", path="staged",
+                                 timings=timings)
+        assert timings["products"] == "karatsuba: 3 per modulus"
+        assert same_bits(got.get(), reference.gemm(a, b, moduli=14, mode="fast")), k
 
 
 def test_karatsuba_runs_from_its_size_threshold(rng, monkeypatch):

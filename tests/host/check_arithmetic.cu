@@ -819,6 +819,23 @@ bool check_kres(Fields& f, const std::string& tag) {
   return true;
 }
 
+// kresn <p1> <p2> <p3> <m> <re> <im>: karatsuba_residues_narrow, for products within its
+// bound (|p| <= kKaratsubaNarrowTerms * 128 * 128), against Python's % as kres.
+bool check_kresn(Fields& f, const std::string& tag) {
+  const int64_t p1 = f.i(), p2 = f.i(), p3 = f.i();
+  const uint32_t m = static_cast<uint32_t>(f.u()), want_re = static_cast<uint32_t>(f.u()),
+                 want_im = static_cast<uint32_t>(f.u());
+  const int64_t bound = ozaki::kKaratsubaNarrowTerms * 128 * 128;
+  if (!f.ok() || m < 2 || m > 256 || llabs(p1) > bound || llabs(p2) > bound || llabs(p3) > bound) return false;
+  count(tag);
+  uint32_t re = 0, im = 0;
+  ozaki::karatsuba_residues_narrow(static_cast<int32_t>(p1), static_cast<int32_t>(p2), static_cast<int32_t>(p3),
+                                   m, ozaki::barrett_magic(m), ozaki::signed_offset(m), re, im);
+  expect_eq(tag, "narrow Re", re, want_re);
+  expect_eq(tag, "narrow Im", im, want_im);
+  return true;
+}
+
 // sweep_karatsuba <m>: exhaustive over every pair of symmetric residues r, s of m
 // (symmetric_sum: r + s mod m, in the symmetric range) and every a, b in [0, m) (add_mod,
 // sub_mod against 64-bit integer arithmetic).
@@ -866,7 +883,7 @@ const std::map<std::string, Check>& checks() {
       {"sweep_y", sweep_y},
       {"sweep_rf", sweep_rf},     {"sweep_u32", sweep_u32},
       {"sweep_barrett32", sweep_barrett32},                    {"sweep_barrett64", sweep_barrett64},
-      {"kres", check_kres},       {"sweep_karatsuba", sweep_karatsuba},
+      {"kres", check_kres},       {"kresn", check_kresn},     {"sweep_karatsuba", sweep_karatsuba},
   };
   return table;
 }

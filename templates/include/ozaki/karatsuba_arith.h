@@ -5,7 +5,9 @@
 // every residue pair of every modulus, and int32 products against Python's %):
 //   symmetric_sum        Re + Im of two symmetric int8 residues, back in their range;
 //   karatsuba_residues   Re = P1 - P2 and Im = P3 - P1 - P2 (mod m) in [0, m) from the
-//                        raw int32 products P1 = Ar Br, P2 = Ai Bi, P3 = (Ar + Ai)(Br + Bi).
+//                        raw int32 products P1 = Ar Br, P2 = Ai Bi, P3 = (Ar + Ai)(Br + Bi);
+//   karatsuba_residues_narrow  the same for products of at most kKaratsubaNarrowTerms
+//                        terms: the differences are exact in int32, one reduction each.
 
 #pragma once
 
@@ -45,6 +47,20 @@ OZAKI_HD void karatsuba_residues(int32_t p1, int32_t p2, int32_t p3, uint32_t m,
   const uint32_t r3 = mod_i32(p3, m, magic, offset);
   re = sub_mod(r1, r2, m);
   im = sub_mod(sub_mod(r3, r1, m), r2, m);
+}
+
+// The longest sum of int8 residue products (each of magnitude at most 128 * 128 = 2^14:
+// symmetric residues lie in [h - m, h - 1] with m <= 256) whose P3 - P1 - P2 cannot
+// overflow int32: 3 k 2^14 <= 2^31 - 1.
+inline constexpr int64_t kKaratsubaNarrowTerms = ((int64_t(1) << 31) - 1) / (3 * 128 * 128);
+
+// karatsuba_residues for |p1|, |p2|, |p3| <= (2^31 - 1) / 3 (products of at most
+// kKaratsubaNarrowTerms terms): P1 - P2 and P3 - P1 - P2 are exact int32, so one mod_i32
+// each gives the same residues.
+OZAKI_HD void karatsuba_residues_narrow(int32_t p1, int32_t p2, int32_t p3, uint32_t m, uint32_t magic,
+                                        uint32_t offset, uint32_t& re, uint32_t& im) {
+  re = mod_i32(p1 - p2, m, magic, offset);
+  im = mod_i32(p3 - p1 - p2, m, magic, offset);
 }
 
 }  // namespace ozaki

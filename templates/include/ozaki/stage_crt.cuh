@@ -122,15 +122,17 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
   }
 }
 
-// The entries (i, j0 .. j0 + 3) (those below n) from their limb sums: the NaN/Inf
-// pattern, crt_output (reconstruction, alpha, beta c) and the store.
+// The entries (i, j0 .. j0 + kEntries - 1) (those below n; kEntries 2 or 4) from their
+// limb sums: the NaN/Inf pattern, crt_output (reconstruction, alpha, beta c) and the store.
+template <int kEntries>
 __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& consts, int64_t i,
-                                     int64_t j0, const double (&limb_sums)[4][kMaxLimbs]) {
-  const bool full = j0 + 4 <= a.n;
+                                     int64_t j0, const double (&limb_sums)[kEntries][kMaxLimbs]) {
+  static_assert(kEntries == 2 || kEntries == 4, "pairs of entries: 16-byte stores");
+  const bool full = j0 + kEntries <= a.n;
   const int32_t mu = a.mu[i];
-  double y[4];
+  double y[kEntries];
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < kEntries; ++t) {
     const int64_t j = j0 + t;
     if (j < a.n) {
       const double p = nonfinite_entry(a.nf, i, j);
@@ -140,11 +142,13 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
   }
   double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
   if (a.vector_stores && full) {
-    reinterpret_cast<double2*>(dst)[0] = make_double2(y[0], y[1]);
-    reinterpret_cast<double2*>(dst)[1] = make_double2(y[2], y[3]);
+#pragma unroll
+    for (int h = 0; h < kEntries / 2; ++h) {
+      reinterpret_cast<double2*>(dst)[h] = make_double2(y[2 * h], y[2 * h + 1]);
+    }
   } else {
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < kEntries; ++t) {
       if (j0 + t < a.n) dst[t * a.out_cs] = y[t];
     }
   }

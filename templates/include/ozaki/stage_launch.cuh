@@ -96,16 +96,17 @@ inline ChunkGrid chunk_grid(const VectorSet& xs, int64_t rows_pad, int64_t k_pad
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Blocks for a grid-stride kernel: enough to fill every SM (as many as are resident at
-// once), never more than the work needs. Falls back to a fixed count if the queries fail.
+// once, with `dynamic_smem` bytes of dynamic shared memory each), never more than the work
+// needs. Falls back to a fixed count if the queries fail.
 template <class Kernel>
 inline int64_t resident_blocks(Kernel kernel, int threads, int64_t work_items,
-                               int64_t items_per_block) {
+                               int64_t items_per_block, size_t dynamic_smem = 0) {
   const int64_t needed = (work_items + items_per_block - 1) / items_per_block;
   int device = 0, sms = 0, per_sm = 0;
   int64_t limit = 1024;
   if (cudaGetDevice(&device) == cudaSuccess &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem) == cudaSuccess &&
       sms > 0 && per_sm > 0) {
     limit = static_cast<int64_t>(sms) * per_sm;
   } else {
