@@ -10,7 +10,8 @@ from ozaki_cutlass.device import driver
 from ozaki_cutlass.numerics import zgemm as Z
 from ozaki_cutlass.numerics.accuracy import random_matrix
 from ozaki_cutlass.numerics.moduli import crt_constants
-from ozaki_cutlass.paths.karatsuba import karatsuba_applies, run_karatsuba
+from ozaki_cutlass.paths import karatsuba as K
+from ozaki_cutlass.paths.karatsuba import karatsuba_applies, panel_columns, run_karatsuba
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer
 from ozaki_cutlass.paths.scale import Scaled
 
@@ -78,6 +79,65 @@ def test_karatsuba_gives_way_with_nothing_enqueued_where_its_buffers_do_not_fit(
     assert run_karatsuba(Kern, L, ws, PhaseTimer(0, False), scaled(), 0, 0, 80, 96, None) is False
     assert Kern.stages.calls == [] and Kern.gemm.calls == []
     assert set(ws.dropped) == {"ra3", "rb3"}
+
+
+class _Calls:
+    """Records every call, with its arguments, made through any attribute."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return lambda *args: self.calls.append((name, args)) or 0
+
+
+class _Gemm(_Calls):
+    def __call__(self, *args):
+        self.calls.append(("gemm", args))
+
+    def workspace_size(self, *args):
+        return 0
+
+
+class _Roomy:
+    def get(self, name, nbytes):
+        return {"c32": 1 << 40, "ra3": 2 << 40, "rb3": 3 << 40}.get(name, 1 << 36)
+
+    def moduli(self):
+        return 4096
+
+
+def test_wide_products_run_in_panels_that_cover_every_column_once(monkeypatch):
+    """Past PANEL_BYTES of int32 products the GEMMs and the CRT run per panel of complex
+    columns: B's rows, the output's, the shifts' and the NaN/Inf source's columns offset
+    to the panel, each column in exactly one panel."""
+    assert panel_columns(16, 8192, 8192, 1) == 8192                   # the default bytes: one panel at 8192^3,
+    assert panel_columns(17, 16384, 16384, 1) == 4096                 # four at 16384^3
+    m, nc, kc, count = 64, 1000, 40, 14
+    monkeypatch.setattr(K, "PANEL_BYTES", 4 * 3 * count * m * 300)   # 4 panels of 256 columns (the last 232)
+    assert panel_columns(count, m, nc, 1) == 256 and panel_columns(count, m, 1024, 1) == 256
+    class Mat:
+        def __init__(self, ptr, rs, cs):
+            self.ptr, self.rs, self.cs = ptr, rs, cs
+    A, B, O = Mat(1 << 30, 2 * kc, 1), Mat(1 << 31, 2 * nc, 1), Mat(1 << 32, 2 * nc, 1)
+    L = launch(A=A, B=B, O=O, m=m, n=2 * nc, k=2 * kc, moduli=count)
+    sc = Scaled(a=None, b=None, mu=1 << 20, nu=1 << 21, nonfinite_a=1 << 22, nonfinite_b=1 << 23)
+    class Kern:
+        stages = _Calls()
+        gemm = _Gemm()
+    assert run_karatsuba(Kern, L, _Roomy(), PhaseTimer(0, False), sc, 0, 0, 2 * kc, 2 * nc, crt_constants(count))
+    gemms = [a for name, a in Kern.gemm.calls if name == "gemm"]
+    crts = [a for name, a in Kern.stages.calls if name == "crt_unscale_karatsuba"]
+    kq = 48                                                           # kc rounded up to 16
+    assert [g[1] for g in gemms] == [256, 256, 256, 232]              # panel widths (n of each GEMM)
+    assert [g[7] - (3 << 40) for g in gemms] == [j0 * kq for j0 in (0, 256, 512, 768)]   # B's rows
+    assert [c[3] for c in crts] == [512, 512, 512, 464]               # realified widths: 2 * 1000 in all
+    assert [c[12] - (1 << 21) for c in crts] == [4 * 2 * j0 for j0 in (0, 256, 512, 768)]      # nu
+    assert [c[18] - (1 << 32) for c in crts] == [8 * 2 * j0 for j0 in (0, 256, 512, 768)]      # out
+    nfs = [c[21] for c in crts]
+    assert [nf.b - (1 << 31) for nf in nfs] == [8 * 2 * j0 for j0 in (0, 256, 512, 768)]
+    assert [nf.col_flags - (1 << 23) for nf in nfs] == [4 * 2 * j0 for j0 in (0, 256, 512, 768)]
+    assert all(nf.a == 1 << 30 and nf.row_flags == 1 << 22 for nf in nfs)
 
 
 # --- the numerics it rests on, on the reference's own stages ---------------------------

@@ -23,12 +23,13 @@ from __future__ import annotations
 from .. import config
 from ..device import driver
 from ..device.workspace import Workspace
+from ..kernels.stages import CNonfiniteSource
 from ..numerics.moduli import K_CHUNK
 from ..operands.stages import round_up
 from .launch import KernelSet, Launch, PhaseTimer
 from .scale import Scaled, nonfinite_source
 
-__all__ = ["karatsuba_applies", "run_karatsuba"]
+__all__ = ["PANEL_BYTES", "karatsuba_applies", "panel_columns", "run_karatsuba"]
 
 
 def karatsuba_applies(L: Launch, sc: Scaled) -> bool:
@@ -38,20 +39,36 @@ def karatsuba_applies(L: Launch, sc: Scaled) -> bool:
             and min(L.m, L.n // 2, L.k // 2) >= config.karatsuba_min())
 
 
+#: Bytes of int32 products one panel of complex columns may hold: wider products run in
+#: panels (the same bits: every entry's CRT reads its own products only). 8192^3 at 16
+#: moduli (12.9 GB) is one panel; 16384^3 at 17 moduli (55 GB) four.
+PANEL_BYTES = 16 << 30
+
+
+def panel_columns(count: int, m: int, nq: int, nchunks: int) -> int:
+    """Complex columns per panel (of nq, a multiple of 4): all of them when their int32
+    products (3 x count planes of m rows per k chunk) fit PANEL_BYTES, else equal panels
+    rounded up to a multiple of 256 that do."""
+    per_column = 4 * 3 * count * m * nchunks
+    panels = max(1, -(-per_column * nq // PANEL_BYTES))
+    return nq if panels == 1 else min(nq, round_up(-(-nq // panels), 256))
+
+
 def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, sc: Scaled, ra: int, rb: int,
                   kp: int, n_pad: int, consts) -> bool:
     """From the realified residue planes ``ra`` (count x m x kp) and ``rb`` (count x n_pad
-    x kp: Bhat's columns as rows): the three parts' planes, one batched INT8 GEMM over
-    3 x count planes per k chunk, and the CRT of the realified output. False, with
-    nothing enqueued, where its buffers (3/2 the realified product's int32 planes, and
-    the parts' residues) do not fit the GPU's memory: the realified product, whose bits
-    are the same, runs instead."""
+    x kp: Bhat's columns as rows): the three parts' planes, then per panel of complex
+    columns (panel_columns) one batched INT8 GEMM over 3 x count planes per k chunk and
+    the CRT of the panel's realified output. False, with nothing enqueued, where its
+    buffers (one panel's int32 products and the parts' residues) do not fit the GPU's
+    memory: the realified product, whose bits are the same, runs instead."""
     st, m, count, sh = kern.stages, L.m, L.moduli, L.stream
     kc, nc = L.k // 2, L.n // 2
     kq = round_up(kc, 16)
     nq = round_up(nc, 4)
     nchunks = -(-kq // K_CHUNK)
-    plane = m * nq
+    w = panel_columns(count, m, nq, nchunks)
+    plane = m * w
     part = count * plane
     try:
         c32 = ws.get("c32", 4 * nchunks * 3 * part)
@@ -63,16 +80,26 @@ def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, 
     st.karatsuba_split(ra, count, moduli, m, kc, kp, m * kp, False, ra3, m, kq, m * kq, count * m * kq, sh)
     st.karatsuba_split(rb, count, moduli, nc, kc, kp, n_pad * kp, True, rb3, nq, kq, nq * kq, count * nq * kq, sh)
     timer.mark("residues")
-    ws_bytes = kern.gemm.workspace_size(m, nq, min(kq, K_CHUNK), 3 * count)
+    ws_bytes = kern.gemm.workspace_size(m, w, min(kq, K_CHUNK), 3 * count)
     gws = ws.get("gemm_ws", ws_bytes) if ws_bytes else 0
-    for ch in range(nchunks):
-        k0 = ch * K_CHUNK
-        kl = min(K_CHUNK, kq - k0)
-        kern.gemm(m, nq, kl, 3 * count, ra3 + k0, kq, m * kq, rb3 + k0, kq, nq * kq,
-                  c32 + 4 * ch * 3 * part, nq, plane, gws, ws_bytes, sh)
-    timer.mark("int8_gemm")
+    nf = nonfinite_source(L, sc)
+    cin, cin_rs, cin_cs = L.c_input
+    for j0 in range(0, nq, w):
+        wj = min(w, nq - j0)      # a multiple of 4, as nq and w are
+        for ch in range(nchunks):
+            k0 = ch * K_CHUNK
+            kl = min(K_CHUNK, kq - k0)
+            kern.gemm(m, wj, kl, 3 * count, ra3 + k0, kq, m * kq, rb3 + j0 * kq + k0, kq, nq * kq,
+                      c32 + 4 * ch * 3 * part, w, plane, gws, ws_bytes, sh)
+        timer.mark("int8_gemm")
+        # the panel's realified columns 2 j0 .. 2 (j0 + cols) - 1: output, shifts, c and op(B)
+        # (for the NaN/Inf pattern) from there
+        cols, j = min(wj, nc - j0), 2 * j0
+        panel_nf = CNonfiniteSource(nf.a, nf.a_rs, nf.a_cs, nf.b + 8 * j * nf.b_cs if nf.b else 0, nf.b_rs,
+                                    nf.b_cs, nf.k, nf.row_flags, nf.col_flags + 4 * j if nf.col_flags else 0)
+        st.crt_unscale_karatsuba(c32, count, m, 2 * cols, w, plane, part, nchunks, min(kq, K_CHUNK), 3 * part,
+                                 consts, sc.mu, sc.nu + 4 * j, L.alpha, L.beta, cin + 8 * j * cin_cs if cin else 0,
+                                 cin_rs, cin_cs, L.O.ptr + 8 * j * L.O.cs, L.O.rs, L.O.cs, panel_nf, sh)
+        timer.mark("crt")
     timer.notes["products"] = "karatsuba: 3 per modulus"
-    st.crt_unscale_karatsuba(c32, count, m, L.n, nq, plane, part, nchunks, min(kq, K_CHUNK), 3 * part, consts,
-                             sc.mu, sc.nu, L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs,
-                             nonfinite_source(L, sc), sh)
     return True

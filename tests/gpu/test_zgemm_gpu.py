@@ -11,6 +11,7 @@ from ozaki_cutlass import reference
 from ozaki_cutlass.device.arrays import DeviceArray
 from ozaki_cutlass.numerics import zgemm as Z
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
+from ozaki_cutlass.paths import karatsuba as K
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -152,6 +153,20 @@ def test_karatsuba_stands_aside_for_an_equilibrated_call_and_takes_long_k(rng, k
                                  timings=timings)
         assert timings["products"] == "karatsuba: 3 per modulus"
         assert same_bits(got.get(), reference.gemm(a, b, moduli=14, mode="fast")), k
+
+
+def test_karatsuba_in_panels_gives_the_same_bits(rng, monkeypatch, karatsuba_every_size):
+    """Products past PANEL_BYTES run per panel of complex columns: the reference's bits,
+    NaN/Inf in a late panel's column and an early one's row included."""
+    m, k, n = 40, 50, 600
+    monkeypatch.setattr(K, "PANEL_BYTES", 4 * 3 * 14 * m * 200)   # panels of 256, 256, 88 columns
+    a, b = crandom(m, k, 1.0, rng), crandom(k, n, 1.0, rng)
+    b[7, 530] = complex(1.0, np.nan)
+    a[3, 9] = complex(-np.inf, 0.0)
+    timings = {}
+    got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), moduli=14, mode="fast", path="staged", timings=timings)
+    assert timings["products"] == "karatsuba: 3 per modulus"
+    assert same_bits(got.get(), reference.gemm(a, b, moduli=14, mode="fast"))
 
 
 def test_karatsuba_runs_from_its_size_threshold(rng, monkeypatch):
