@@ -240,7 +240,7 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         if arch is None:
             return None
         native, why = decide_settings(options, m, 2 * n if cplx else n, 2 * A.cols if cplx else A.cols, arch,
-                                      device)
+                                      device, realified=cplx)
         plan = plan_dgemm(A, B, O) if native and A.cols else None
         ops = complex_ops(plan, op_a == "C", op_b == "C") if cplx and plan is not None else None
         if plan is None or cplx and ops is None:

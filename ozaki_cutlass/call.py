@@ -79,14 +79,16 @@ def emulation_asked(moduli, variant, path, target) -> bool:
     return moduli is not None or variant is not None or path is not None or (target is not None and target < U)
 
 
-def decide_settings(settings: dict, m: int, n: int, k: int, arch, device: int) -> tuple[bool, str]:
+def decide_settings(settings: dict, m: int, n: int, k: int, arch, device: int,
+                    realified: bool = False) -> tuple[bool, str]:
     """(run native DGEMM?, why) for an m x n x k product under a call's ``settings`` (gemm's
     moduli, mode, kernel, path, policy, accuracy; missing ones unset), before its arrays are
-    described: the decision a validated call of that problem gets (paths.native.decide)."""
+    described: the decision a validated call of that problem gets (paths.native.decide);
+    ``realified``: a complex call's realified product."""
     moduli, path = settings.get("moduli"), settings.get("path")
     count, mode, target = resolve_accuracy(moduli, settings.get("accuracy"), settings.get("mode"))
     asked = emulation_asked(moduli, requested_variant(settings.get("kernel"), path), path, target)
-    problem = dispatch.Problem(m, n, k, count or DEFAULT_MODULI, arch)
+    problem = dispatch.Problem(m, n, k, count or DEFAULT_MODULI, arch, realified)
     return decide(validate_policy(settings.get("policy", "auto")), asked, problem, mode, device, dispatch.load_table())
 
 

@@ -143,7 +143,7 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
                 result.stream = sh
         else:
             result = out
-        native, why = decide_settings(real, m, 2 * n, 2 * k, arch, device)  # the realified problem's
+        native, why = decide_settings(real, m, 2 * n, 2 * k, arch, device, realified=True)
         zplan = _zgemm_plan(A, B, C, O, op_a, op_b, beta) if native else None
         if zplan is not None:
             timer = PhaseTimer(sh, real["timings"] is not None)

@@ -362,15 +362,16 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
 
 
 def test_kind_points_are_the_problems_the_dispatcher_decides():
-    """A complex n^3 call is decided by its realified n x 2n x 2n, a batch by its element."""
+    """A complex n^3 call is decided by its realified n x 2n x 2n (an entry for complex
+    calls alone), a batch by its element (an entry real calls read too)."""
     from ozaki_cutlass.tools.tune import kind_points
 
     (z, bt) = kind_points([1024], [(64, 512)])
     label, m, n, k, box, flops, make = z
     assert (m, n, k) == (1024, 2048, 2048) and flops == 8.0 * 1024**3 and make == ("complex_pair", 1024)
     assert all(box[d][0] <= v <= box[d][1] < 2 * v for d, v in (("m", m), ("n", n), ("k", k)))
-    assert "complex128 1024^3" in box["operands"]
+    assert "complex128 1024^3" in box["operands"] and box["complex"] is True
     label, m, n, k, box, flops, make = bt
     assert (m, n, k) == (512,) * 3 and flops == 2.0 * 64 * 512**3 and make == ("batch_pair", 64, 512)
-    assert box["operands"] == "batches of 64" and box["k"][0] <= 512 <= box["k"][1]
+    assert box["operands"] == "batches of 64" and box["k"][0] <= 512 <= box["k"][1] and "complex" not in box
     assert kind_points(None, None) == []

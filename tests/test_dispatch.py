@@ -8,6 +8,7 @@ from ozaki_cutlass import dispatch
 from ozaki_cutlass.dispatch import Problem, choose
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
 from ozaki_cutlass.numerics.moduli import K_CHUNK
+from ozaki_cutlass.paths.native import decision_key
 
 
 def test_builtin_default_is_the_staged_default_kernel():
@@ -186,6 +187,26 @@ def test_auto_policy_table_decides_first():
     assert choose(Problem(100, 100, 100, 15, Arch.SM90A), table=table).source == "built-in"
     # another arch's entries do not apply
     assert "no measurement" in native(100, 100, 100, Arch.SM80)[1]
+
+
+def test_complex_entries_serve_complex_calls_alone():
+    """An entry marked "complex" (tune --zgemm) decides a complex call's realified product
+    (kernel and native-or-not) and is passed over for a real call of the same shape; the
+    unmarked entries serve both. The auto decisions are remembered apart."""
+    fused, staged = catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT)[0], default_variant(Arch.SM90A)
+    box = {"m": [1000, 99999], "n": [1000, 99999], "k": [1000, 99999]}
+    table = {"entries": [
+        {"arch": "sm_90a", "path": "staged", "kernel": staged.name, "complex": True, "ms": 10.0, "native_ms": 20.0}
+        | box,
+        {"arch": "sm_90a", "path": "fused", "kernel": fused.name, "ms": 30.0, "native_ms": 20.0} | box,
+    ]}
+    real, cplx = Problem(4096, 8192, 8192, 15, Arch.SM90A), Problem(4096, 8192, 8192, 15, Arch.SM90A, realified=True)
+    assert (choose(cplx, table=table).path, choose(real, table=table).path) == ("staged", "fused")
+    assert dispatch.prefer_native(cplx, "fast", table=table)[0] is False
+    assert dispatch.prefer_native(real, "fast", table=table)[0] is True
+    with pytest.raises(ValueError, match='entry 0 has "complex": 1, expected true or false'):
+        dispatch.candidates_from_table({"entries": [table["entries"][0] | {"complex": 1}]}, "t.json")
+    assert decision_key(1, 2, 3, "fast", 0) != decision_key(1, 2, 3, "fast", 0, realified=True)
 
 
 def test_auto_policy_builtin_model():

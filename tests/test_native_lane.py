@@ -16,9 +16,8 @@ from ozaki_cutlass.device.cublas import LtDgemm
 from ozaki_cutlass.device.layouts import plan_dgemm
 from ozaki_cutlass.dispatch.policy import DECISIONS
 from ozaki_cutlass.paths import fast_lane
+from ozaki_cutlass.paths.native import decision_key
 from ozaki_cutlass.device.arrays import Matrix
-
-TABLE = None  # OZAKI_TUNING_TABLE unset (conftest)
 
 
 def key(a_shape, a_strides, b_shape, b_strides, dtypes=("d", "d"), devices=(0, 0), mode="accurate"):
@@ -37,7 +36,7 @@ def lanes(monkeypatch):
 
 
 def decide(m, n, k, native, device=0, mode="accurate"):
-    DECISIONS.native[(m, n, k, mode, device, TABLE)] = native
+    DECISIONS.native[decision_key(m, n, k, mode, device)] = native   # OZAKI_TUNING_TABLE unset (conftest)
 
 
 def test_a_lane_waits_for_the_general_path_to_decide(lanes):
@@ -55,7 +54,9 @@ def test_a_lane_waits_for_the_general_path_to_decide(lanes):
 
 
 def test_a_decision_under_another_table_makes_no_lane(lanes, monkeypatch):
-    DECISIONS.native[(6, 5, 4, "accurate", 0, "/elsewhere/table.json")] = True
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", "/elsewhere/table.json")
+    DECISIONS.native[decision_key(6, 5, 4, "accurate", 0)] = True   # decided under that table
+    monkeypatch.delenv("OZAKI_TUNING_TABLE")
     assert lanes._new_lane(key((6, 4), (32, 8), (4, 5), (40, 8)), 1, True) is None
     monkeypatch.setenv("OZAKI_TUNING_TABLE", "/elsewhere/table.json")
     assert lanes._new_lane(key((6, 4), (32, 8), (4, 5), (40, 8)), 1, True) is not None

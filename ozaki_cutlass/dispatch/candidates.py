@@ -35,6 +35,7 @@ class Problem:
     k: int
     moduli: int
     arch: Arch
+    realified: bool = False  # a complex call's realified product (tables may hold entries for those alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +46,14 @@ class Candidate:
     n: tuple[int, int] = ANY
     k: tuple[int, int] = ANY
     source: str = "built-in"
+    complex: bool = False  # a table entry for complex calls (their realified products) alone
 
     def rejection(self, p: Problem) -> str | None:
         """None when this candidate runs ``p``, else the reason it does not."""
         if not runs_on(self.variant.arch, p.arch):
             return f"built for {self.variant.arch.value}, the GPU needs {p.arch.value}"
+        if self.complex and not p.realified:
+            return "an entry for complex calls"
         for dim, (lo, hi) in (("m", self.m), ("n", self.n), ("k", self.k)):
             value = getattr(p, dim)
             if not lo <= value <= hi:
@@ -117,7 +121,7 @@ def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
         raise TuningTableError(f"{source}: {why}; regenerate the table with `ozaki-cutlass tune` on the GPU")
     return tuple(Candidate(path=e["path"], variant=variants_named(e["kernel"])[0],
                            m=tuple(e.get("m", ANY)), n=tuple(e.get("n", ANY)),
-                           k=tuple(e.get("k", ANY)), source=source)
+                           k=tuple(e.get("k", ANY)), source=source, complex=e.get("complex", False))
                  for e in table["entries"] if e["path"] != "native")  # native: read by prefer_native
 
 

@@ -60,6 +60,8 @@ def prefer_native(problem: Problem, mode: str, *, table: dict | None = None,
     for e in (table or {}).get("entries", []):
         if e.get("arch", problem.arch.value) != problem.arch.value or not _inside(problem, e):
             continue
+        if e.get("complex", False) and not problem.realified:
+            continue
         if e.get("path") == "native":
             return True, f"{table_source}: native DGEMM measured faster in this bucket"
         if "native_ms" in e and "ms" in e:

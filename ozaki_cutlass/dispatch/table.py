@@ -8,7 +8,11 @@ default in ``ozaki_cutlass/data/tuning.json`` that says where and how it was mea
                   "m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}, ...]}
 
 Bounds are inclusive; entries are tried in order. Without a table (or when no entry
-fits) the built-in defaults for the arch are tried. A table that is not of this shape
+fits) the built-in defaults for the arch are tried. An entry with ``"complex": true``
+(``ozaki-cutlass tune --zgemm`` writes them) is for complex calls alone, whose bucket is
+that of their realified product (m x 2n x 2k) but whose cost is not a real call's (the
+staged path runs Karatsuba's three products per modulus there); the other entries serve
+real and complex calls alike. A table that is not of this shape
 (see :func:`table_problem`) raises TuningTableError (a ValueError) when it is loaded,
 naming the file and how to fix it.
 
@@ -79,6 +83,8 @@ def _entry_problem(e: object) -> str | None:
     for dim in "mnk":
         if dim in e and not _is_bucket(e[dim]):
             return f'has "{dim}": {_show(e[dim])}, expected [lo, hi] with integers 0 <= lo <= hi'
+    if "complex" in e and not isinstance(e["complex"], bool):
+        return f'has "complex": {_show(e["complex"])}, expected true or false'
     for key in ("ms", "native_ms"):
         if key in e and not (isinstance(e[key], (int, float)) and not isinstance(e[key], bool)):
             return f'has "{key}": {_show(e[key])}, expected milliseconds (a number)'

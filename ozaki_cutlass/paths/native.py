@@ -20,10 +20,11 @@ NO_LAYOUT = ("policy='native': cuBLAS cannot take these layouts (each of a, b, c
              "along one dimension, c and out the same one, and out must not overlap a or b)")
 
 
-def decision_key(m: int, n: int, k: int, mode: str, device: int) -> tuple:
-    """The key of an auto decision: the shape, the mode, the GPU and the tuning table in
-    force (the setting as given, read cheaply)."""
-    return m, n, k, mode, device, config.tuning_table_setting()
+def decision_key(m: int, n: int, k: int, mode: str, device: int, realified: bool = False) -> tuple:
+    """The key of an auto decision: the shape, the mode, the GPU, the tuning table in
+    force (the setting as given, read cheaply), and whether the product is a complex
+    call's realified one (a table may decide those apart)."""
+    return m, n, k, mode, device, config.tuning_table_setting(), realified
 
 
 def decide(policy: str, emulation_asked: bool, problem: dispatch.Problem, mode: str, device: int,
@@ -40,7 +41,7 @@ def decide(policy: str, emulation_asked: bool, problem: dispatch.Problem, mode: 
     if native and not cublas.available():
         log.info("auto policy: %s, but cuBLAS is not available here; emulating", why)
         return False, why + "; cuBLAS not available"
-    DECISIONS.remember(decision_key(problem.m, problem.n, problem.k, mode, device), native)
+    DECISIONS.remember(decision_key(problem.m, problem.n, problem.k, mode, device, problem.realified), native)
     return native, why
 
 

@@ -56,13 +56,15 @@ def kind_points(zgemm, batched) -> list[tuple[str, int, int, int, dict, float, t
     making the operands, its size arguments)). A complex n^3 call is decided by the real
     realified problem n x 2n x 2n (numerics.zgemm), a batch by its element's n^3; each
     bucket is a factor sqrt(2) around that problem, and says what was measured in it
-    ("operands"). Real calls of those shapes read these entries too: the realified
-    product is the same work, and a batch's emulation is its elements' calls."""
+    ("operands"). The complex entries are marked ``"complex": true``: for complex calls
+    alone, whose staged path runs Karatsuba's three products per modulus (not the cost of
+    a real call of the realified shape). Real calls read the batches' entries too: a
+    batch's emulation is its elements' calls."""
     points = []
     for n in zgemm or ():
         points.append((f"complex {n}^3", n, 2 * n, 2 * n, _box(n, 2 * n, 2 * n)
-                       | {"operands": f"complex128 {n}^3 (realified: {n}x{2 * n}x{2 * n})"}, 8.0 * n**3,
-                       ("complex_pair", n)))
+                       | {"complex": True, "operands": f"complex128 {n}^3 (realified: {n}x{2 * n}x{2 * n})"},
+                       8.0 * n**3, ("complex_pair", n)))
     for batch, n in batched or ():
         points.append((f"{batch} x {n}^3", n, n, n, _box(n, n, n) | {"operands": f"batches of {batch}"},
                        2.0 * batch * n**3, ("batch_pair", batch, n)))

@@ -53,7 +53,7 @@ def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
     assert same_bits(got, reference.gemm(a, b))
 
 
-def test_tune_measures_complex_and_batched_calls_in_their_problems_buckets(tmp_path, capsys):
+def test_tune_measures_complex_and_batched_calls_in_their_problems_buckets(tmp_path, capsys, monkeypatch):
     out = tmp_path / "tuning.json"
     argv = ["tune", "--sizes", "256", "--zgemm", "256", "--batched", "4x256", "--warmup", "0", "--reps", "2",
             "--out", str(out)]
@@ -67,6 +67,16 @@ def test_tune_measures_complex_and_batched_calls_in_their_problems_buckets(tmp_p
     assert entries.index(complex_[0]) < entries.index(batched[0]) < entries.index(
         next(e for e in entries if e["measured"] == [256, 256, 256] and "operands" not in e))
     assert "complex 256^3" in capsys.readouterr().out
+    # the complex entries are for complex calls alone; with the table in effect a complex
+    # call of that size runs its winner
+    assert all(e["complex"] is True for e in complex_) and all("complex" not in e for e in batched)
+    monkeypatch.setenv("OZAKI_TUNING_TABLE", str(out))
+    rng = np.random.default_rng(3)
+    a, b = (cp.asarray(random_matrix(256, 256, 0.5, rng) + 1j * random_matrix(256, 256, 0.5, rng))
+            for _ in range(2))
+    timings = {}
+    ozaki_cutlass.gemm(a, b, policy="emulate", timings=timings)
+    assert (timings["path"], timings["kernel"]) == (best["path"], best["kernel"])
 
 
 def test_tune_extend_keeps_the_old_entries_after_the_new(tmp_path):
