@@ -22,7 +22,7 @@ from ..device.arch import visible_arch
 from ..dispatch import Candidate, builtin_candidates, candidates_from_table, load_table, path_of
 from ..generator import catalog
 from ..kernels.library import locate
-from ..options import resolve_moduli
+from ..options import MODES, resolve_moduli
 from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
 from .measure import arrays_for, discarding, missing_tools, time_alternately
 
@@ -147,7 +147,8 @@ def tune_main(args) -> int:
             if missing:
                 report.append((label, c.describe(), f"skipped: not built ({', '.join(missing)})"))
                 continue
-            call = functools.partial(discarding, xa, xb, moduli=moduli, kernel=c.variant, path=c.path)
+            call = functools.partial(discarding, xa, xb, moduli=moduli, mode=args.mode, kernel=c.variant,
+                                     path=c.path)
             try:
                 call()  # one untimed call: a candidate that cannot run at this shape is left out, said
             except Exception as exc:  # noqa: BLE001
@@ -165,7 +166,7 @@ def tune_main(args) -> int:
         _, best = min(timings, key=lambda t: t[0])
         # the winner against native DGEMM, timed in alternation (no drift between them)
         best_ms, native_ms = time_alternately(
-            functools.partial(gemm, xa, xb, moduli=moduli, kernel=best.variant, path=best.path),
+            functools.partial(gemm, xa, xb, moduli=moduli, mode=args.mode, kernel=best.variant, path=best.path),
             functools.partial(arrays.native, xa, xb), args.warmup, args.reps, stream)
         report.append((label, f"{best.describe()} again, alternating with native", best_ms))
         report.append((label, f"native DGEMM ({arrays.native_label}), alternating", native_ms))
@@ -176,8 +177,9 @@ def tune_main(args) -> int:
     table = {"gpu": gpu, "driver": driver_version,
              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "command": " ".join(["ozaki-cutlass"] + args.argv),
-             "moduli": moduli, "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: "
-                                         f"{arrays.native_label}", "entries": entries}
+             "moduli": moduli, "mode": args.mode,
+             "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
+             "entries": entries}
     if extended is not None:  # after the new entries: they are tried first
         table["entries"] = entries + extended.get("entries", [])
         table["extends"] = {"path": str(args.extend)} | {key: extended[key] for key in
@@ -336,6 +338,9 @@ def add_tune_parser(sub) -> None:
                    help="batches of B products N^3 to measure too (against native strided-batched DGEMM; "
                         "needs CuPy), in the bucket of N^3")
     p.add_argument("--moduli", type=moduli_count, default=None)
+    p.add_argument("--mode", choices=MODES, default="accurate",
+                   help="scaling mode of the timed calls (default: %(default)s; the default call's contract "
+                        "runs fast mode, where a complex call's staged path runs Karatsuba's three products)")
     p.add_argument("--warmup", type=nonnegative_int, default=1)
     p.add_argument("--reps", type=positive_int, default=3)
     p.add_argument("--seed", type=nonnegative_int, default=0)

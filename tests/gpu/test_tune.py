@@ -21,6 +21,7 @@ def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
     printed = capsys.readouterr().out
     table = json.loads(out.read_text())
     assert table["command"] == f"ozaki-cutlass tune --sizes 512 --warmup 0 --reps 2 --out {out}"
+    assert table["moduli"] == 15 and table["mode"] == "accurate"
     # the timed GPU's own line of nvidia-smi (a two-GPU host once put both in the driver field)
     assert table["gpu"] != "unknown" and table["driver"] != "unknown"
     assert "\n" not in table["gpu"] + table["driver"]
@@ -55,10 +56,12 @@ def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
 
 def test_tune_measures_complex_and_batched_calls_in_their_problems_buckets(tmp_path, capsys, monkeypatch):
     out = tmp_path / "tuning.json"
-    argv = ["tune", "--sizes", "256", "--zgemm", "256", "--batched", "4x256", "--warmup", "0", "--reps", "2",
-            "--out", str(out)]
+    argv = ["tune", "--sizes", "256", "--zgemm", "256", "--batched", "4x256", "--mode", "fast", "--warmup", "0",
+            "--reps", "2", "--out", str(out)]
     assert cli.main(argv) == 0
-    entries = json.loads(out.read_text())["entries"]
+    table = json.loads(out.read_text())
+    entries = table["entries"]
+    assert table["mode"] == "fast"
     complex_ = [e for e in entries if "complex128 256^3" in e.get("operands", "")]
     batched = [e for e in entries if e.get("operands") == "batches of 4"]
     assert complex_ and batched
