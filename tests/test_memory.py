@@ -6,6 +6,7 @@ import itertools
 import threading
 import types
 
+import numpy as np
 import pytest
 
 import ozaki_cutlass
@@ -14,7 +15,7 @@ from ozaki_cutlass.device.arrays import Matrix
 from ozaki_cutlass.device.workspace import Workspace, WorkspacePool
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
 from ozaki_cutlass.numerics.moduli import K_CHUNK
-from ozaki_cutlass.paths.footprint import workspace_buffers
+from ozaki_cutlass.paths.footprint import complex_workspace_buffers, workspace_buffers
 
 
 class Recorder:
@@ -95,6 +96,64 @@ def test_footprint_is_what_the_paths_ask_for(fake_gpu, path, group_size, mode, s
     ozaki_cutlass.gemm(Dev((m, k), "F"), Dev((k, n)), moduli=13, mode=mode, path=path,
                        kernel=kernel.name if kernel else None)
     assert fake_gpu.asked == workspace_buffers(m, n, k, 13, mode, path, group_size=group_size)
+
+
+class ComplexDev:
+    def __init__(self, shape):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<c16", "data": (1 << 42, False), "version": 3,
+                                         "strides": None}
+
+
+@pytest.mark.parametrize("path, mode, karatsuba", [("staged", "fast", True), ("staged", "fast", False),
+                                                   ("staged", "accurate", True), ("fused", "fast", True)])
+@pytest.mark.parametrize("shape", [(40, 24, 36), (16, 8, K_CHUNK // 2 + 300)])
+def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, monkeypatch, path, mode, karatsuba, shape):
+    """A complex call's two workspaces (the complex layer's, the realified product's,
+    Karatsuba's parts among them where it runs) hold what complex_workspace_buffers says."""
+    from ozaki_cutlass import complex_gemm
+
+    m, n, k = shape
+    if path == "fused" and 2 * k > K_CHUNK:
+        pytest.skip("the fused path takes one k chunk")
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0" if karatsuba else str(10**9))
+    class Layer(RecordingWorkspace):   # Ahat, Bhat and T apart: the real call checks that out overlaps neither
+        def get(self, name, nbytes):
+            super().get(name, nbytes)
+            return (1 << 44) + (1 << 38) * ("a_hat", "b_hat", "t").index(name)
+
+    layer = Layer()
+    monkeypatch.setattr(complex_gemm, "visible_arch", lambda ordinal=0: Arch.SM90A)
+    monkeypatch.setattr(complex_gemm, "load_stages", lambda arch, **kw: Recorder())
+    monkeypatch.setattr(complex_gemm, "COMPLEX_WORKSPACES", types.SimpleNamespace(get=lambda device, stream: layer))
+    monkeypatch.setattr(complex_gemm, "allocate_like",
+                        lambda kind, m, n, device, dtype: (None, Matrix(1 << 43, m, n, n, 1, "cai", 0, None)))
+    # a conjugated A (realified into a_hat) and alpha != 1 (T apart from out): every buffer asked for
+    ozaki_cutlass.gemm(ComplexDev((k, m)), ComplexDev((n, k)), trans_a="C", trans_b="T", alpha=2.0, moduli=13,
+                       mode=mode, path=path)
+    assert layer.asked | fake_gpu.asked == complex_workspace_buffers(m, n, k, 13, mode, path)
+    assert ("ra3" in fake_gpu.asked) is (karatsuba and path == "staged" and mode == "fast")
+
+
+def test_complex_workspace_bytes_bounds_both_outcomes_of_karatsuba(monkeypatch):
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0")
+    for m, n, k, mode in itertools.product((1, 100), (3, 64), (1, 200, K_CHUNK + 1), ("fast", "accurate")):
+        total = ozaki_cutlass.workspace_bytes(m, n, k, moduli=15, mode=mode, dtype=np.complex128)
+        for path, fits in itertools.product(("staged", "fused"), (True, False)):
+            asked = complex_workspace_buffers(m, n, k, 15, mode, path, karatsuba_fits=fits)
+            assert total >= sum(asked.values())
+        assert total > ozaki_cutlass.workspace_bytes(m, 2 * n, 2 * k, moduli=15, mode=mode)
+    # complex 16384^3, 17 moduli fast, staged: the realified product's residue planes (8.5 +
+    # 17 GiB) and packed Bhat (8), Karatsuba's parts (2 x 12.75) and one of four panels'
+    # products (12.75), the complex layer's Ahat, Bhat and T (4 + 8 + 4)
+    gib = 2**30
+    monkeypatch.delenv("OZAKI_KARATSUBA_MIN")
+    staged = ozaki_cutlass.workspace_bytes(16384, 16384, 16384, moduli=17, mode="fast", path="staged",
+                                           dtype="complex128")
+    assert 87.7 * gib < staged < 87.8 * gib
+    assert ozaki_cutlass.workspace_bytes(0, 5, 5, dtype=complex) == 0
+    for bad in ("float32", "int8", object()):
+        with pytest.raises(ValueError, match="dtype must be float64 or complex128"):
+            ozaki_cutlass.workspace_bytes(1, 2, 3, dtype=bad)
 
 
 def test_workspace_bytes_bounds_every_path_and_group():

@@ -1,5 +1,6 @@
-"""How much device memory the emulation's workspace holds for a call: the buffers the
-paths ask their workspace for (``Workspace.get``), by name, summed. A workspace keeps its
+"""How much device memory the emulation's workspaces hold for a call: the buffers the
+paths (and, for a complex call, the complex layer) ask their workspaces for
+(``Workspace.get``), by name, summed. A workspace keeps its
 buffers after the call (grow-only, per GPU and stream) until ``ozaki_cutlass.empty_cache``.
 
 Upper bounds where the call's details are not known here: both operands are counted as
@@ -11,14 +12,18 @@ the device copies of NumPy inputs and the result.
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import config
 from ..generator.variants import MAX_GROUP_SIZE
 from ..numerics.moduli import K_CHUNK, group_sizes, partial_bytes
 from ..operands.stages import round_up
 from ..numerics.contract import CONTRACT_MODULI
 from ..options import resolve_accuracy
 from .contract import contract_buffers
+from .karatsuba import panel_columns
 
-__all__ = ["workspace_buffers", "workspace_bytes", "MAX_TILE_K"]
+__all__ = ["workspace_buffers", "complex_workspace_buffers", "workspace_bytes", "MAX_TILE_K"]
 
 #: The longest k tile of any catalogued variant: the fused path pads k to its tile.
 MAX_TILE_K = 128
@@ -63,14 +68,43 @@ def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
     return {name: max(size, 16) for name, size in out.items()}
 
 
-def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str | None = None) -> int:
-    """Bytes of device memory the emulation's workspace holds after an m x n x k call
+def complex_workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str, group_size: int = 1,
+                              tile_k: int = MAX_TILE_K, contract: bool = False,
+                              karatsuba_fits: bool = True) -> dict[str, int]:
+    """The buffers (name -> bytes) an emulated complex m x n x k call asks for: the
+    complex layer's realified operands and product (``a_hat``, ``b_hat``, ``t``; counted
+    always, though op(A) may serve as Ahat in place and T may be the output itself) and
+    its realified m x 2n x 2k product's (:func:`workspace_buffers`). Where the staged path
+    may run Karatsuba (fast mode, m, n, k >= config.karatsuba_min()): the three parts'
+    residue planes and one panel's int32 products (paths.karatsuba) in place of the
+    realified products' planes, or, ``karatsuba_fits=False``, what a call keeps whose
+    parts did not fit: Karatsuba's planes, grown to the realified product's, and no parts."""
+    if m == 0 or n == 0 or k == 0:
+        return {}   # beta c (or zeros) from the complex layer alone: no real product
+    out = {"a_hat": 16 * m * k, "b_hat": 32 * k * n, "t": 16 * m * n}
+    out |= workspace_buffers(m, 2 * n, 2 * k, moduli, mode, path, group_size, tile_k, contract)
+    del out["pack_a"]   # Ahat's rows are contiguous along k: never packed (Bhat, k-strided, always)
+    if path == "staged" and mode == "fast" and min(m, n, k) >= config.karatsuba_min():
+        kq, nq = round_up(k, 16), round_up(n, 4)
+        nchunks = -(-kq // K_CHUNK)
+        c32 = 4 * nchunks * 3 * moduli * m * panel_columns(moduli, m, nq, nchunks)
+        if karatsuba_fits:
+            out |= {"c32": c32, "ra3": 3 * moduli * m * kq, "rb3": 3 * moduli * nq * kq}
+        else:
+            out["c32"] = max(out["c32"], c32)
+    return out
+
+
+def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str | None = None,
+                    dtype=None) -> int:
+    """Bytes of device memory the emulation's workspaces hold after an m x n x k call
     with ``moduli`` and ``mode`` on ``path`` ("staged", "fused"; None: the larger of the
     two, what the dispatcher may choose), for any of the fused kernels' group sizes.
     ``moduli=None`` is gemm's default, the accuracy contract: its buffers and the most
     moduli it may choose (20), ``mode`` defaulting to "fast" there and to "accurate" with
-    an explicit count. An upper bound (see the module docstring); the native DGEMM path
-    needs none."""
+    an explicit count. ``dtype``: float64 (None) or complex128, a complex call of that
+    shape (:func:`complex_workspace_buffers`). An upper bound (see the module
+    docstring); the native paths need none."""
     contract = moduli is None
     count, mode, _ = resolve_accuracy(moduli, None, mode)
     count = CONTRACT_MODULI[-1] if contract else count
@@ -81,5 +115,16 @@ def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str
     for p in paths:
         if p not in ("staged", "fused", "prologue"):
             raise ValueError(f"path must be 'staged', 'fused', 'prologue' or None, got {p!r}")
+    try:
+        kind = np.dtype(np.float64 if dtype is None else dtype)
+    except TypeError as exc:
+        raise ValueError(f"dtype must be float64 or complex128, got {dtype!r}") from exc
+    if kind not in (np.float64, np.complex128):
+        raise ValueError(f"dtype must be float64 or complex128, got {kind}")
+    groups = range(1, min(MAX_GROUP_SIZE, count) + 1)
+    if kind == np.complex128:
+        return max(sum(complex_workspace_buffers(m, n, k, count, mode, p, group_size=g, contract=contract,
+                                                 karatsuba_fits=fits).values())
+                   for p in paths for g in groups for fits in (True, False))
     return max(sum(workspace_buffers(m, n, k, count, mode, p, group_size=g, contract=contract).values())
-               for p in paths for g in range(1, min(MAX_GROUP_SIZE, count) + 1))
+               for p in paths for g in groups)

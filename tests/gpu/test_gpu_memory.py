@@ -68,6 +68,24 @@ def test_workspace_bytes_bounds_one_call(rng):
         ozaki_cutlass.empty_cache()
 
 
+def test_workspace_bytes_bounds_a_complex_call(rng, monkeypatch):
+    """Both workspaces a complex call keeps (the complex layer's and the realified
+    product's, Karatsuba's parts among them) within workspace_bytes(dtype=complex128)."""
+    cp = pytest.importorskip("cupy")
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0")
+    ozaki_cutlass.empty_cache()
+    m, n, k = 200, 120, 300
+    a = cp.asarray(random_matrix(m, k, 0.5, rng) + 1j * random_matrix(m, k, 0.5, rng))
+    b = cp.asarray(random_matrix(k, n, 0.5, rng) + 1j * random_matrix(k, n, 0.5, rng))
+    for path in ("staged", "fused"):
+        timings = {}
+        ozaki_cutlass.gemm(a, b, alpha=0.5, path=path, timings=timings)
+        held = ozaki_cutlass.memory_held()
+        assert ("products" in timings) is (path == "staged")   # Karatsuba ran on the staged path
+        assert 0 < held <= ozaki_cutlass.workspace_bytes(m, n, k, path=path, dtype=np.complex128)
+        ozaki_cutlass.empty_cache()
+
+
 def test_tensors_that_require_grad_are_refused(rng):
     torch = pytest.importorskip("torch")
     ha, hb = random_matrix(64, 48, 1.0, rng), random_matrix(48, 40, 1.0, rng)
