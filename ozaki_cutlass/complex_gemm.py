@@ -91,7 +91,7 @@ def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, 
     if timings is not None and not (alpha != 0 and m and n and k):
         timings.update(path="none", kernel=None, policy="alpha == 0 or an empty product: no product computed")
     if host[0]:
-        return _on_host(A, B, C, out, op_a, op_b, alpha, beta, real)
+        return _on_host(A, B, C, out, op_a, op_b, alpha, beta, stream, real)
     devices = {x.device for _, x in inputs if x.device is not None}
     if len(devices) > 1:
         raise ValueError(f"a, b, c and out are on different GPUs {sorted(devices)}")
@@ -115,10 +115,10 @@ def _product_shape(A, B, op_a: str, op_b: str) -> tuple[int, int, int]:
     return m, n, k
 
 
-def _on_host(A, B, C, out, op_a, op_b, alpha, beta, real: dict):
+def _on_host(A, B, C, out, op_a, op_b, alpha, beta, stream, real: dict):
     def product(a_hat, b_hat):
         return execute(dataclasses.replace(validate(a_hat, b_hat, c=None, alpha=1.0, beta=0.0, trans_a=False,
-                                                    trans_b=False, out=None, stream=None, **real), realified=True))
+                                                    trans_b=False, out=None, stream=stream, **real), realified=True))
 
     result = host_zgemm(apply_op(A, op_a), apply_op(B, op_b), C, alpha, beta, product)
     if out is None:

@@ -176,6 +176,21 @@ def test_alpha_zero_says_so_in_timings_and_needs_no_gpu():
     assert np.array_equal(got, 1j * c) and timings["path"] == "none"
 
 
+def test_a_host_call_runs_its_real_product_on_the_stream_given(monkeypatch):
+    """NumPy operands: the realified product is one real call on ``stream`` (it used to be
+    dropped), which execute() turns into its stream as a real host call does."""
+    from ozaki_cutlass import complex_gemm
+
+    seen = []
+    def execute(call):
+        seen.append((call.stream, call.realified))
+        return call.a @ call.b
+    monkeypatch.setattr(complex_gemm, "execute", execute)
+    a, b = np.ones((3, 4), complex), np.ones((4, 2), complex)
+    got = ozaki_cutlass.gemm(a, b, stream=12345, policy="emulate")
+    assert seen == [(12345, True)] and np.array_equal(got, a @ b)
+
+
 def test_sampled_error_is_the_normwise_error_against_the_exact_product():
     """numerics.zgemm.sampled_error (the benches' complex error): the correctly rounded
     product scores below u, one entry off by d scores d over || |Ahat||Bhat| ||_F."""
