@@ -10,13 +10,11 @@ import pytest
 import ozaki_cutlass
 from ozaki_cutlass import dispatch, reference
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
-from ozaki_cutlass.generator import Arch, Epilogue, catalog
 from ozaki_cutlass.numerics.moduli import K_CHUNK
+from variants_support import ALL_VARIANTS
 
 pytestmark = pytest.mark.gpu
 
-ALL_VARIANTS = [v for e in (Epilogue.INT32_STORE, Epilogue.PARTIAL_CRT)
-                for arch in (Arch.SM90A, Arch.SM80) for v in catalog(arch, epilogue=e)]
 # the kernels the shipped tuning table routes to (swizzled tile orders among them)
 _TABLE, _TABLE_SOURCE = dispatch.load_table()
 TABLE_CANDIDATES = dispatch.candidates_from_table(_TABLE, _TABLE_SOURCE)

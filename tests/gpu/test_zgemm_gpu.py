@@ -12,6 +12,7 @@ from ozaki_cutlass.device.arrays import DeviceArray
 from ozaki_cutlass.numerics import zgemm as Z
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 from ozaki_cutlass.paths import karatsuba as K
+from variants_support import ALL_VARIANTS
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -167,6 +168,19 @@ def test_karatsuba_in_panels_gives_the_same_bits(rng, monkeypatch, karatsuba_eve
     got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), moduli=14, mode="fast", path="staged", timings=timings)
     assert timings["products"] == "karatsuba: 3 per modulus"
     assert same_bits(got.get(), reference.gemm(a, b, moduli=14, mode="fast"))
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS, ids=lambda v: v.name)
+def test_every_kernel_gives_the_references_complex_bits(rng, variant, karatsuba_every_size):
+    """Each catalogued kernel on a complex product: the staged ones in fast mode run
+    Karatsuba, in accurate mode the realified product, as the fused ones always do."""
+    a, b = crandom(48, 56, 1.0, rng), crandom(40, 56, 1.0, rng)
+    for mode in ("fast", "accurate"):
+        timings = {}
+        got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), trans_b="C", moduli=15, mode=mode,
+                                 kernel=variant.name, timings=timings)
+        assert same_bits(got.get(), reference.gemm(a, b, trans_b="C", moduli=15, mode=mode)), mode
+        assert ("products" in timings) is (mode == "fast" and timings["path"] == "staged")
 
 
 def test_karatsuba_runs_from_its_size_threshold(rng, monkeypatch):
