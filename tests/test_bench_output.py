@@ -375,3 +375,19 @@ def test_kind_points_are_the_problems_the_dispatcher_decides():
     assert (m, n, k) == (512,) * 3 and flops == 2.0 * 64 * 512**3 and make == ("batch_pair", 64, 512)
     assert box["operands"] == "batches of 64" and box["k"][0] <= 512 <= box["k"][1] and "complex" not in box
     assert kind_points(None, None) == []
+
+
+def test_a_complex_row_says_what_the_default_call_ran(capsys):
+    """The auto line names the path, moduli, mode and kernel, and Karatsuba where it ran."""
+    from ozaki_cutlass.tools.bench_kinds import _chose, print_kind_row
+
+    timings = {"path": "staged", "kernel": "i8_k", "moduli": 16, "mode": "fast", "policy": "cost model",
+               "products": "karatsuba: 3 per modulus", "contract": {"bound": 1e-17, "native": False}}
+    chose = _chose(timings)
+    assert chose["products"] == "karatsuba: 3 per modulus" and chose["bound"] == 1e-17
+    call = {"ms": 60.0, "tflops": 70.0, "x_native": 1.5, "error": 1e-19, "native_ms": 90.0}
+    print_kind_row({"kind": "complex", "n": 8192, "chose": chose, "native": "cuBLAS ZGEMM", "moduli": 15,
+                    "mode": "accurate", "calls": {"native": call | {"x_native": 1.0}, "auto": call, "emulation": call}})
+    auto = next(line for line in capsys.readouterr().out.splitlines() if " auto " in line)
+    assert "-> staged, 16 moduli fast, i8_k, karatsuba: 3 per modulus (cost model)" in auto
+    assert "complex 8192^3" in auto and "native 90 ms in its A/B run" in auto

@@ -56,7 +56,8 @@ def _chose(timings: dict) -> dict:
     return {"path": timings.get("path"), "kernel": timings.get("kernel"), "policy": timings.get("policy"),
             "moduli": None if timings.get("path") == "native" else timings.get("moduli"),
             "mode": None if timings.get("path") == "native" else timings.get("mode"),
-            "bound": c.get("bound") if c and not c.get("native") else None}
+            "bound": c.get("bound") if c and not c.get("native") else None,
+            "products": timings.get("products")}   # "karatsuba: 3 per modulus" where it ran
 
 
 def zgemm_row(arrays, n: int, moduli: int, mode: str, phi: float, warmup: int, reps: int, seed: int) -> dict:
@@ -110,6 +111,7 @@ def print_kind_row(row: dict) -> None:
     ran = c["path"] if c["path"] == "native" else f"{c['path']}, {c['moduli']} moduli {c['mode']}"
     ran += f", {c['kernel']}" if c.get("kernel") else ""
     ran += f", {c['batched']}" if c.get("batched") else ""
+    ran += f", {c['products']}" if c.get("products") else ""
     notes = {"native": row["native"], "auto": f"-> {ran}" + (f" ({c['policy']})" if c.get("policy") else ""),
              "emulation": f"{row['moduli']} moduli {row['mode']}"}
     for label, e in row["calls"].items():
