@@ -117,8 +117,8 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=6,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
-    # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk
+    version=7,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk; 7: residues_karatsuba replaces karatsuba_split
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -211,6 +211,17 @@ in every plane). Accepted: row_stride >= k_pad and plane_stride >= rows_pad*row_
 moduli side by side, e.g. plane_stride = k_pad, row_stride = nmod*k_pad: the fused GEMM's
 layout); anything else is refused. 16-byte stores when out and both strides are
 16-aligned."""),
+        entry("residues_karatsuba", "int",
+               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* shifts, "
+               "int64_t shift_step, int nmod, const int32_t* moduli, int8_t* out, int64_t rows_pad, int64_t k_pad, "
+               "int im_first, int64_t plane, int64_t part, cudaStream_t stream",
+               """\
+P_residues of a realified complex operand (vector v's entries 2l and 2l + 1 are Re and Im
+of complex entry l, Im first where im_first; vector v's shift at shifts[v*shift_step]),
+written as Karatsuba's parts: out[q*part + g*plane + v*k_pad + l] for v < rows_pad,
+l < k_pad is, for q = 0, 1, 2, the residue of Re, of Im, and their sum mods m_g
+(symmetric int8); 0 where v >= nvec or 2l >= k. k_pad a multiple of 16 with 2*k_pad >= k;
+out, plane and part 16-byte aligned, plane >= rows_pad*k_pad, part >= nmod*plane."""),
         entry("crt_unscale", "int",
                "const int32_t* c, int nmod, int64_t m, int64_t n, int64_t ldc, int64_t batch_stride_c, "
                "int nchunks, int64_t chunk_stride, const ozaki::CrtConstants* consts, const int32_t* mu, "
@@ -255,17 +266,6 @@ numerics.zgemm.complex_axpby: out = alpha T + beta cin in complex128, every real
 rounded on its own in the NumPy twin's order. t: m x n complex, element (i, j) at
 t[2(i*ldt + j)] (read only when alpha != 0); cin and out strided in complex elements (cin
 read only when beta != 0)."""),
-        entry("karatsuba_split", "int",
-               "const int8_t* src, int nmod, const int32_t* moduli, int64_t rows, int64_t k, int64_t src_ld, "
-               "int64_t src_plane, int right, int8_t* dst, int64_t rows_pad, int64_t k_pad, int64_t dst_plane, "
-               "int64_t dst_part, cudaStream_t stream",
-               """\
-From realified residue planes (src, modulus g's at g*src_plane, rows src_ld apart): left
-(right == 0), row v's bytes 2l and 2l + 1; right, byte 2l of rows 2v and 2v + 1 (Bhat's
-columns 2j, 2j + 1). Writes dst[q*dst_part + g*dst_plane + v*k_pad + l] for v < rows_pad,
-l < k_pad: q = 0 the first, q = 1 the second, q = 2 their sum mods m_g (symmetric int8);
-0 where v >= rows or l >= k. moduli: nmod device int32 values. k_pad a multiple of 16;
-dst and its strides 16-byte aligned."""),
         entry("crt_unscale_karatsuba", "int",
                "const int32_t* c, int nmod, int64_t m, int64_t n, int64_t ldc, int64_t plane, int64_t part, "
                "int nchunks, int64_t k_chunk, int64_t chunk_stride, const ozaki::CrtConstants* consts, "

@@ -76,7 +76,7 @@ def test_karatsuba_gives_way_with_nothing_enqueued_where_its_buffers_do_not_fit(
 
     L = launch()
     ws = _TightWorkspace(limit=4 * L.moduli * L.m * 2 * 48)   # the realified product's planes fit, 3/2 of them not
-    assert run_karatsuba(Kern, L, ws, PhaseTimer(0, False), scaled(), 0, 0, 80, 96, None) is False
+    assert run_karatsuba(Kern, L, ws, PhaseTimer(0, False), scaled(), None, False) is False
     assert Kern.stages.calls == [] and Kern.gemm.calls == []
     assert set(ws.dropped) == {"ra3", "rb3"}
 
@@ -121,14 +121,21 @@ def test_wide_products_run_in_panels_that_cover_every_column_once(monkeypatch):
             self.ptr, self.rs, self.cs = ptr, rs, cs
     A, B, O = Mat(1 << 30, 2 * kc, 1), Mat(1 << 31, 2 * nc, 1), Mat(1 << 32, 2 * nc, 1)
     L = launch(A=A, B=B, O=O, m=m, n=2 * nc, k=2 * kc, moduli=count)
-    sc = Scaled(a=None, b=None, mu=1 << 20, nu=1 << 21, nonfinite_a=1 << 22, nonfinite_b=1 << 23)
+    sc = Scaled(a=(1 << 24, m, 2 * kc, 2 * kc, 1), b=(1 << 25, 2 * nc, 2 * kc, 2 * kc, 1), mu=1 << 20, nu=1 << 21,
+                nonfinite_a=1 << 22, nonfinite_b=1 << 23)
     class Kern:
         stages = _Calls()
         gemm = _Gemm()
-    assert run_karatsuba(Kern, L, _Roomy(), PhaseTimer(0, False), sc, 0, 0, 2 * kc, 2 * nc, crt_constants(count))
+    assert run_karatsuba(Kern, L, _Roomy(), PhaseTimer(0, False), sc, crt_constants(count), False)
+    kq, nq = 48, 1000                                                 # kc and nc rounded up to 16 and 4
+    parts = [a for name, a in Kern.stages.calls if name == "residues_karatsuba"]
+    # B's parts from Bhat's odd columns (every other vector, every other shift, Im first), then A's
+    want_b = ((1 << 25) + 8 * 2 * kc, nc, 2 * kc, 4 * kc, 1, (1 << 21) + 4, 2, count, 4096, 3 << 40, nq, kq, True,
+              nq * kq, count * nq * kq, 0)
+    want_a = (1 << 24, m, 2 * kc, 2 * kc, 1, 1 << 20, 1, count, 4096, 2 << 40, m, kq, False, m * kq, count * m * kq, 0)
+    assert parts == [want_b, want_a]
     gemms = [a for name, a in Kern.gemm.calls if name == "gemm"]
     crts = [a for name, a in Kern.stages.calls if name == "crt_unscale_karatsuba"]
-    kq = 48                                                           # kc rounded up to 16
     assert [g[1] for g in gemms] == [256, 256, 256, 232]              # panel widths (n of each GEMM)
     assert [g[7] - (3 << 40) for g in gemms] == [j0 * kq for j0 in (0, 256, 512, 768)]   # B's rows
     assert [c[3] for c in crts] == [512, 512, 512, 464]               # realified widths: 2 * 1000 in all
@@ -165,8 +172,11 @@ def test_karatsuba_on_the_references_residues_is_the_realified_product(seed, phi
     rb = R.residues(bi.T.copy(), consts.moduli)                             # (N, 2n, 2k): Bhat's columns
     realified = R.modular_products(ra, rb, consts.moduli).astype(np.int64)  # (N, m, 2n) in [0, p)
     p = np.array(consts.moduli, dtype=np.int64)[:, None, None]
+    # Bhat's column 2j + 1 holds both roles: Im b at its even rows, Re b at its odd ones, with
+    # the very residues column 2j holds (one shift): P_residues_karatsuba reads only it
+    assert np.array_equal(rb[:, 0::2, 0::2], rb[:, 1::2, 1::2])
     ar, ai = ra[:, :, 0::2].astype(np.int64), ra[:, :, 1::2].astype(np.int64)
-    br, bi_ = rb[:, 0::2, 0::2].astype(np.int64), rb[:, 1::2, 0::2].astype(np.int64)   # as the split reads them
+    br, bi_ = rb[:, 1::2, 1::2].astype(np.int64), rb[:, 1::2, 0::2].astype(np.int64)
     p1, p2 = ar @ br.transpose(0, 2, 1), ai @ bi_.transpose(0, 2, 1)
     p3 = ((ar + ai) % p) @ ((br + bi_) % p).transpose(0, 2, 1)
     assert np.array_equal((p1 - p2) % p, realified[:, :, 0::2])

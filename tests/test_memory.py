@@ -142,14 +142,17 @@ def test_complex_workspace_bytes_bounds_both_outcomes_of_karatsuba(monkeypatch):
             asked = complex_workspace_buffers(m, n, k, 15, mode, path, karatsuba_fits=fits)
             assert total >= sum(asked.values())
         assert total > ozaki_cutlass.workspace_bytes(m, 2 * n, 2 * k, moduli=15, mode=mode)
-    # complex 16384^3, 17 moduli fast, staged: the realified product's residue planes (8.5 +
-    # 17 GiB) and packed Bhat (8), Karatsuba's parts (2 x 12.75) and one of four panels'
-    # products (12.75), the complex layer's Ahat, Bhat and T (4 + 8 + 4)
+    # complex 16384^3, 17 moduli fast, staged: Karatsuba's parts (2 x 12.75 GiB) and one of
+    # four panels' products (12.75), or, where they do not fit, the realified product's
+    # residue planes (8.5 + 17) and products (34), the larger; packed Bhat (8) and the
+    # complex layer's Ahat, Bhat and T (4 + 8 + 4) in both
     gib = 2**30
     monkeypatch.delenv("OZAKI_KARATSUBA_MIN")
     staged = ozaki_cutlass.workspace_bytes(16384, 16384, 16384, moduli=17, mode="fast", path="staged",
                                            dtype="complex128")
-    assert 87.7 * gib < staged < 87.8 * gib
+    assert 83.5 * gib < staged < 83.6 * gib
+    karatsuba = complex_workspace_buffers(16384, 16384, 16384, 17, "fast", "staged", contract=True)
+    assert 62.3 * gib < sum(karatsuba.values()) < 62.4 * gib and "ra" not in karatsuba
     assert ozaki_cutlass.workspace_bytes(0, 5, 5, dtype=complex) == 0
     for bad in ("float32", "int8", object()):
         with pytest.raises(ValueError, match="dtype must be float64 or complex128"):

@@ -115,6 +115,13 @@ class Stages(GeneratedLibrary):
         self._stage("residues_strided", x, nvec, k, vs, es, inner or None, shifts, nmod, moduli, out, rows_pad,
                     k_pad, row_stride, plane_stride, stream or None)
 
+    def residues_karatsuba(self, x, nvec, k, vs, es, shifts, shift_step, nmod, moduli, out, rows_pad, k_pad,
+                           im_first: bool, plane, part, stream):
+        """Re, Im and Re + Im (mod m_g) residue planes of a complex operand, from its
+        realified vectors (Ahat's rows; Bhat's odd columns, Im first); see the ABI."""
+        self._stage("residues_karatsuba", x, nvec, k, vs, es, shifts, shift_step, nmod, moduli, out, rows_pad,
+                    k_pad, int(im_first), plane, part, stream or None)
+
     def crt_unscale(self, c, nmod, m, n, ldc, batch_stride, nchunks, chunk_stride, consts: CRTConstants,
                     mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
         """``nonfinite``: a CNonfiniteSource, or None when both
@@ -139,13 +146,6 @@ class Stages(GeneratedLibrary):
         """numerics.zgemm.realify_left / realify_right of the complex matrix at ``x``
         (strides in complex elements) into the row-major float64 ``out``."""
         self._stage("realify", x, rows, cols, rs, cs, int(conj), int(right), out, stream or None)
-
-    def karatsuba_split(self, src, nmod, moduli, rows, k, src_ld, src_plane, right: bool, dst, rows_pad, k_pad,
-                        dst_plane, dst_part, stream):
-        """Re, Im and Re + Im (mod m_g) residue planes of a complex operand from its
-        realified ones (left: Ahat's rows; right: Bhat's columns as rows); see the ABI."""
-        self._stage("karatsuba_split", src, nmod, moduli, rows, k, src_ld, src_plane, int(right), dst, rows_pad,
-                    k_pad, dst_plane, dst_part, stream or None)
 
     def crt_unscale_karatsuba(self, c, nmod, m, n, ldc, plane, part, nchunks, k_chunk, chunk_stride,
                               consts: CRTConstants, mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):

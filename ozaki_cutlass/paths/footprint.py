@@ -77,8 +77,9 @@ def complex_workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, pa
     its realified m x 2n x 2k product's (:func:`workspace_buffers`). Where the staged path
     may run Karatsuba (fast mode, m, n, k >= config.karatsuba_min()): the three parts'
     residue planes and one panel's int32 products (paths.karatsuba) in place of the
-    realified products' planes, or, ``karatsuba_fits=False``, what a call keeps whose
-    parts did not fit: Karatsuba's planes, grown to the realified product's, and no parts."""
+    realified product's residue and int32 planes, or, ``karatsuba_fits=False``, what a
+    call keeps whose parts did not fit: the realified product's planes (its int32 ones
+    grown to Karatsuba's, had those been made) and no parts."""
     if m == 0 or n == 0 or k == 0:
         return {}   # beta c (or zeros) from the complex layer alone: no real product
     out = {"a_hat": 16 * m * k, "b_hat": 32 * k * n, "t": 16 * m * n}
@@ -88,7 +89,8 @@ def complex_workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, pa
         kq, nq = round_up(k, 16), round_up(n, 4)
         nchunks = -(-kq // K_CHUNK)
         c32 = 4 * nchunks * 3 * moduli * m * panel_columns(moduli, m, nq, nchunks)
-        if karatsuba_fits:
+        if karatsuba_fits:   # the parts' planes are made in place of the realified ones
+            del out["ra"], out["rb"]
             out |= {"c32": c32, "ra3": 3 * moduli * m * kq, "rb3": 3 * moduli * nq * kq}
         else:
             out["c32"] = max(out["c32"], c32)

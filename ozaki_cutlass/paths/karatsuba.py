@@ -12,17 +12,21 @@ differs between 2l and 2l + 1. Accurate mode (its column shifts see different co
 bounds per entry) and an equilibrated call run the realified product. docs/numerics.md
 ("Complex operands") has the argument; the GPU tests check the bits against the reference.
 
+The residue kernel writes the parts' planes (Ar, Ai, Ar + Ai; Br, Bi, Br + Bi) straight
+from the realified operands: the realified residue planes are never made, and of Bhat only
+the odd columns are read (column 2j + 1 holds both Re b and Im b).
+
 It runs where it was measured faster: complex m, n and k all at least
 ``config.karatsuba_min()`` (8192 unless OZAKI_KARATSUBA_MIN says otherwise). Its extra
-work (splitting the residue planes, a CRT reading three int32 planes) grows as the
-operands and the output, its saving (a quarter of the INT8 products) as the product.
+work (a CRT reading three int32 planes) grows as the output, its saving (a quarter of the
+INT8 products) as the product.
 """
 
 from __future__ import annotations
 
 from .. import config
 from ..device import driver
-from ..device.workspace import Workspace
+from ..device.workspace import Fork, Workspace
 from ..kernels.stages import CNonfiniteSource
 from ..numerics.moduli import K_CHUNK
 from ..operands.stages import round_up
@@ -36,7 +40,7 @@ def karatsuba_applies(L: Launch, sc: Scaled) -> bool:
     """Whether the staged path runs ``L`` (a complex call's realified product) as
     Karatsuba's three products with the realified product's bits (see the module)."""
     return (L.realified and L.mode == "fast" and not sc.inner_a and not sc.inner_b and L.k > 0
-            and min(L.m, L.n // 2, L.k // 2) >= config.karatsuba_min())
+            and not L.prepared and min(L.m, L.n // 2, L.k // 2) >= config.karatsuba_min())
 
 
 #: Bytes of int32 products one panel of complex columns may hold: wider products run in
@@ -54,14 +58,15 @@ def panel_columns(count: int, m: int, nq: int, nchunks: int) -> int:
     return nq if panels == 1 else min(nq, round_up(-(-nq // panels), 256))
 
 
-def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, sc: Scaled, ra: int, rb: int,
-                  kp: int, n_pad: int, consts) -> bool:
-    """From the realified residue planes ``ra`` (count x m x kp) and ``rb`` (count x n_pad
-    x kp: Bhat's columns as rows): the three parts' planes, then per panel of complex
-    columns (panel_columns) one batched INT8 GEMM over 3 x count planes per k chunk and
-    the CRT of the panel's realified output. False, with nothing enqueued, where its
-    buffers (one panel's int32 products and the parts' residues) do not fit the GPU's
-    memory: the realified product, whose bits are the same, runs instead."""
+def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, sc: Scaled, consts,
+                  overlap: bool) -> bool:
+    """The three parts' residue planes straight from the realified operands (Ahat's rows;
+    Bhat's odd columns, which hold Im b at their even rows and Re b at their odd ones, B's
+    on the side stream when ``overlap``), then per panel of complex columns
+    (panel_columns) one batched INT8 GEMM over 3 x count planes per k chunk and the CRT of
+    the panel's realified output. False, with nothing enqueued, where its buffers (one
+    panel's int32 products and the parts' residues) do not fit the GPU's memory: the
+    realified product, whose bits are the same, runs instead."""
     st, m, count, sh = kern.stages, L.m, L.moduli, L.stream
     kc, nc = L.k // 2, L.n // 2
     kq = round_up(kc, 16)
@@ -77,8 +82,12 @@ def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, 
         ws.drop("ra3", "rb3")
         return False
     moduli = ws.moduli()
-    st.karatsuba_split(ra, count, moduli, m, kc, kp, m * kp, False, ra3, m, kq, m * kq, count * m * kq, sh)
-    st.karatsuba_split(rb, count, moduli, nc, kc, kp, n_pad * kp, True, rb3, nq, kq, nq * kq, count * nq * kq, sh)
+    x, nvec, k, vs, es = sc.b
+    with Fork(ws, sh, overlap) as side:
+        # Bhat's column 2j + 1: Im b_lj at row 2l, Re b_lj at row 2l + 1; its shift is column 2j's
+        st.residues_karatsuba(x + 8 * vs, nc, k, 2 * vs, es, sc.nu + 4, 2, count, moduli, rb3, nq, kq, True,
+                              nq * kq, count * nq * kq, side)
+        st.residues_karatsuba(*sc.a, sc.mu, 1, count, moduli, ra3, m, kq, False, m * kq, count * m * kq, sh)
     timer.mark("residues")
     ws_bytes = kern.gemm.workspace_size(m, w, min(kq, K_CHUNK), 3 * count)
     gws = ws.get("gemm_ws", ws_bytes) if ws_bytes else 0

@@ -21,12 +21,12 @@ def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, ove
     n_pad = round_up(n, 4)
     sc = scale(kern, L, n_pad, ws, overlap)
     timer.mark("scale")
+    if karatsuba_applies(L, sc) and run_karatsuba(kern, L, ws, timer, sc, consts, overlap):
+        return
     made = {name for name, p in L.prepared.items() if p.residues}
     ra = L.prepared["a"].residues if "a" in made else ws.get("ra", count * m * kp)
     rb = L.prepared["b"].residues if "b" in made else ws.get("rb", count * n_pad * kp)
     residues(kern, L, sc, ra, rb, n_pad, kp, None, ws, overlap, made)
-    if karatsuba_applies(L, sc) and run_karatsuba(kern, L, ws, timer, sc, ra, rb, kp, n_pad, consts):
-        return
     timer.mark("residues")
     # one batched INT8 GEMM over the moduli per k chunk
     nchunks = -(-kp // K_CHUNK)

@@ -58,6 +58,50 @@ def test_axpby_kernel_is_its_numpy_twin(st, rng):
         assert same_bits(out.get(), want), (alpha, beta)
 
 
+@pytest.mark.parametrize("kc, nc, count", [(40, 29, 17), (7, 3, 2), (48, 64, 20)])
+def test_residues_karatsuba_are_the_parts_of_the_realified_residues(st, rng, kc, nc, count):
+    """P_residues_karatsuba on Ahat's rows and on Bhat's odd columns (read in place, every
+    other vector, shifts every other one) against the reference's realified residues:
+    Re, Im and Re + Im (mods m_g, symmetric) per complex entry, zero padding past k and
+    past the last row; wide exponents, zeros, NaN and Inf among the entries."""
+    from ozaki_cutlass import reference as R
+    from ozaki_cutlass.numerics.moduli import crt_constants
+
+    m = 33
+    a, b = crandom(m, kc, 6.0, rng), crandom(kc, nc, 6.0, rng)
+    a[0] *= 2.0**300
+    a[1, 0] = complex(np.nan, 1.0)
+    b[0, 0] = complex(2.0, np.inf)
+    b[:, -1] = 0.0
+    consts = crt_constants(count)
+    ah, bh = Z.realify_left(a), Z.realify_right(b)           # m x 2kc, 2kc x 2nc
+    finite_ah, finite_bh = np.where(np.isfinite(ah), ah, 0.0), np.where(np.isfinite(bh), bh, 0.0)
+    s = reference.choose_scaling(finite_ah, finite_bh, consts, "fast")
+    assert np.array_equal(s.nu[0::2], s.nu[1::2])
+    ra = R.residues(R.scale_to_integers(finite_ah, s.mu, 1), consts.moduli)     # (N, m, 2kc)
+    rb = R.residues(R.scale_to_integers(finite_bh, s.nu, 0).T, consts.moduli)   # (N, 2nc, 2kc)
+    p = np.array(consts.moduli)[:, None, None]
+
+    def parts(re, im):
+        total = np.mod(re.astype(np.int64) + im, p)
+        return np.stack([re, im, np.where(total > (p - 1) // 2, total - p, total)]).astype(np.int8)
+
+    kq, nq = -(-kc // 16) * 16, -(-nc // 4) * 4 + 4
+    mods = cp.asarray(np.array(consts.moduli, np.int32))
+    bt = cp.asarray(bh.T.copy())                                # Bhat's columns as rows, packed
+    for x, nvec, rows_pad, shifts, want in (
+            (cp.asarray(ah), m, m + 3, s.mu, parts(ra[:, :, 0::2], ra[:, :, 1::2])),
+            (bt[1:], nc, nq, s.nu[1:], parts(rb[:, 1::2, 1::2], rb[:, 1::2, 0::2]))):
+        vs = 2 * 2 * kc if nvec == nc else 2 * kc
+        out = cp.full(3 * count * rows_pad * kq, 77, dtype=cp.int8)
+        st.residues_karatsuba(x.data.ptr, nvec, 2 * kc, vs, 1, cp.asarray(shifts.astype(np.int32)).data.ptr,
+                              2 if nvec == nc else 1, count, mods.data.ptr, out.data.ptr, rows_pad, kq, nvec == nc,
+                              rows_pad * kq, count * rows_pad * kq, 0)
+        got = out.get().reshape(3, count, rows_pad, kq)
+        assert np.array_equal(got[:, :, :nvec, :kc], want)
+        assert not got[:, :, nvec:].any() and not got[:, :, :, kc:].any()
+
+
 @pytest.mark.parametrize("ta, tb", [("N", "N"), ("T", "C"), ("C", "N"), ("N", "T"), (True, "C")])
 @pytest.mark.parametrize("settings", [dict(), dict(moduli=15, mode="accurate"), dict(moduli=12, mode="fast"),
                                       dict(moduli=16, path="staged"), dict(moduli=16, path="fused")])

@@ -3,11 +3,8 @@
 // Karatsuba on the staged path of a complex call (ozaki_cutlass/paths/karatsuba.py says
 // when it runs and why it gives the realified product's bits):
 //
-//   P_karatsuba_split       from the realified residue planes of Ahat (m x 2k, Re and Im
-//                           interleaved along k) or Bhat (its columns 2j and 2j + 1 as
-//                           rows), the planes of Re, Im and Re + Im (mod m_g) of the
-//                           complex operand, each (row, l) with l < k: three products of
-//                           k per modulus where the realified product has one of 2k x 2n.
+//   (the parts' residue planes, Re, Im and Re + Im (mod m_g) of each complex operand, come
+//   from P_residues_karatsuba: stage_residues.cuh)
 //   P_crt_unscale_karatsuba P_crt_unscale of the realified output from the three products
 //                           P1 = Ar Br, P2 = Ai Bi, P3 = (Ar + Ai)(Br + Bi) per modulus:
 //                           Re = P1 - P2 and Im = P3 - P1 - P2 (mod m_g) formed as they are
@@ -25,73 +22,6 @@
 
 namespace ozaki {
 namespace stages {
-
-// --- the split -----------------------------------------------------------------------
-inline constexpr int kSplitBytes = 16;  // l per thread: one 16-byte store per part
-
-// One thread per (modulus g, row, 16 consecutive l). Left: the row's bytes 2l (Re) and
-// 2l + 1 (Im) of source row `row`; right: byte 2l of source rows 2 row (Re) and 2 row + 1
-// (Im) (Bhat's column 2j holds Re b at rows 2l, its column 2j + 1 Im b). l >= k or a row
-// >= rows: 0 in every part.
-__global__ void __launch_bounds__(kThreads)
-karatsuba_split_kernel(const int8_t* __restrict__ src, int nmod, const int32_t* __restrict__ moduli,
-                       int64_t rows, int64_t k, int64_t src_ld, int64_t src_plane, bool right,
-                       bool vector_loads, int8_t* __restrict__ dst, int64_t rows_pad, int64_t k_pad,
-                       int64_t dst_plane, int64_t dst_part) {
-  const int64_t kq = k_pad / kSplitBytes;
-  const int64_t total = int64_t(nmod) * rows_pad * kq;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int g = static_cast<int>(e / (rows_pad * kq));
-    const int64_t rem = e - int64_t(g) * rows_pad * kq;
-    const int64_t row = rem / kq;
-    const int64_t l0 = (rem - row * kq) * kSplitBytes;
-    const int m = moduli[g];
-    const int8_t* plane = src + g * src_plane;
-    const int8_t* re_row = plane + (right ? 2 * row : row) * src_ld;
-    const int8_t* im_row = right ? re_row + src_ld : re_row + 1;
-    union Bytes {
-      uint4 v;
-      int8_t b[kSplitBytes];
-    } parts[3], in[4];
-    if (vector_loads && row < rows && l0 + kSplitBytes <= k) {
-      // the 32 source bytes of these 16 l in one row (left: Re, Im interleaved) or two
-      // (right: Re at the even bytes of row 2j, Im at those of row 2j + 1)
-      const uint4* p = reinterpret_cast<const uint4*>(re_row + 2 * l0);
-      in[0].v = __ldg(p);
-      in[1].v = __ldg(p + 1);
-      if (right) {
-        const uint4* q = reinterpret_cast<const uint4*>(re_row + src_ld + 2 * l0);
-        in[2].v = __ldg(q);
-        in[3].v = __ldg(q + 1);
-      }
-#pragma unroll
-      for (int t = 0; t < kSplitBytes; ++t) {
-        const int r = in[t / 8].b[2 * (t % 8)];
-        const int s = right ? in[2 + t / 8].b[2 * (t % 8)] : in[t / 8].b[2 * (t % 8) + 1];
-        parts[0].b[t] = static_cast<int8_t>(r);
-        parts[1].b[t] = static_cast<int8_t>(s);
-        parts[2].b[t] = symmetric_sum(r, s, m);
-      }
-    } else {
-#pragma unroll
-      for (int t = 0; t < kSplitBytes; ++t) {
-        const int64_t l = l0 + t;
-        int r = 0, s = 0;
-        if (row < rows && l < k) {
-          r = re_row[2 * l];
-          s = im_row[2 * l];
-        }
-        parts[0].b[t] = static_cast<int8_t>(r);
-        parts[1].b[t] = static_cast<int8_t>(s);
-        parts[2].b[t] = symmetric_sum(r, s, m);
-      }
-    }
-    int8_t* out = dst + g * dst_plane + row * k_pad + l0;
-#pragma unroll
-    for (int q = 0; q < 3; ++q) *reinterpret_cast<uint4*>(out + q * dst_part) = parts[q].v;
-  }
-}
 
 // --- the CRT of the three products ------------------------------------------------------
 struct KaratsubaPlanes {
@@ -258,44 +188,6 @@ karatsuba_crt_chunks_kernel(const __grid_constant__ CrtArgs a, const __grid_cons
 }
 
 // --- host launchers ----------------------------------------------------------------------
-inline int karatsuba_split(const int8_t* src, int nmod, const int32_t* moduli, int64_t rows,
-                           int64_t k, int64_t src_ld, int64_t src_plane, int right, int8_t* dst,
-                           int64_t rows_pad, int64_t k_pad, int64_t dst_plane, int64_t dst_part,
-                           cudaStream_t stream, Message& err) {
-  const char* what = "karatsuba_split";
-  if (nmod < 1 || nmod > kMaxModuli) {
-    return err.set(kBadArgument, "%s: nmod=%d outside [1, %d]", what, nmod, kMaxModuli);
-  }
-  if (rows < 0 || k < 0 || rows_pad < rows || k_pad < k || k_pad % kSplitBytes != 0 ||
-      src_ld < 2 * k || dst_plane < rows_pad * k_pad || dst_part < int64_t(nmod) * dst_plane ||
-      src_plane < (right ? 2 * rows : rows) * src_ld) {
-    return err.set(kBadArgument, "%s: inconsistent sizes (rows=%lld k=%lld src_ld=%lld "
-                   "src_plane=%lld rows_pad=%lld k_pad=%lld dst_plane=%lld dst_part=%lld)", what,
-                   static_cast<long long>(rows), static_cast<long long>(k),
-                   static_cast<long long>(src_ld), static_cast<long long>(src_plane),
-                   static_cast<long long>(rows_pad), static_cast<long long>(k_pad),
-                   static_cast<long long>(dst_plane), static_cast<long long>(dst_part));
-  }
-  if (!product_fits(3 * int64_t(nmod), dst_part > 0 ? dst_part : 1)) {
-    return err.set(kBadArgument, "%s: sizes overflow", what);
-  }
-  if (rows_pad == 0 || k_pad == 0) return kOk;
-  if (src == nullptr || dst == nullptr || moduli == nullptr) {
-    return err.set(kBadArgument, "%s: null pointer", what);
-  }
-  if (!aligned16(dst) || dst_plane % 16 != 0 || dst_part % 16 != 0) {
-    return err.set(kBadArgument, "%s: dst and its plane and part strides must be 16-byte aligned", what);
-  }
-  const int64_t work = int64_t(nmod) * rows_pad * (k_pad / kSplitBytes);
-  const int64_t blocks = resident_blocks(karatsuba_split_kernel, kThreads, work, kThreads);
-  // 16-byte source loads: the planes and rows 16-byte aligned (2 l0 is a multiple of 32)
-  const bool vector_loads = aligned16(src) && src_ld % 16 == 0 && src_plane % 16 == 0;
-  karatsuba_split_kernel<<<blocks, kThreads, 0, stream>>>(src, nmod, moduli, rows, k, src_ld, src_plane,
-                                                          right != 0, vector_loads, dst, rows_pad, k_pad,
-                                                          dst_plane, dst_part);
-  return check_launch(err, what);
-}
-
 template <int kLimbs>
 inline void launch_karatsuba_crt(const CrtArgs& args, const KaratsubaPlanes& planes,
                                  const CrtConstants& consts, const CrtReduce& red, bool narrow,

@@ -1,8 +1,9 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // The residue stages: P_residues and P_residues_strided (trunc(2^shift x) mods m_g as
-// int8, on the FP32 pipe: residue_arith.h) and P_pack (a vector set copied to contiguous
-// vectors): kernels and host launchers.
+// int8, on the FP32 pipe: residue_arith.h), P_residues_karatsuba (the same residues of a
+// realified complex operand, written as Karatsuba's three parts) and P_pack (a vector set
+// copied to contiguous vectors): kernels and host launchers.
 
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "ozaki/constants.h"
+#include "ozaki/karatsuba_arith.h"
 #include "ozaki/residue_arith.h"
 #include "ozaki/stage_common.cuh"
 #include "ozaki/stage_launch.cuh"
@@ -22,6 +24,17 @@ namespace stages {
 // Per modulus: the float constants (FloatModulus) and the table f(e) = 2^e mods m for
 // e < kPow2Table, built in shared memory by every block (persistent grid: a few per SM).
 
+// Karatsuba's parts (residues_kernel<true>): each vector's entries 2l and 2l + 1 are Re and
+// Im of complex entry l (Im first where im_first: Bhat's odd columns hold Im b at their even
+// rows), and part q (0: Re, 1: Im, 2: Re + Im mods m_g) of complex entry l goes to
+// out[q * part_stride + g * plane_stride + v * row_stride + l]: a chunk's 16 entries are 8
+// complex ones, three 8-byte stores per modulus. shifts[v * shift_step] is vector v's shift.
+struct KaratsubaParts {
+  int64_t part_stride;
+  int64_t shift_step;
+  bool im_first;
+};
+
 struct ResidueArgs {
   VectorSet xs;
   const int32_t* shifts;
@@ -32,11 +45,33 @@ struct ResidueArgs {
   int64_t plane_stride;
   ChunkGrid grid;
   bool vector_stores;
+  KaratsubaParts parts;
 };
+
+// The three parts of 8 complex entries from the 16 residue bytes of their Re/Im pairs.
+__device__ inline void store_parts(const uint32_t (&words)[4], int m, bool im_first, int8_t* dst,
+                                   int64_t part_stride) {
+  // bytes 0, 2, .. 14 and 1, 3, .. 15 of the chunk, four per word
+  const uint32_t even[2] = {__byte_perm(words[0], words[1], 0x6420), __byte_perm(words[2], words[3], 0x6420)};
+  const uint32_t odd[2] = {__byte_perm(words[0], words[1], 0x7531), __byte_perm(words[2], words[3], 0x7531)};
+  const uint2 re = im_first ? make_uint2(odd[0], odd[1]) : make_uint2(even[0], even[1]);
+  const uint2 im = im_first ? make_uint2(even[0], even[1]) : make_uint2(odd[0], odd[1]);
+  uint32_t sum[2] = {0u, 0u};
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    const uint32_t rw = t < 4 ? re.x : re.y, iw = t < 4 ? im.x : im.y;
+    const int r = static_cast<int8_t>((rw >> (8 * (t % 4))) & 0xffu);
+    const int s = static_cast<int8_t>((iw >> (8 * (t % 4))) & 0xffu);
+    sum[t / 4] |= (static_cast<uint32_t>(symmetric_sum(r, s, m)) & 0xffu) << (8 * (t % 4));
+  }
+  *reinterpret_cast<uint2*>(dst) = re;
+  *reinterpret_cast<uint2*>(dst + part_stride) = im;
+  *reinterpret_cast<uint2*>(dst + 2 * part_stride) = make_uint2(sum[0], sum[1]);
+}
 
 // The nmod 16-byte stores of one chunk. kPath 0: every e of the warp is 0 (pieces carry
 // the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table).
-template <int kPath>
+template <int kPath, bool kParts>
 __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (&p)[kChunk],
                                             const int (&e)[kChunk], int8_t* dst, bool active,
                                             const FloatModulus* s_mod, const float* s_pow2,
@@ -64,13 +99,18 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
       }
       words[w] = pack_bytes(b[0], b[1], b[2], b[3]);
     }
-    if (active) {
+    if (!active) continue;
+    if constexpr (kParts) {
+      store_parts(words, static_cast<int>(s_m[g]), a.parts.im_first, dst + g * a.plane_stride,
+                  a.parts.part_stride);
+    } else {
       store_chunk(dst + g * a.plane_stride, make_uint4(words[0], words[1], words[2], words[3]),
                   a.vector_stores);
     }
   }
 }
 
+template <bool kParts>
 __global__ void __launch_bounds__(kThreads)
 residues_kernel(const __grid_constant__ ResidueArgs a) {
   __shared__ FloatModulus s_mod[kMaxModuli];
@@ -102,7 +142,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
       }
-      const int32_t shift = active && v < a.xs.nvec ? a.shifts[v] : 0;
+      const int32_t shift = active && v < a.xs.nvec ? a.shifts[kParts ? v * a.parts.shift_step : v] : 0;
       int inner[kChunk];
       load_shifts(a.xs, l0, inner);
 #pragma unroll
@@ -118,15 +158,15 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
       const int other = __shfl_xor_sync(0xffffffffu, emax, d);
       emax = other > emax ? other : emax;
     }
-    int8_t* dst = a.out + v * a.row_stride + l0;
+    int8_t* dst = a.out + v * a.row_stride + (kParts ? l0 / 2 : l0);
     if (emax == 0) {
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) p[i].p0 = add_rn_f(p[i].p0, 0.25f);
-      write_residue_planes<0>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+      write_residue_planes<0, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
     } else if (emax < kPow2Table) {
-      write_residue_planes<1>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+      write_residue_planes<1, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
     } else {
-      write_residue_planes<2>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+      write_residue_planes<2, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
     }
   }
 }
@@ -226,9 +266,9 @@ inline int residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs
   const ChunkGrid grid = chunk_grid(xs, rows_pad, k_pad);
   if (grid.slots == 0) return kOk;
   ResidueArgs args{xs, shifts, nmod, moduli, out, row_stride, plane_stride, grid,
-                   aligned16(out) && row_stride % 16 == 0 && plane_stride % 16 == 0};
-  const int64_t blocks = resident_blocks(residues_kernel, kThreads, grid.slots, kThreads);
-  residues_kernel<<<blocks, kThreads, 0, stream>>>(args);
+                   aligned16(out) && row_stride % 16 == 0 && plane_stride % 16 == 0, KaratsubaParts{}};
+  const int64_t blocks = resident_blocks(residues_kernel<false>, kThreads, grid.slots, kThreads);
+  residues_kernel<false><<<blocks, kThreads, 0, stream>>>(args);
   return check_launch(err, what);
 }
 
@@ -240,6 +280,42 @@ inline int residues(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_
   }
   return residues_strided(x, nvec, k, vs, es, inner, shifts, nmod, moduli, out, rows_pad, k_pad, k_pad,
                           rows_pad * k_pad, stream, err);
+}
+
+// Karatsuba's parts of a realified operand (x: nvec vectors of k = 2 x complex length,
+// Re and Im interleaved): out[q*part + g*plane + v*k_pad + l] for v < rows_pad, l < k_pad
+// (k_pad: the complex length padded, a multiple of 16), 0 where v >= nvec or 2l >= k.
+inline int residues_karatsuba(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                              const int32_t* shifts, int64_t shift_step, int nmod, const int32_t* moduli,
+                              int8_t* out, int64_t rows_pad, int64_t k_pad, int im_first, int64_t plane,
+                              int64_t part, cudaStream_t stream, Message& err) {
+  const char* what = "residues_karatsuba";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (nmod < 1 || nmod > kMaxModuli) {
+    return err.set(kBadArgument, "%s: nmod=%d outside [1, %d]", what, nmod, kMaxModuli);
+  }
+  if (rows_pad < nvec || k_pad < 0 || k_pad % kKAlignment != 0 || 2 * k_pad < k || shift_step < 1 ||
+      plane < rows_pad * k_pad || part < int64_t(nmod) * plane || !product_fits(3, part > 0 ? part : 1)) {
+    return err.set(kBadArgument, "%s: inconsistent sizes (nvec=%lld k=%lld rows_pad=%lld k_pad=%lld "
+                   "shift_step=%lld plane=%lld part=%lld)", what, static_cast<long long>(nvec),
+                   static_cast<long long>(k), static_cast<long long>(rows_pad), static_cast<long long>(k_pad),
+                   static_cast<long long>(shift_step), static_cast<long long>(plane), static_cast<long long>(part));
+  }
+  if (rows_pad == 0 || k_pad == 0) return kOk;
+  if ((nvec > 0 && shifts == nullptr) || moduli == nullptr || out == nullptr) {
+    return err.set(kBadArgument, "%s: null pointer", what);
+  }
+  if (!aligned16(out) || plane % 16 != 0 || part % 16 != 0) {
+    return err.set(kBadArgument, "%s: out and its plane and part strides must be 16-byte aligned", what);
+  }
+  const VectorSet xs{x, nvec, k, vs, es};
+  const ChunkGrid grid = chunk_grid(xs, rows_pad, 2 * k_pad);
+  if (grid.slots == 0) return kOk;
+  ResidueArgs args{xs, shifts, nmod, moduli, out, k_pad, plane, grid, false,
+                   KaratsubaParts{part, shift_step, im_first != 0}};
+  const int64_t blocks = resident_blocks(residues_kernel<true>, kThreads, grid.slots, kThreads);
+  residues_kernel<true><<<blocks, kThreads, 0, stream>>>(args);
+  return check_launch(err, what);
 }
 
 }  // namespace stages

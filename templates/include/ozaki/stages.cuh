@@ -13,6 +13,8 @@
 //   P_residues          reference.scale_to_integers + reference.residues (TN int8 layout)
 //   P_residues_strided  the same residues in any non-overlapping (plane, row) strides, e.g.
 //                       a row's moduli concatenated along k for the fused GEMM
+//   P_residues_karatsuba  the same residues of a realified complex operand, written as
+//                       Karatsuba's parts: the planes of Re, Im and Re + Im (mod m_g)
 //   P_crt_unscale       reference.modular_products' final "mod m_g" + crt_reconstruct
 //                       + the NaN/Inf pattern of reference.split_nonfinite, substituted as
 //                       in gemm + unscale
@@ -21,8 +23,8 @@
 //                       byte itself for one-modulus groups)
 //   P_realify,          the complex layer around the pipeline (numerics/zgemm.py):
 //   P_complex_axpby     complex operands as real matrices, and alpha T + beta C in complex
-//   P_karatsuba_split,  Karatsuba's three products per modulus on the staged path of a
-//   P_crt_unscale_karatsuba  complex call, and their CRT (stage_karatsuba.cuh)
+//   P_crt_unscale_karatsuba  the CRT of Karatsuba's three products per modulus on the
+//                       staged path of a complex call (stage_karatsuba.cuh)
 //
 // Where each idea lives:
 //   scaling.h, residue_arith.h, crt_arith.h   the scalar arithmetic of the stages, pure
