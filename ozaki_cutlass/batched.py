@@ -13,9 +13,14 @@ own accuracy-contract choice, exactly as a single call would. How it runs:
   decision and plan are kept per shapes, strides and settings (``DECISIONS.lanes``,
   cleared by ``dispatch.forget_tables()``), so the next such call on CuPy or PyTorch
   arrays with no c, out, stream or timings goes straight to cuBLAS;
-- otherwise one call per element, in order, on the call's stream. The emulation's
-  one-launch-per-modulus batched kernels are not built: a batch of emulated elements
-  costs its elements' calls.
+- otherwise, for float64 operands on the GPU that emulate (the staged path:
+  ``path="fused"``, a fused ``kernel`` or ``prepared`` operands run one call per
+  element), each element's own stages, then one INT8 GEMM launch per k chunk for the
+  INT8 products of many elements (``paths.staged_batch``: a run of consecutive elements
+  with one moduli count and mode, up to ``BATCH_BYTES`` of planes), then each element's
+  CRT; ``timings`` has the phases summed and ``int8_launches``;
+- otherwise (NumPy operands, complex128, the fused path) one call per element, in order,
+  on the call's stream.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from .call import decide_settings
+from .call import decide_settings, validate
 from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import Matrix, current_stream, describe_input, dtype_of, kind_of
 from .device.layouts import complex_ops, plan_dgemm
 from .dispatch.policy import DECISIONS
+from .execute import execute_batch
 from .numerics.zgemm import as_complex_scalar
 from .options import as_op, as_trans
 from .paths.launch import PhaseTimer
@@ -117,15 +123,26 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
         if lane_key is not None:
             DECISIONS.remember_lane(lane_key, lane)
         return result
-    totals: dict = {}
-    for i in range(batch):  # element 0 checks every setting and shape before anything is launched
-        t = {} if timings is not None else None
-        gemm(elem_a(i), elem_b(i), c=elem_c(i), out=elem_o(i), alpha=alpha, beta=beta, trans_a=trans_a,
-              trans_b=trans_b, stream=stream, timings=t, **options)
-        if t is not None:
+    element_timings = [{} if timings is not None else None for _ in range(batch)]
+    if dtype_of(result) == np.float64 and not isinstance(alpha, complex) and not isinstance(beta, complex):
+        # every element checked before anything is launched; then one run (execute_batch)
+        calls = [validate(elem_a(i), elem_b(i), c=elem_c(i), out=elem_o(i), alpha=alpha, beta=beta,
+                          trans_a=trans_a, trans_b=trans_b, stream=stream, timings=element_timings[i], **options)
+                 for i in range(batch)]
+        together = execute_batch(calls)
+        if together is not None:
+            if timings is not None:
+                timings.update(together, batch=batch)
+            return result
+    else:
+        for i in range(batch):  # element 0 checks every setting and shape before anything is launched
+            gemm(elem_a(i), elem_b(i), c=elem_c(i), out=elem_o(i), alpha=alpha, beta=beta, trans_a=trans_a,
+                  trans_b=trans_b, stream=stream, timings=element_timings[i], **options)
+    if timings is not None:
+        totals: dict = {}
+        for t in element_timings:
             for key, value in t.items():
                 totals[key] = totals.get(key, 0.0) + value if key in _TIMED else value
-    if timings is not None:
         timings.update(totals, batch=batch, batched="one call per element")
     return result
 

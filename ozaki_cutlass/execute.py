@@ -22,8 +22,9 @@ from .paths.native import NO_LAYOUT, decide, native_plan, run_native
 from .paths.prologue import run_prologue
 from .paths.scale import zero_result
 from .paths.staged import run_staged
+from .paths.staged_batch import run_staged_batch
 
-__all__ = ["execute"]
+__all__ = ["execute", "execute_batch"]
 
 _RUNS = {"staged": run_staged, "fused": run_fused, "prologue": run_prologue}
 
@@ -121,3 +122,72 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
             launch = dataclasses.replace(launch, moduli=choice.moduli, mode=choice.mode, prescan=pre)
         _RUNS[kern.path](kern, launch, ws, timer, overlap)
         return choice
+
+
+def execute_batch(calls: list[Call]) -> dict | None:
+    """Run the validated calls of one batch (ozaki_cutlass.batched: one shape and one set
+    of options, each element its own out): on GPU operands that emulate, on the staged
+    path with one INT8 GEMM launch per k chunk for many elements
+    (paths.staged_batch); otherwise each with :func:`execute`. Returns the batch's
+    timings (phases summed; {} where the calls asked for none) when it ran as one batch,
+    else None (each call filled its own)."""
+    first = calls[0]
+    m, n, k = first.m, first.n, first.k
+    staged = first.path in (None, "staged") and (first.variant is None or dispatch.path_of(first.variant) == "staged")
+    if first.on_host or first.prepared or first.realified or not staged or len(calls) < 2 \
+            or not (m and n and k) or first.alpha == 0.0:
+        for call in calls:
+            execute(call)
+        return None
+    with driver.on_device(first.device):
+        arch = visible_arch(first.device)
+        if arch is None:
+            raise driver.NoGpuError(f"GPU {first.device} is not supported (compute capability 8.0 or newer needed)")
+        table = dispatch.load_table()
+        problem = dispatch.Problem(m, n, k, first.moduli, arch)
+        native, _ = decide(first.policy, first.emulation_asked, problem, first.mode, first.device, table)
+        if native:
+            for call in calls:
+                execute(call)
+            return None
+        kern = resolve_kernels(first.variant, "staged", arch, problem, table)
+        sh = current_stream(first.kind, first.stream, first.device)
+        launches = []
+        for call in calls:
+            A = call.A.t() if call.trans_a else call.A
+            B = call.B.t() if call.trans_b else call.B
+            for X in (A, B, call.C):
+                if X is not None and X.stream is not None:
+                    driver.order_after(X.stream, sh)
+            if isinstance(call.out, DeviceArray):
+                call.out.stream = sh
+            launches.append(Launch(A=A, B=B, C=call.C if call.beta != 0.0 else None, O=call.O, m=m, n=n, k=k,
+                                   alpha=call.alpha, beta=call.beta, moduli=call.moduli, mode=call.mode, stream=sh))
+        plans = [None] * len(launches)
+        if first.target is not None and first.may_fall_back:
+            plans = [native_plan(L.A, L.B, L.C, L.O, L.beta) for L in launches]
+        timer = PhaseTimer(sh, first.timings is not None)
+        timer.mark("start")
+        ws = WORKSPACES.get(first.device, sh)
+        with ws.lock:
+            choices, launched = run_staged_batch(kern, launches, ws, timer, first.target,
+                                                 all(p is not None for p in plans), config.overlap())
+        fell_back = [i for i, choice in enumerate(choices) if choice is not None and choice.native]
+        for i in fell_back:   # the contract's native fallback, element by element
+            run_native(plans[i], launches[i].alpha, launches[i].beta, sh)
+        timer.mark("native" if fell_back else "crt")
+        if first.timings is None:
+            return {}
+        counts = sorted({(c.moduli, c.mode) if c is not None else (first.moduli, first.mode)
+                         for c in choices if c is None or not c.native})
+        out = dict(timer.result(), path="staged", kernel=kern.variant.name, int8_launches=launched,
+                   batched=f"one INT8 GEMM launch per k chunk for up to {len(calls)} elements")
+        if len(counts) == 1:
+            out.update(moduli=counts[0][0], mode=counts[0][1])
+        else:
+            out.update(moduli=[c[0] for c in counts], mode=[c[1] for c in counts])
+        if first.target is not None:
+            out["contract"] = [c.as_dict() for c in choices]
+        if fell_back:
+            out["native_elements"] = fell_back
+        return out

@@ -15,7 +15,7 @@ from ozaki_cutlass.device.arrays import Matrix
 from ozaki_cutlass.device.workspace import Workspace, WorkspacePool
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
 from ozaki_cutlass.numerics.moduli import K_CHUNK
-from ozaki_cutlass.paths.footprint import complex_workspace_buffers, workspace_buffers
+from ozaki_cutlass.paths.footprint import batch_workspace_buffers, complex_workspace_buffers, workspace_buffers
 
 
 class Recorder:
@@ -132,6 +132,48 @@ def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, monkeypatch, path
                        mode=mode, path=path)
     assert layer.asked | fake_gpu.asked == complex_workspace_buffers(m, n, k, 13, mode, path)
     assert ("ra3" in fake_gpu.asked) is (karatsuba and path == "staged" and mode == "fast")
+
+
+class Dev3:
+    def __init__(self, shape, ptr, order="C"):
+        batch, rows, cols = shape
+        strides = None if order == "C" else (8 * rows * cols, 8, 8 * rows)
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f8", "data": (ptr, False), "version": 3,
+                                         "strides": strides}
+
+
+@pytest.mark.parametrize("mode", ["fast", "accurate"])
+@pytest.mark.parametrize("batch, shape", [(5, (40, 24, 72)), (3, (16, 8, K_CHUNK + 300))])
+def test_batch_footprint_is_what_a_batched_call_asks_for(fake_gpu, monkeypatch, mode, batch, shape):
+    """A batch of emulated float64 elements runs its INT8 products together
+    (paths.staged_batch) and holds what batch_workspace_buffers says."""
+    from ozaki_cutlass.device import driver as drv
+
+    m, n, k = shape
+    monkeypatch.setattr(drv.bindings(), "cuMemcpyDtoDAsync", lambda *a: (0,), raising=False)
+    # both operands packed (k strided): A's elements column-major, B's row-major
+    ozaki_cutlass.gemm(Dev3((batch, m, k), 1 << 40, "F"), Dev3((batch, k, n), 1 << 42),
+                       out=Dev3((batch, m, n), 1 << 44), moduli=13, mode=mode)
+    assert "batch_mu" in fake_gpu.asked and fake_gpu.asked == batch_workspace_buffers(batch, m, n, k, 13, mode)
+    assert ozaki_cutlass.workspace_bytes(m, n, k, moduli=13, mode=mode, path="staged", batch=batch) == \
+        sum(fake_gpu.asked.values())
+
+
+def test_batch_workspace_bytes(monkeypatch):
+    gib = 2**30
+    one = ozaki_cutlass.workspace_bytes(4096, 4096, 4096, moduli=16, mode="fast", path="staged")
+    # 16 x 4096^3 at 16 moduli: 16 elements' residue planes (8 GiB) and products (16 GiB) in
+    # place of one's, minus what one launch takes beyond BATCH_BYTES (16 GiB): 15 per launch
+    sixteen = ozaki_cutlass.workspace_bytes(4096, 4096, 4096, moduli=16, mode="fast", path="staged", batch=16)
+    assert 15.2 * gib < sixteen < 15.3 * gib and sixteen > one
+    assert ozaki_cutlass.workspace_bytes(4096, 4096, 4096, moduli=16, mode="fast", batch=1) == \
+        ozaki_cutlass.workspace_bytes(4096, 4096, 4096, moduli=16, mode="fast")
+    assert ozaki_cutlass.workspace_bytes(64, 64, 64, batch=0) == 0
+    fused = ozaki_cutlass.workspace_bytes(64, 64, 64, moduli=15, path="fused", batch=9)
+    assert fused == ozaki_cutlass.workspace_bytes(64, 64, 64, moduli=15, path="fused")   # one call per element
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match="batch must be a non-negative int"):
+            ozaki_cutlass.workspace_bytes(8, 8, 8, batch=bad)
 
 
 def test_complex_workspace_bytes_bounds_both_outcomes_of_karatsuba(monkeypatch):

@@ -29,7 +29,8 @@ class OutOfMemoryError(MemoryError):
 _DRIVER = None
 
 __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "driver_refusal", "bindings", "check",
-           "ensure_context", "primary_context", "on_device", "read_back", "pointer_device", "canonical_stream",
+           "ensure_context", "primary_context", "on_device", "read_back", "copy_async", "pointer_device",
+           "canonical_stream",
            "order_after",
            "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
            "event_times"]
@@ -198,6 +199,12 @@ def read_back(ptr: int, host: np.ndarray, stream=0) -> np.ndarray:
           "cuMemcpyDtoHAsync")
     synchronize(stream)
     return host
+
+
+def copy_async(dst: int, src: int, nbytes: int, stream) -> None:
+    """Copy ``nbytes`` bytes between device pointers, in order on ``stream``."""
+    if nbytes:
+        check(bindings().cuMemcpyDtoDAsync(dst, src, nbytes, stream_handle(stream)), "cuMemcpyDtoDAsync")
 
 
 def pointer_device(ptr: int) -> int | None:

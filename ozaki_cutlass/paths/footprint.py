@@ -22,8 +22,10 @@ from ..numerics.contract import CONTRACT_MODULI
 from ..options import resolve_accuracy
 from .contract import contract_buffers
 from .karatsuba import panel_columns
+from .staged_batch import batch_buffers, batch_slots
 
-__all__ = ["workspace_buffers", "complex_workspace_buffers", "workspace_bytes", "MAX_TILE_K"]
+__all__ = ["workspace_buffers", "complex_workspace_buffers", "batch_workspace_buffers", "workspace_bytes",
+           "MAX_TILE_K"]
 
 #: The longest k tile of any catalogued variant: the fused path pads k to its tile.
 MAX_TILE_K = 128
@@ -97,20 +99,35 @@ def complex_workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, pa
     return out
 
 
+def batch_workspace_buffers(batch: int, m: int, n: int, k: int, moduli: int, mode: str,
+                            contract: bool = False) -> dict[str, int]:
+    """The buffers (name -> bytes) a batch of ``batch`` emulated float64 m x n x k products
+    asks for on the staged path (paths.staged_batch): one element's stages, and the
+    residue and int32 planes, shifts and non-finite counts of as many elements as one
+    INT8 launch takes."""
+    out = workspace_buffers(m, n, k, moduli, mode, "staged", contract=contract)
+    if batch < 2 or m == 0 or n == 0 or k == 0:
+        return out
+    out |= batch_buffers(min(batch, batch_slots(moduli, m, n, k)), moduli, m, n, k)
+    return {name: max(size, 16) for name, size in out.items()}
+
+
 def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str | None = None,
-                    dtype=None) -> int:
+                    dtype=None, batch: int = 1) -> int:
     """Bytes of device memory the emulation's workspaces hold after an m x n x k call
     with ``moduli`` and ``mode`` on ``path`` ("staged", "fused"; None: the larger of the
     two, what the dispatcher may choose), for any of the fused kernels' group sizes.
     ``moduli=None`` is gemm's default, the accuracy contract: its buffers and the most
     moduli it may choose (20), ``mode`` defaulting to "fast" there and to "accurate" with
     an explicit count. ``dtype``: float64 (None) or complex128, a complex call of that
-    shape (:func:`complex_workspace_buffers`). An upper bound (see the module
-    docstring); the native paths need none."""
+    shape (:func:`complex_workspace_buffers`). ``batch``: a batched call of that many
+    elements of the shape (float64 ones run their INT8 products for many elements at once
+    on the staged path: :func:`batch_workspace_buffers`; complex ones run element by
+    element). An upper bound (see the module docstring); the native paths need none."""
     contract = moduli is None
     count, mode, _ = resolve_accuracy(moduli, None, mode)
     count = CONTRACT_MODULI[-1] if contract else count
-    for dim, value in (("m", m), ("n", n), ("k", k)):
+    for dim, value in (("m", m), ("n", n), ("k", k), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{dim} must be a non-negative int, got {value!r}")
     paths = ("staged", "fused") if path is None else (path,)
@@ -124,6 +141,12 @@ def workspace_bytes(m: int, n: int, k: int, *, moduli=None, mode=None, path: str
     if kind not in (np.float64, np.complex128):
         raise ValueError(f"dtype must be float64 or complex128, got {kind}")
     groups = range(1, min(MAX_GROUP_SIZE, count) + 1)
+    if batch == 0:
+        return 0
+    if kind == np.float64 and batch > 1 and "staged" in paths:
+        batched = sum(batch_workspace_buffers(batch, m, n, k, count, mode, contract).values())
+        return max([batched] + [sum(workspace_buffers(m, n, k, count, mode, p, group_size=g, contract=contract)
+                                    .values()) for p in paths if p != "staged" for g in groups])
     if kind == np.complex128:
         return max(sum(complex_workspace_buffers(m, n, k, count, mode, p, group_size=g, contract=contract,
                                                  karatsuba_fits=fits).values())

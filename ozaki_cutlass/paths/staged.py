@@ -11,7 +11,7 @@ from .karatsuba import karatsuba_applies, run_karatsuba
 from .launch import KernelSet, Launch, PhaseTimer
 from .scale import nonfinite_source, residues, scale
 
-__all__ = ["run_staged"]
+__all__ = ["run_staged", "int8_products"]
 
 
 def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> None:
@@ -28,17 +28,26 @@ def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, ove
     rb = L.prepared["b"].residues if "b" in made else ws.get("rb", count * n_pad * kp)
     residues(kern, L, sc, ra, rb, n_pad, kp, None, ws, overlap, made)
     timer.mark("residues")
-    # one batched INT8 GEMM over the moduli per k chunk
+    c32, chunk_stride = int8_products(kern, ws, m, n_pad, kp, count, count, ra, rb, sh)
+    timer.mark("int8_gemm")
+    st.crt_unscale(c32, count, m, n, n_pad, m * n_pad, -(-kp // K_CHUNK), chunk_stride, consts, sc.mu, sc.nu,
+                   L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)
+
+
+def int8_products(kern: KernelSet, ws: Workspace, m: int, n_pad: int, kp: int, planes: int, slots: int, ra: int,
+                  rb: int, sh: int) -> tuple[int, int]:
+    """One batched INT8 GEMM per k chunk over ``planes`` pairs of residue planes (ra's m x
+    kp and rb's n_pad x kp, each set contiguous) into the int32 planes of the workspace's
+    "c32", which holds ``slots`` >= planes of them per chunk; returns (c32, the elements
+    between chunks)."""
     nchunks = -(-kp // K_CHUNK)
     plane = m * n_pad
-    c32 = ws.get("c32", 4 * nchunks * count * plane)
-    ws_bytes = kern.gemm.workspace_size(m, n_pad, min(kp, K_CHUNK), count)
+    c32 = ws.get("c32", 4 * nchunks * slots * plane)
+    ws_bytes = kern.gemm.workspace_size(m, n_pad, min(kp, K_CHUNK), planes)
     gws = ws.get("gemm_ws", ws_bytes) if ws_bytes else 0
     for ch in range(nchunks):
         k0 = ch * K_CHUNK
         kl = min(K_CHUNK, kp - k0)
-        kern.gemm(m, n_pad, kl, count, ra + k0, kp, m * kp, rb + k0, kp, n_pad * kp,
-                  c32 + 4 * ch * count * plane, n_pad, plane, gws, ws_bytes, sh)
-    timer.mark("int8_gemm")
-    st.crt_unscale(c32, count, m, n, n_pad, plane, nchunks, count * plane, consts, sc.mu, sc.nu,
-                   L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)
+        kern.gemm(m, n_pad, kl, planes, ra + k0, kp, m * kp, rb + k0, kp, n_pad * kp,
+                  c32 + 4 * ch * slots * plane, n_pad, plane, gws, ws_bytes, sh)
+    return c32, slots * plane

@@ -35,7 +35,43 @@ def test_emulated_batches_have_the_loops_bits(rng, settings):
     got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), c=cp.asarray(c), alpha=0.5, beta=2.0, timings=timings,
                              **settings)
     assert isinstance(got, cp.ndarray) and got.shape == (4, 96, 64) and same_bits(got.get(), want)
-    assert timings["batch"] == 4 and timings["batched"] == "one call per element"
+    assert timings["batch"] == 4
+    if settings.get("path") == "fused":
+        assert timings["batched"] == "one call per element"
+    else:   # one INT8 launch (k is one chunk) per run of elements with one choice
+        assert timings["path"] == "staged" and timings["int8_launches"] == _runs(timings)
+
+
+def _runs(timings) -> int:
+    """The runs of consecutive emulated elements with one moduli count and mode."""
+    if "contract" not in timings:
+        return 1
+    picked = [(c["moduli"], c["mode"]) for c in timings["contract"] if not c["native"]]
+    return sum(1 for i, p in enumerate(picked) if i == 0 or p != picked[i - 1])
+
+
+def test_a_batch_whose_elements_choose_differently_has_the_loops_bits(rng, monkeypatch):
+    """The contract's choice is each element's own (one whose inner dimension the
+    equilibration evens out needs fewer moduli): the batch runs in several INT8 launches, each element with the loop's bits,
+    NaN/Inf and c included; and again with at most two elements per launch."""
+    from ozaki_cutlass.paths import staged_batch
+
+    a, b, c = stack(rng, 5, 64, 48), random_matrix(48, 40, 1.0, rng), stack(rng, 5, 64, 40)
+    a[2] *= np.ldexp(1.0, rng.integers(-40, 41, (1, 48)))   # inner scales: equilibrated, fewer moduli
+    a[3, 5, 7], c[4, 0, 0] = np.nan, np.inf
+    want = np.stack([reference.gemm(a[i], b, c=c[i], alpha=-1.25, beta=0.5, policy="emulate") for i in range(5)])
+    picked = [reference.contract(a[i], b, policy="emulate").moduli for i in range(5)]
+    assert len(set(picked)) > 1
+    for bytes_per_launch in (None, 2):
+        if bytes_per_launch:
+            per = staged_batch.BATCH_BYTES // staged_batch.batch_slots(max(picked), 64, 40, 48)
+            monkeypatch.setattr(staged_batch, "BATCH_BYTES", 2 * per)
+        timings = {}
+        got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), c=cp.asarray(c), alpha=-1.25, beta=0.5,
+                                 policy="emulate", timings=timings)
+        assert same_bits(got.get(), want)
+        assert [ch["moduli"] for ch in timings["contract"]] == picked
+        assert timings["int8_launches"] >= _runs(timings) >= 2
 
 
 def test_broadcast_torch_complex_and_foreign(rng):
