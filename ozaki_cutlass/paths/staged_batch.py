@@ -28,8 +28,8 @@ from .staged import int8_products
 
 __all__ = ["BATCH_BYTES", "batch_slots", "batch_buffers", "run_staged_batch"]
 
-#: Bytes of residue planes and int32 products the elements of one launch may hold: 64
-#: elements of 1024^3 or 16 of 4096^3 at 16 moduli are one launch.
+#: Bytes of residue planes and int32 products the elements of one launch may hold: at 16
+#: moduli 170 elements of 1024^3 (0.1 GB each), or 10 of 4096^3 (1.6 GB each).
 BATCH_BYTES = 16 << 30
 
 
