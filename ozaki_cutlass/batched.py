@@ -13,14 +13,15 @@ own accuracy-contract choice, exactly as a single call would. How it runs:
   decision and plan are kept per shapes, strides and settings (``DECISIONS.lanes``,
   cleared by ``dispatch.forget_tables()``), so the next such call on CuPy or PyTorch
   arrays with no c, out, stream or timings goes straight to cuBLAS;
-- otherwise, for float64 operands on the GPU that emulate (the staged path:
-  ``path="fused"``, a fused ``kernel`` or ``prepared`` operands run one call per
-  element), each element's own stages, then one INT8 GEMM launch per k chunk for the
-  INT8 products of many elements (``paths.staged_batch``: a run of consecutive elements
-  with one moduli count and mode, up to ``BATCH_BYTES`` of planes), then each element's
-  CRT; ``timings`` has the phases summed and ``int8_launches``;
-- otherwise (NumPy operands, complex128, the fused path) one call per element, in order,
-  on the call's stream.
+- otherwise, for float64 operands on the GPU that emulate where the dispatcher runs the
+  element shape on the staged path (or ``path="staged"``), each element's own stages,
+  then one INT8 GEMM launch per k chunk for the INT8 products of many elements
+  (``paths.staged_batch``: a run of consecutive elements with one moduli count and mode,
+  up to ``BATCH_BYTES`` of planes), then each element's CRT; ``timings`` has the phases
+  summed and ``int8_launches``;
+- otherwise (NumPy operands, complex128, element shapes the dispatcher runs fused, where
+  fused calls one by one measured faster than the staged batch) one call per element,
+  in order, on the call's stream.
 """
 
 from __future__ import annotations

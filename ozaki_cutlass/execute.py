@@ -126,9 +126,11 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
 
 def execute_batch(calls: list[Call]) -> dict | None:
     """Run the validated calls of one batch (ozaki_cutlass.batched: one shape and one set
-    of options, each element its own out): on GPU operands that emulate, on the staged
-    path with one INT8 GEMM launch per k chunk for many elements
-    (paths.staged_batch); otherwise each with :func:`execute`. Returns the batch's
+    of options, each element its own out): on GPU operands that emulate where the
+    dispatcher runs the element shape on the staged path, with one INT8 GEMM launch per
+    k chunk for many elements (paths.staged_batch); otherwise each with :func:`execute`
+    (where it picks the fused path a loop of fused calls measured faster than the
+    staged batch: docs/benchmarks.md, "Batched GEMM"). Returns the batch's
     timings (phases summed; {} where the calls asked for none) when it ran as one batch,
     else None (each call filled its own)."""
     first = calls[0]
@@ -150,7 +152,11 @@ def execute_batch(calls: list[Call]) -> dict | None:
             for call in calls:
                 execute(call)
             return None
-        kern = resolve_kernels(first.variant, "staged", arch, problem, table)
+        kern = resolve_kernels(first.variant, first.path, arch, problem, table)
+        if kern.path != "staged":   # where the dispatcher runs an element fused, element by element is faster
+            for call in calls:
+                execute(call)
+            return None
         sh = current_stream(first.kind, first.stream, first.device)
         launches = []
         for call in calls:

@@ -153,7 +153,7 @@ def test_batch_footprint_is_what_a_batched_call_asks_for(fake_gpu, monkeypatch, 
     monkeypatch.setattr(drv.bindings(), "cuMemcpyDtoDAsync", lambda *a: (0,), raising=False)
     # both operands packed (k strided): A's elements column-major, B's row-major
     ozaki_cutlass.gemm(Dev3((batch, m, k), 1 << 40, "F"), Dev3((batch, k, n), 1 << 42),
-                       out=Dev3((batch, m, n), 1 << 44), moduli=13, mode=mode)
+                       out=Dev3((batch, m, n), 1 << 44), moduli=13, mode=mode, path="staged")
     assert "batch_mu" in fake_gpu.asked and fake_gpu.asked == batch_workspace_buffers(batch, m, n, k, 13, mode)
     assert ozaki_cutlass.workspace_bytes(m, n, k, moduli=13, mode=mode, path="staged", batch=batch) == \
         sum(fake_gpu.asked.values())
