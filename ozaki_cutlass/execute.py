@@ -47,11 +47,7 @@ def execute(call: Call):
             A = A if "a" in call.prepared else upload(call.a, keep)
             B = B if "b" in call.prepared else upload(call.b, keep)
             C = upload(call.c, keep) if call.c is not None and call.beta != 0.0 else None  # beta == 0: c is not read
-        A = A.t() if call.trans_a else A
-        B = B.t() if call.trans_b else B
-        for X in (A, B, C):  # CUDA array interface v3: order after the producers' streams
-            if X is not None and X.stream is not None:
-                driver.order_after(X.stream, sh)
+        A, B = _ordered(A, B, C, call.trans_a, call.trans_b, sh)
         if call.out is not None and not call.on_host:
             result, O = call.out, call.O
         else:
@@ -99,6 +95,17 @@ def execute(call: Call):
             call.out[...] = value
             return call.out
         return result
+
+
+def _ordered(A, B, C, trans_a: bool, trans_b: bool, sh: int):
+    """op(A) and op(B) (a transpose is in the strides), with the work on ``sh`` ordered
+    after the streams that produced A, B and C (CUDA array interface v3)."""
+    A = A.t() if trans_a else A
+    B = B.t() if trans_b else B
+    for X in (A, B, C):
+        if X is not None and X.stream is not None:
+            driver.order_after(X.stream, sh)
+    return A, B
 
 
 def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, target: float | None,
@@ -160,11 +167,7 @@ def execute_batch(calls: list[Call]) -> dict | None:
         sh = current_stream(first.kind, first.stream, first.device)
         launches = []
         for call in calls:
-            A = call.A.t() if call.trans_a else call.A
-            B = call.B.t() if call.trans_b else call.B
-            for X in (A, B, call.C):
-                if X is not None and X.stream is not None:
-                    driver.order_after(X.stream, sh)
+            A, B = _ordered(call.A, call.B, call.C, call.trans_a, call.trans_b, sh)
             if isinstance(call.out, DeviceArray):
                 call.out.stream = sh
             launches.append(Launch(A=A, B=B, C=call.C if call.beta != 0.0 else None, O=call.O, m=m, n=n, k=k,
