@@ -47,7 +47,10 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
     PyTorch CUDA tensors, or objects with ``__cuda_array_interface__``; all float64, any
     positive strides, or all complex128 (``ozaki_cutlass.complex_gemm``: alpha and beta
     may be complex, trans_a/trans_b take "N", "T", "C"; for real operands "C" is "T").
-    The result is of the kind given (a new array, or ``out``). Work runs
+    3-D operands (batch, m, k) x (batch, k, n), or a 2-D one broadcast against a 3-D one,
+    are a batch (``ozaki_cutlass.batched``): the loop of single calls, bit for bit, with
+    one strided-batched cuBLAS call where native runs and shared INT8 launches where the
+    emulation runs staged. The result is of the kind given (a new array, or ``out``). Work runs
     on ``stream`` (default: the framework's current stream, else the legacy default
     stream). Device results come back without waiting for the GPU (the NaN/Inf pattern is
     decided on the device); NumPy results, and ``timings``, wait. The dispatcher picks the kernel by

@@ -84,8 +84,9 @@ def zgemm_row(arrays, n: int, moduli: int, mode: str, phi: float, warmup: int, r
 def batched_row(arrays, batch: int, n: int, moduli: int, mode: str, phi: float, warmup: int, reps: int,
                 seed: int) -> dict:
     """One batched row: CuPy's ``matmul`` (cuBLAS strided-batched DGEMM), gemm's default
-    call and the emulation at ``moduli`` in ``mode`` (one call per element), on (batch, n,
-    n) float64 operands."""
+    call and the emulation at ``moduli`` in ``mode`` (its INT8 products in shared launches
+    where the element shape runs staged, else one call per element: ozaki_cutlass.batched),
+    on (batch, n, n) float64 operands."""
     cp = arrays.cp
     a, b = arrays.batch_pair(batch, n, phi, seed)
     stream = int(cp.cuda.get_current_stream().ptr)
