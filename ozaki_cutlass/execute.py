@@ -125,7 +125,7 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
                                        launch.mode, may_fall_back, launch.stream, ws, overlap)
             if choice.native:
                 return choice
-            warn(choice, stacklevel=4)
+            warn(choice)
             launch = dataclasses.replace(launch, moduli=choice.moduli, mode=choice.mode, prescan=pre)
         _RUNS[kern.path](kern, launch, ws, timer, overlap)
         return choice

@@ -128,9 +128,15 @@ def test_a_target_beyond_20_moduli_runs_20_with_a_warning():
     a, b = family("phi", 8, 256, 8, 0.5)
     choice = R.contract(a, b, accuracy=2.0**-100)  # no fallback: native is no better
     assert choice.moduli == 20 and not choice.native and choice.bound > 2.0**-100
-    with pytest.warns(ozaki_cutlass.AccuracyWarning, match="above the target"):
+    with pytest.warns(ozaki_cutlass.AccuracyWarning, match="above the target") as caught:
         c = R.gemm(a, b, accuracy=2.0**-100)
     assert np.array_equal(c, R.gemm(a, b, moduli=20, mode="fast"))
+    # the warning names the caller's line, through any entry point (here a batch and a complex call)
+    with pytest.warns(ozaki_cutlass.AccuracyWarning) as batched:
+        R.gemm(np.stack([a, a]), b, accuracy=2.0**-100)
+    with pytest.warns(ozaki_cutlass.AccuracyWarning) as complex_call:
+        R.gemm(a + 0j, b + 0j, accuracy=2.0**-100)
+    assert {w.filename for w in [*caught, *batched, *complex_call]} == {__file__}
 
 
 def test_accuracy_orders_the_count():

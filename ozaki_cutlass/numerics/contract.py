@@ -23,6 +23,7 @@ order on both, so the choice, and so the bits, are the same everywhere:
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -300,7 +301,15 @@ def choose(cert: Certificate, target: float, mode: str, may_fall_back: bool) -> 
                          f"relative to || |A||B| ||_F, above the target {target:.3g}")
 
 
-def warn(choice: Choice, stacklevel: int = 3) -> None:
-    """Issue the AccuracyWarning of a choice that runs below its target."""
+def warn(choice: Choice) -> None:
+    """Issue the AccuracyWarning of a choice that runs below its target, attributed to the
+    first caller outside this package (the user's line, whichever entry point led here:
+    gemm, a complex or batched call, the reference)."""
     if choice.reason and not choice.native:
-        warnings.warn(choice.reason, AccuracyWarning, stacklevel=stacklevel)
+        frame, level = sys._getframe(0), 1   # level 1: this function's own frame
+        while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == _PACKAGE:
+            frame, level = frame.f_back, level + 1
+        warnings.warn(choice.reason, AccuracyWarning, stacklevel=level)
+
+
+_PACKAGE = __name__.split(".")[0]

@@ -83,7 +83,7 @@ def run_staged_batch(kern: KernelSet, launches: list[Launch], ws: Workspace, tim
             choice, pre = run_contract(kern.stages, L.A, L.B, m, n, k, target, L.mode, may_fall_back, sh, ws,
                                        overlap)
             if not choice.native:
-                warn(choice, stacklevel=5)
+                warn(choice)
                 L = dataclasses.replace(L, moduli=choice.moduli, mode=choice.mode, prescan=pre)
         choices.append(choice)
         if choice is not None and choice.native:
