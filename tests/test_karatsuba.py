@@ -14,6 +14,7 @@ from ozaki_cutlass.paths import karatsuba as K
 from ozaki_cutlass.paths.karatsuba import karatsuba_applies, panel_columns, run_karatsuba
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer
 from ozaki_cutlass.paths.scale import Scaled
+from recorders import Calls, Gemm
 
 
 def launch(**kw):
@@ -42,14 +43,6 @@ def test_karatsuba_runs_only_where_it_gives_the_realified_bits(kw, sc, runs):
     assert karatsuba_applies(launch(**kw), sc) is runs
 
 
-class _Recorder:
-    def __init__(self):
-        self.calls = []
-
-    def __getattr__(self, name):
-        return lambda *args, **kw: self.calls.append(name)
-
-
 class _TightWorkspace:
     """Room for every buffer but an int32 plane set larger than ``limit`` bytes."""
 
@@ -71,32 +64,14 @@ class _TightWorkspace:
 
 def test_karatsuba_gives_way_with_nothing_enqueued_where_its_buffers_do_not_fit():
     class Kern:
-        stages = _Recorder()
-        gemm = _Recorder()
+        stages = Calls()
+        gemm = Calls()
 
     L = launch()
     ws = _TightWorkspace(limit=4 * L.moduli * L.m * 2 * 48)   # the realified product's planes fit, 3/2 of them not
     assert run_karatsuba(Kern, L, ws, PhaseTimer(0, False), scaled(), None, False) is False
     assert Kern.stages.calls == [] and Kern.gemm.calls == []
     assert set(ws.dropped) == {"ra3", "rb3"}
-
-
-class _Calls:
-    """Records every call, with its arguments, made through any attribute."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __getattr__(self, name):
-        return lambda *args: self.calls.append((name, args)) or 0
-
-
-class _Gemm(_Calls):
-    def __call__(self, *args):
-        self.calls.append(("gemm", args))
-
-    def workspace_size(self, *args):
-        return 0
 
 
 class _Roomy:
@@ -124,8 +99,8 @@ def test_wide_products_run_in_panels_that_cover_every_column_once(monkeypatch):
     sc = Scaled(a=(1 << 24, m, 2 * kc, 2 * kc, 1), b=(1 << 25, 2 * nc, 2 * kc, 2 * kc, 1), mu=1 << 20, nu=1 << 21,
                 nonfinite_a=1 << 22, nonfinite_b=1 << 23)
     class Kern:
-        stages = _Calls()
-        gemm = _Gemm()
+        stages = Calls()
+        gemm = Gemm()
     assert run_karatsuba(Kern, L, _Roomy(), PhaseTimer(0, False), sc, crt_constants(count), False)
     kq, nq = 48, 1000                                                 # kc and nc rounded up to 16 and 4
     parts = [a for name, a in Kern.stages.calls if name == "residues_karatsuba"]

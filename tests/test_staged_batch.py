@@ -13,6 +13,7 @@ from ozaki_cutlass.operands.stages import round_up
 from ozaki_cutlass.paths import staged_batch as SB
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer
 from ozaki_cutlass.paths.scale import Scaled
+from recorders import Calls, Gemm
 
 BASES = {"ra": 1 << 40, "rb": 2 << 40, "c32": 3 << 40, "batch_mu": 4 << 40, "batch_nu": 5 << 40,
          "batch_nfa": 6 << 40, "batch_nfb": 7 << 40}
@@ -25,22 +26,6 @@ class Workspace:
     def get(self, name, nbytes):
         self.asked[name] = max(self.asked.get(name, 0), nbytes)
         return BASES.get(name, 1 << 36)
-
-
-class Calls:
-    def __init__(self):
-        self.calls = []
-
-    def __getattr__(self, name):
-        return lambda *args: self.calls.append((name, args))
-
-
-class Gemm(Calls):
-    def __call__(self, *args):
-        self.calls.append(("gemm", args))
-
-    def workspace_size(self, *args):
-        return 0
 
 
 class Kern:
