@@ -8,9 +8,7 @@ CuPy's matmul, the batch against the loop), 1 warm-up round, median.
     python scripts/batched_bench.py [--shapes 64x1024 16x4096] [--reps 7] [--out F.json]"""
 
 import argparse
-import json
 import statistics
-import time
 
 import numpy as np
 
@@ -18,6 +16,7 @@ import ozaki_cutlass
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.numerics.accuracy import random_matrix
 from ozaki_cutlass.tools.arguments import batch_shape
+from ozaki_cutlass.tools.measure import write_rows
 
 
 def main() -> None:
@@ -70,9 +69,7 @@ def main() -> None:
             print(f"  {batch:>3} x {n}^3  {label:<34} {ms:9.3f} ms {row['tflops']:6.1f} TFLOP/s, "
                   f"{other_label} {other_ms:9.3f} ms: x{row['ratio']:.3f}", flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "reps": args.reps, "rows": rows},
-                      f, indent=1)
+        write_rows(args.out, rows, reps=args.reps)
 
 
 if __name__ == "__main__":

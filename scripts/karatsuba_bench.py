@@ -7,13 +7,11 @@ round, median; phases from ``timings=``; the bits of the staged and fused calls 
     python scripts/karatsuba_bench.py [--sizes 8192 16384] [--reps 5] [--out F.json]"""
 
 import argparse
-import json
 import statistics
-import time
 
 import ozaki_cutlass
 from ozaki_cutlass.device import driver
-from ozaki_cutlass.tools.measure import CupyArrays
+from ozaki_cutlass.tools.measure import CupyArrays, write_rows
 
 
 def main() -> None:
@@ -54,9 +52,7 @@ def main() -> None:
         ozaki_cutlass.empty_cache()
         arrays.release()
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "reps": args.reps, "rows": rows},
-                      f, indent=1)
+        write_rows(args.out, rows, reps=args.reps)
 
 
 if __name__ == "__main__":

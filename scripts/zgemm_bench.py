@@ -9,9 +9,7 @@ Im), for ours and ZGEMM's. TFLOP/s counts 8 m n k (a complex multiply-add is 8 r
 flops)."""
 
 import argparse
-import json
 import statistics
-import time
 
 import numpy as np
 
@@ -19,6 +17,7 @@ import ozaki_cutlass
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.numerics import zgemm as Z
 from ozaki_cutlass.numerics.accuracy import random_matrix
+from ozaki_cutlass.tools.measure import write_rows
 
 
 def one_size(cp, n: int, phi: float, reps: int) -> list[dict]:
@@ -66,9 +65,7 @@ def main() -> None:
         ozaki_cutlass.empty_cache()
         cp.get_default_memory_pool().free_all_blocks()
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "phi": args.phi,
-                       "reps": args.reps, "rows": rows_out}, f, indent=1)
+        write_rows(args.out, rows_out, phi=args.phi, reps=args.reps)
 
 
 if __name__ == "__main__":

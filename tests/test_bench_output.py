@@ -1,6 +1,8 @@
 """The benchmark's shapes, CSV and plot, on synthetic measurements (no GPU needed)."""
 
 import csv
+import json
+import re
 
 import pytest
 
@@ -391,3 +393,13 @@ def test_a_complex_row_says_what_the_default_call_ran(capsys):
     auto = next(line for line in capsys.readouterr().out.splitlines() if " auto " in line)
     assert "-> staged, 16 moduli fast, i8_k, karatsuba: 3 per modulus (cost model)" in auto
     assert "complex 8192^3" in auto and "native 90 ms in its A/B run" in auto
+
+
+def test_a_scripts_results_file_has_its_date_settings_and_rows(tmp_path):
+    from ozaki_cutlass.tools.measure import write_rows
+
+    path = tmp_path / "rows.json"
+    write_rows(str(path), [{"n": 8192, "ms": 54.7}], reps=5, phi=0.5)
+    saved = json.loads(path.read_text())
+    assert saved["reps"] == 5 and saved["phi"] == 0.5 and saved["rows"] == [{"n": 8192, "ms": 54.7}]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", saved["date"])

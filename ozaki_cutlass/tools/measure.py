@@ -11,8 +11,10 @@ comparison needs nothing but the package."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import statistics
+import time
 
 import numpy as np
 
@@ -26,7 +28,7 @@ from .arguments import ARRAY_CHOICES
 
 __all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding",
            "time_alternately", "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference",
-           "sample_error"]
+           "sample_error", "write_rows"]
 
 class CupyArrays:
     """CuPy arrays; native DGEMM is CuPy's ``a @ b`` (cuBLAS)."""
@@ -248,3 +250,10 @@ def sample_reference(a_rows: np.ndarray, b: np.ndarray):
 def sample_error(got_rows: np.ndarray, ref) -> float:
     """Normwise error of sampled rows of C against their double-double product ``ref``."""
     return normwise_error(got_rows, *ref)
+
+
+def write_rows(path: str, rows: list, **fields) -> None:
+    """A measuring script's results file: the UTC date, ``fields`` (its settings) and its
+    rows, as JSON."""
+    with open(path, "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **fields, "rows": rows}, f, indent=1)
