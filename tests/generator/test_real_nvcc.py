@@ -90,6 +90,21 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
     st = Stages(artifact)  # binds every entry of the stages ABI, checks CrtConstants' size
     with pytest.raises(UnsupportedProblem, match="k"):
         st.scan(1 << 20, 4, -1, 1, 1, 100, 1 << 20, 1 << 20, 1 << 20, 0)
+    # Karatsuba's parts (x, nvec, k, vs, es, shifts, shift_step, nmod, moduli, out, rows_pad,
+    # k_pad, im_first, plane, part): each inconsistency named before any CUDA call
+    ok = dict(nvec=4, k=64, rows_pad=4, k_pad=32, shift_step=1, plane=4 * 32, part=3 * 4 * 32, out=1 << 20)
+
+    def parts(**kw):
+        a = ok | kw
+        st.residues_karatsuba(1 << 20, a["nvec"], a["k"], 64, 1, 1 << 20, a["shift_step"], 3, 1 << 20, a["out"],
+                              a["rows_pad"], a["k_pad"], False, a["plane"], a["part"], 0)
+
+    for bad, words in [(dict(k_pad=24), "inconsistent sizes"), (dict(k=80), "inconsistent sizes"),
+                       (dict(rows_pad=3), "inconsistent sizes"), (dict(shift_step=0), "inconsistent sizes"),
+                       (dict(part=2 * 4 * 32), "inconsistent sizes"), (dict(nvec=-1), "nvec and k must be >= 0"),
+                       (dict(out=(1 << 20) + 8), "16-byte aligned"), (dict(plane=4 * 32 + 8, part=416), "16-byte aligned")]:
+        with pytest.raises(UnsupportedProblem, match=words):
+            parts(**bad)
 
 
 @pytest.mark.nvcc
