@@ -45,7 +45,8 @@ def recorded(monkeypatch):
 
     monkeypatch.setattr(SB, "scale", scale)
     monkeypatch.setattr(SB, "residues", lambda kern, L, sc, ra, rb, *rest: log["residues"].append((L.O.ptr, ra, rb)))
-    monkeypatch.setattr(SB.driver, "copy_async", lambda dst, src, nbytes, stream: log["copies"].append((dst, src, nbytes)))
+    monkeypatch.setattr(SB.driver, "copy_async",
+                        lambda dst, src, nbytes, stream: log["copies"].append((dst, src, nbytes)))
     return log
 
 

@@ -148,7 +148,8 @@ class Stages(GeneratedLibrary):
         self._stage("realify", x, rows, cols, rs, cs, int(conj), int(right), out, stream or None)
 
     def crt_unscale_karatsuba(self, c, nmod, m, n, ldc, plane, part, nchunks, k_chunk, chunk_stride,
-                              consts: CRTConstants, mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs, nonfinite, stream):
+                              consts: CRTConstants, mu, nu, alpha, beta, cin, cin_rs, cin_cs, out, out_rs, out_cs,
+                              nonfinite, stream):
         """crt_unscale of the realified m x n output from Karatsuba's three products per
         modulus (part q at c + q*part elements; see the ABI)."""
         self._stage("crt_unscale_karatsuba", c, nmod, m, n, ldc, plane, part, nchunks, k_chunk, chunk_stride,

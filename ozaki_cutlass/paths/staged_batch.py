@@ -93,9 +93,8 @@ def run_staged_batch(kern: KernelSet, launches: list[Launch], ws: Workspace, tim
             run = None
         if run is None:
             slots = min(batch_slots(L.moduli, m, n, k), len(launches) - index)
-            run = _Run(L.moduli, L.mode, slots, {name: ws.get(name, size) for name, size in
-                                                  batch_buffers(slots, L.moduli, m, n, k).items()
-                                                  if name.startswith("batch_") or name in ("ra", "rb")})
+            run = _Run(L.moduli, L.mode, slots, {name: ws.get(name, size) for name, size in   # c32: int8_products
+                                                  batch_buffers(slots, L.moduli, m, n, k).items() if name != "c32"})
         slot, count, b = len(run.elements), run.count, run.buffers
         sc = scale(kern, L, n_pad, ws, overlap)
         timer.mark("scale")

@@ -59,7 +59,8 @@ def kind_points(zgemm, batched) -> list[tuple[str, int, int, int, dict, float, t
     ("operands"). The complex entries are marked ``"complex": true``: for complex calls
     alone, whose staged path runs Karatsuba's three products per modulus (not the cost of
     a real call of the realified shape). Real calls read the batches' entries too: a
-    batch's emulation is its elements' calls."""
+    batch's element is a real call of its shape (a staged candidate's batch shares its
+    INT8 launches, ozaki_cutlass.batched)."""
     points = []
     for n in zgemm or ():
         points.append((f"complex {n}^3", n, 2 * n, 2 * n, _box(n, 2 * n, 2 * n)

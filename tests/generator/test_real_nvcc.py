@@ -102,7 +102,8 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
     for bad, words in [(dict(k_pad=24), "inconsistent sizes"), (dict(k=80), "inconsistent sizes"),
                        (dict(rows_pad=3), "inconsistent sizes"), (dict(shift_step=0), "inconsistent sizes"),
                        (dict(part=2 * 4 * 32), "inconsistent sizes"), (dict(nvec=-1), "nvec and k must be >= 0"),
-                       (dict(out=(1 << 20) + 8), "16-byte aligned"), (dict(plane=4 * 32 + 8, part=416), "16-byte aligned")]:
+                       (dict(out=(1 << 20) + 8), "16-byte aligned"),
+                       (dict(plane=4 * 32 + 8, part=416), "16-byte aligned")]:
         with pytest.raises(UnsupportedProblem, match=words):
             parts(**bad)
 

@@ -54,8 +54,9 @@ def _runs(timings) -> int:
 
 def test_a_batch_whose_elements_choose_differently_has_the_loops_bits(rng, monkeypatch):
     """The contract's choice is each element's own (one whose inner dimension the
-    equilibration evens out needs fewer moduli): the batch runs in several INT8 launches, each element with the loop's bits,
-    NaN/Inf and c included; and again with at most two elements per launch."""
+    equilibration evens out needs fewer moduli): the batch runs in several INT8 launches,
+    each element with the loop's bits, NaN/Inf and c included; and again with at most two
+    elements per launch."""
     from ozaki_cutlass.paths import staged_batch
 
     a, b, c = stack(rng, 5, 64, 48), random_matrix(48, 40, 1.0, rng), stack(rng, 5, 64, 40)
