@@ -117,8 +117,9 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=7,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
-    # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk; 7: residues_karatsuba replaces karatsuba_split
+    version=8,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk; 7: residues_karatsuba replaces karatsuba_split;
+    # 8: inner_stats writes the scan's first pass (vec_exps, vec_nonfinite), scan takes `given`
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -129,13 +130,16 @@ return 0.""",
         entry("scan", "int",
                "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, int pb, "
                "int32_t* exps, int32_t* fast_shift, int32_t* nonfinite_count, int32_t* logq, int64_t* abs_sum, "
-               "cudaStream_t stream",
+               "const int32_t* given, cudaStream_t stream",
                f"""\
 {_VECTOR_SET} {_INNER}
 Per vector: nonfinite_count[v] = the number of NaN/Inf entries (treated as 0 below);
 exps[v] = E, the largest frexp exponent of the non-zero x 2^s (0 for an all-zero vector);
 where not null: fast_shift[v] = reference.fast_shifts with bound exponent pb, logq[v] and
-abs_sum[v] = reference.fast_terms (ceil(log2 Q) or -1, and S1)."""),
+abs_sum[v] = reference.fast_terms (ceil(log2 Q) or -1, and S1). given: null, or a device
+flag (P_equilibrate's applied); where it holds 0, inner is taken as all 0 and exps and
+nonfinite_count as already holding P_inner_stats' vec_exps and vec_nonfinite of these
+vectors (kNoExponent becomes 0 in exps): x is then read once, not twice."""),
         entry("coarse", "int",
                "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, "
                "const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad, cudaStream_t stream",
@@ -161,12 +165,16 @@ for NaN/Inf): reference.coarse_magnitudes. {_INNER} {_INT8_PLANES}"""),
                "output read in place)."),
         entry("inner_stats", "int",
                "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, double* partial, "
-               "int32_t* partial_exp, int32_t* exps, double* sums, cudaStream_t stream",
+               "int32_t* partial_exp, int32_t* exps, double* sums, int32_t* vec_exps, int32_t* vec_nonfinite, "
+               "cudaStream_t stream",
                """\
 numerics.contract.inner_stats over the vectors of a vector set, per l < k: exps[l] = E_l
 (the largest frexp exponent of the finite non-zero x_vl, kNoExponent if none) and sums[l]
 (the fixed-order sum of |x_vl| 2^-E_l). partial and partial_exp: workspace of
-ceil(nvec / kInnerChunk) * k entries each."""),
+ceil(nvec / kInnerChunk) * k entries each. vec_exps and vec_nonfinite (both null, or both
+nvec int32), from the same read: per vector, the largest frexp exponent of its finite
+non-zero entries (kNoExponent if none) and its count of NaN/Inf, i.e. P_scan's first pass
+without inner shifts (see P_scan's given)."""),
         entry("equilibrate", "int",
                "const int32_t* exps_a, const int32_t* exps_b, int64_t k, int32_t* shift_a, int32_t* shift_b, "
                "int32_t* applied, cudaStream_t stream",

@@ -13,7 +13,8 @@ Two steps, the first on the GPU under Nsight Compute (scripts/device_stages.sh r
 
 What each stage must move (8-byte doubles, N moduli, op(A) m x k, op(B) k x n):
   pack        the strided operand copied to contiguous vectors: read and write it
-  inner       the contract's inner statistics: read A and B
+  inner       the contract's inner statistics and, from the same read, the scan's first
+              pass: read A and B
   scan        exponents, non-finite counts, bound terms: read A and B
   coarse      accurate mode's coarse magnitudes: read A and B, write one byte per entry
   coarse gemm accurate mode's bound, compute-bound: 2 m n k INT8 operations at the rate

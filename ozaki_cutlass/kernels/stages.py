@@ -61,18 +61,24 @@ class Stages(GeneratedLibrary):
             self._constants[consts.count] = crt_constants_struct(consts)
         return self._constants[consts.count]
 
-    def scan(self, x, nvec, k, vs, es, pb, exps, shifts, nonfinite, stream, *, inner=0, logq=0, abs_sum=0):
+    def scan(self, x, nvec, k, vs, es, pb, exps, shifts, nonfinite, stream, *, inner=0, logq=0, abs_sum=0,
+             given=0):
         """``inner``: the contract's inner shifts (0: none); ``shifts``, ``logq``, ``abs_sum``:
-        0 where not wanted."""
+        0 where not wanted; ``given``: the contract's equilibration flag (0: none; where it
+        reads 0 on the device, exps and nonfinite hold :meth:`inner_stats`' vector outputs)."""
         self._stage("scan", x, nvec, k, vs, es, inner or None, pb, exps, shifts or None, nonfinite,
-                    logq or None, abs_sum or None, stream or None)
+                    logq or None, abs_sum or None, given or None, stream or None)
 
     def coarse(self, x, nvec, k, vs, es, exps, out, rows_pad, k_pad, stream, *, inner=0):
         self._stage("coarse", x, nvec, k, vs, es, inner or None, exps, out, rows_pad, k_pad, stream or None)
 
-    def inner_stats(self, x, nvec, k, vs, es, partial, partial_exp, exps, sums, stream):
-        """numerics.contract.inner_stats; partial, partial_exp: inner_runs(nvec) * k entries."""
-        self._stage("inner_stats", x, nvec, k, vs, es, partial, partial_exp, exps, sums, stream or None)
+    def inner_stats(self, x, nvec, k, vs, es, partial, partial_exp, exps, sums, stream, *, vec_exps=0,
+                    vec_nonfinite=0):
+        """numerics.contract.inner_stats; partial, partial_exp: inner_runs(nvec) * k entries;
+        ``vec_exps``, ``vec_nonfinite`` (0: not written): the scan's first pass of each
+        vector, from the same read."""
+        self._stage("inner_stats", x, nvec, k, vs, es, partial, partial_exp, exps, sums, vec_exps or None,
+                    vec_nonfinite or None, stream or None)
 
     def equilibrate(self, exps_a, exps_b, k, shift_a, shift_b, applied, stream):
         self._stage("equilibrate", exps_a, exps_b, k, shift_a, shift_b, applied, stream or None)

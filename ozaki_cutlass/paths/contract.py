@@ -3,8 +3,10 @@ stage of a call without an explicit moduli count, the inner statistics of both o
 the equilibration, the scan of the equilibrated operands and the certificate, then one
 read of 12 doubles and the choice on the host, made by the same function as the
 reference's from the same numbers. The scan's results are kept for the scale stage
-(:class:`Prescan`), so the contract adds two reads of A and B's values (inner stats; the
-scan is the one every call runs) and a few tiny kernels."""
+(:class:`Prescan`). The inner statistics' read of A and B also makes the scan's first pass
+(each vector's exponent and non-finite count), which stands unless the equilibration is
+applied: so a contract call reads A and B as often as a call with an explicit count,
+plus a few tiny kernels, and once more where it equilibrates."""
 
 from __future__ import annotations
 
@@ -71,14 +73,14 @@ def run_contract(st, A, B, m: int, n: int, k: int, target: float, mode: str, may
             s = side if name == "b" else sh
             v = made[name] = vectors_of(st, ob, k, s)
             st.inner_stats(*v, b[f"inner_part_{name}"], b[f"inner_pexp_{name}"], b[f"inner_e_{name}"],
-                           b[f"inner_s_{name}"], s)
+                           b[f"inner_s_{name}"], s, vec_exps=ob.exps, vec_nonfinite=ob.nonfinite)
     (_, oa, ba), (_, ob_, bb) = sides
     shift_a, shift_b = shared["eq_shift"], shared["eq_shift"] + 4 * k
     st.equilibrate(ba["inner_e_a"], bb["inner_e_b"], k, shift_a, shift_b, shared["eq_applied"], sh)
     with Fork(ws, sh, overlap) as side:
         for name, ob, b, inner in (("b", ob_, bb, shift_b), ("a", oa, ba, shift_a)):
             st.scan(*made[name], 0, ob.exps, 0, ob.nonfinite, side if name == "b" else sh, inner=inner,
-                    logq=b[f"logq_{name}"], abs_sum=b[f"s1_{name}"])
+                    logq=b[f"logq_{name}"], abs_sum=b[f"s1_{name}"], given=shared["eq_applied"])
     st.certificate((oa.exps, ba["logq_a"], ba["s1_a"], m), (ob_.exps, bb["logq_b"], bb["s1_b"], n),
                    (ba["inner_e_a"], ba["inner_s_a"]), (bb["inner_e_b"], bb["inner_s_b"]), k, shared["eq_applied"],
                    shared["certificate"], sh)

@@ -11,7 +11,7 @@ import ozaki_cutlass
 from ozaki_cutlass import reference
 from ozaki_cutlass.numerics import contract as K
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
-from ozaki_cutlass.templates.constants import INNER_CHUNK
+from ozaki_cutlass.templates.constants import INNER_CHUNK, NO_EXPONENT
 
 pytestmark = pytest.mark.gpu
 
@@ -33,22 +33,68 @@ def family(rng, name, m, k, n, p):
 CASES = [("phi", 0.5), ("phi", 4.0), ("phi", 8.0), ("inner", 20), ("inner", 40), ("uniform", 0), ("tiny", 0)]
 
 
-@pytest.mark.parametrize("vs_es", [(1, None), (None, 1)])  # k contiguous, or strided
-def test_inner_stats_kernel_is_the_mirror(st, rng, dev, vs_es):
-    nvec, k = 3 * INNER_CHUNK + 5, 70
+def _inner_stats_input(rng, nvec, k, vs_es):
     v = np.ldexp(random_matrix(nvec, k, 4.0, rng), rng.integers(-900, 900, (1, k)))
-    v[3, 5], v[9, 6], v[:, 7] = np.nan, -np.inf, 0.0
-    v[200, 8] = 2.0**-1074
+    if k > 8:
+        v[3, 5], v[9, 6], v[:, 7] = np.nan, -np.inf, 0.0
+        v[200, 8] = 2.0**-1074
+    v[10, :], v[11, :], v[12, :k // 2] = 0.0, np.nan, np.inf  # no finite non-zero entry; a partial one
     x = v if vs_es[0] == 1 else np.asfortranarray(v)
     vs, es = (k, 1) if vs_es[0] == 1 else (1, nvec)
+    return v, x, vs, es
+
+
+@pytest.mark.parametrize("vs_es", [(1, None), (None, 1)])  # k contiguous, or strided
+@pytest.mark.parametrize("k", [70, 64, 1])
+def test_inner_stats_kernel_is_the_mirror(st, rng, dev, vs_es, k):
+    """The inner statistics, and from the same read each vector's exponent and non-finite
+    count (the scan's first pass without shifts; kNoExponent where no entry is finite and
+    non-zero)."""
+    nvec = 3 * INNER_CHUNK + 5
+    v, x, vs, es = _inner_stats_input(rng, nvec, k, vs_es)
     px = dev.put(x.ravel(order="K"))
     runs = -(-nvec // INNER_CHUNK)
     part, pexp = dev.empty(8 * runs * k), dev.empty(4 * runs * k)
     exps, sums = dev.empty(4 * k), dev.empty(8 * k)
-    st.inner_stats(px, nvec, k, vs, es, part.ptr, pexp.ptr, exps.ptr, sums.ptr, 0)
+    vexp, vnf = dev.empty(4 * nvec), dev.empty(4 * nvec)
+    st.inner_stats(px, nvec, k, vs, es, part.ptr, pexp.ptr, exps.ptr, sums.ptr, 0, vec_exps=vexp.ptr,
+                   vec_nonfinite=vnf.ptr)
     want_e, want_s = K.inner_stats(v)
     assert np.array_equal(dev.get(exps, np.int32, (k,)), want_e)
     assert same_bits(dev.get(sums, np.float64, (k,)), want_s)
+    finite = np.where(np.isfinite(v), v, 0.0)
+    want_v = np.where((finite != 0).any(axis=1), reference.exponents(finite, 1), NO_EXPONENT)
+    assert np.array_equal(dev.get(vexp, np.int32, (nvec,)), want_v)
+    assert np.array_equal(dev.get(vnf, np.int32, (nvec,)), (~np.isfinite(v)).sum(axis=1))
+
+
+@pytest.mark.parametrize("vs_es", [(1, None), (None, 1)])
+@pytest.mark.parametrize("applied", [0, 1])
+def test_scan_given_the_first_pass_is_the_scan(st, rng, dev, vs_es, applied):
+    """The contract's scan: where the equilibration flag reads 0 it takes inner_stats'
+    vector outputs for its first pass (and the shifts as 0); where it reads 1 it runs both
+    passes with the shifts. Either way the plain scan's results."""
+    nvec, k = 2 * INNER_CHUNK + 3, 300
+    v, x, vs, es = _inner_stats_input(rng, nvec, k, vs_es)
+    px = dev.put(x.ravel(order="K"))
+    shifts = rng.integers(-40, 40, k).astype(np.int32) if applied else np.zeros(k, np.int32)
+    inner, flag = dev.put(shifts), dev.put(np.array([applied], np.int32))
+    runs = -(-nvec // INNER_CHUNK)
+    outs = []
+    for given in (True, False):
+        exps, nf = dev.empty(4 * nvec), dev.empty(4 * nvec)
+        logq, s1 = dev.empty(4 * nvec), dev.empty(8 * nvec)
+        if given:
+            st.inner_stats(px, nvec, k, vs, es, dev.empty(8 * runs * k).ptr, dev.empty(4 * runs * k).ptr,
+                           dev.empty(4 * k).ptr, dev.empty(8 * k).ptr, 0, vec_exps=exps.ptr, vec_nonfinite=nf.ptr)
+        st.scan(px, nvec, k, vs, es, 0, exps.ptr, 0, nf.ptr, 0, inner=inner, logq=logq.ptr, abs_sum=s1.ptr,
+                given=flag if given else 0)
+        outs.append([dev.get(b, t, (nvec,)) for b, t in ((exps, np.int32), (nf, np.int32), (logq, np.int32),
+                                                           (s1, np.int64))])
+    for got, want in zip(*outs):
+        assert np.array_equal(got, want)
+    finite = np.where(np.isfinite(v), v, 0.0)
+    assert np.array_equal(outs[0][0], reference.exponents(finite, 1, shifts.astype(np.int64)))
 
 
 @pytest.mark.parametrize("name, p", CASES)

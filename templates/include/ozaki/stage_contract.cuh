@@ -1,7 +1,8 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // The accuracy contract's stages (ozaki_cutlass/numerics/contract.py mirrors each one):
-// P_inner_stats (per inner index: largest exponent E and a fixed-order sum of |x| 2^-E),
+// P_inner_stats (per inner index: largest exponent E and a fixed-order sum of |x| 2^-E; per
+// vector, from the same read, the scan's first pass),
 // P_equilibrate (the inner shifts of both operands), P_certificate (the dozen sums the
 // host's choice of the moduli count needs, in one fixed order) and P_fast_shifts (the fast
 // shifts for the chosen count): kernels and host launchers. Every float operation is an
@@ -35,32 +36,63 @@ __device__ inline double flushed_scale(double x, int ex, int64_t shift) {
   return ldexp(x, static_cast<int>(shift));
 }
 
-// One pass: the sum is kept relative to the largest exponent seen so far in the run.
+// One pass: the sum is kept relative to the largest exponent seen so far in the run. One
+// warp per (run, 32 consecutive l): lane t takes l = 32 c + t over the run's vectors in
+// sequence. With vector outputs (vec_exps not null) the warp also reduces, per vector, the
+// largest frexp exponent and the count of NaN/Inf over its 32 l (an integer max and an
+// integer count: the order of the atomics does not matter) into vec_exps and
+// vec_nonfinite, which inner_vectors_init_kernel set to kNoExponent and 0: the scan's
+// first pass (no inner shifts) from the same read of x.
 __global__ void __launch_bounds__(kThreads)
-inner_partials_kernel(VectorSet xs, int64_t runs, double* partial, int32_t* partial_exp) {
-  const int64_t total = runs * xs.k;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t run = idx / xs.k;
-    const int64_t l = idx - run * xs.k;
+inner_partials_kernel(VectorSet xs, int64_t runs, double* partial, int32_t* partial_exp,
+                      int32_t* vec_exps, int32_t* vec_nonfinite) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t chunks = (xs.k + kWarp - 1) / kWarp;
+  const int64_t total = runs * chunks;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t w = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kWarp; w < total; w += warps) {
+    const int64_t run = w / chunks;
+    const int64_t l = (w - run * chunks) * kWarp + lane;
+    const bool live = l < xs.k;
     const int64_t v0 = run * kInnerChunk;
-    const int64_t count = v0 + kInnerChunk < xs.nvec ? kInnerChunk : xs.nvec - v0;
-    const double* p = xs.x + v0 * xs.vs + l * xs.es;
+    const int64_t count = v0 + kInnerChunk < xs.nvec ? kInnerChunk : xs.nvec - v0;  // one per warp
+    const double* p = xs.x + v0 * xs.vs + (live ? l : 0) * xs.es;
     int32_t top = kNoExponent;
     double sum = 0.0;
 #pragma unroll 8
     for (int64_t t = 0; t < count; ++t) {
-      const double a = __ldg(p + t * xs.vs);
-      if (!isfinite(a) || a == 0.0) continue;
-      const int e = frexp_exponent(a);
-      if (e > top) {
-        if (sum > 0.0) sum = flushed_scale(sum, frexp_exponent(sum), int64_t(top) - e);
-        top = e;
+      const double a = live ? __ldg(p + t * xs.vs) : 0.0;
+      const bool finite = isfinite(a);
+      const int e = finite && a != 0.0 ? frexp_exponent(a) : kNoExponent;
+      if (e != kNoExponent) {
+        if (e > top) {
+          if (sum > 0.0) sum = flushed_scale(sum, frexp_exponent(sum), int64_t(top) - e);
+          top = e;
+        }
+        sum = __dadd_rn(sum, flushed_scale(fabs(a), e, -int64_t(top)));
       }
-      sum = __dadd_rn(sum, flushed_scale(fabs(a), e, -int64_t(top)));
+      if (vec_exps != nullptr) {  // uniform over the warp
+        const int vmax = __reduce_max_sync(0xffffffffu, e);
+        const unsigned bad = __ballot_sync(0xffffffffu, !finite);
+        if (lane == static_cast<int>(t % kWarp)) {  // the lanes take turns with the atomics
+          if (vmax != kNoExponent) atomicMax(vec_exps + v0 + t, vmax);
+          if (bad != 0u) atomicAdd(vec_nonfinite + v0 + t, __popc(bad));
+        }
+      }
     }
-    partial[idx] = sum;
-    partial_exp[idx] = top;
+    if (live) {
+      partial[run * xs.k + l] = sum;
+      partial_exp[run * xs.k + l] = top;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+inner_vectors_init_kernel(int64_t nvec, int32_t* vec_exps, int32_t* vec_nonfinite) {
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nvec;
+       v += int64_t(gridDim.x) * blockDim.x) {
+    vec_exps[v] = kNoExponent;
+    vec_nonfinite[v] = 0;
   }
 }
 
@@ -239,18 +271,27 @@ inline int64_t inner_runs(int64_t nvec) { return (nvec + kInnerChunk - 1) / kInn
 
 inline int inner_stats(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
                        double* partial, int32_t* partial_exp, int32_t* exps, double* sums,
-                       cudaStream_t stream, Message& err) {
+                       int32_t* vec_exps, int32_t* vec_nonfinite, cudaStream_t stream, Message& err) {
   const char* what = "inner_stats";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
   const int64_t runs = inner_runs(nvec);
-  if (!product_fits(runs, k)) return err.set(kBadArgument, "%s: size overflows", what);
+  const int64_t chunks = (k + kWarp - 1) / kWarp;
+  if (!product_fits(runs, k) || !product_fits(runs * chunks, kWarp))
+    return err.set(kBadArgument, "%s: size overflows", what);
+  if ((vec_exps == nullptr) != (vec_nonfinite == nullptr))
+    return err.set(kBadArgument, "%s: vec_exps and vec_nonfinite must be both null or both set", what);
+  if (nvec > 0 && vec_exps != nullptr) {  // before k == 0 returns: the vectors' values are written
+    inner_vectors_init_kernel<<<blocks_for(nvec, kThreads), kThreads, 0, stream>>>(nvec, vec_exps,
+                                                                                  vec_nonfinite);
+    if (int s = check_launch(err, what)) return s;
+  }
   if (k == 0) return kOk;
   if (exps == nullptr || sums == nullptr || (nvec > 0 && (partial == nullptr || partial_exp == nullptr)))
     return err.set(kBadArgument, "%s: null pointer", what);
   if (runs > 0) {
     const VectorSet xs{x, nvec, k, vs, es};
-    inner_partials_kernel<<<blocks_for(runs * k, kThreads), kThreads, 0, stream>>>(xs, runs, partial,
-                                                                                  partial_exp);
+    inner_partials_kernel<<<blocks_for(runs * chunks * kWarp, kThreads), kThreads, 0, stream>>>(
+        xs, runs, partial, partial_exp, vec_exps, vec_nonfinite);
     if (int s = check_launch(err, what)) return s;
   }
   inner_combine_kernel<<<blocks_for(k, kThreads), kThreads, 0, stream>>>(runs, k, partial, partial_exp,

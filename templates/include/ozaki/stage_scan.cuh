@@ -35,6 +35,11 @@ struct ScanOutputs {
   int32_t* nonfinite_count;
   int32_t* logq;            // ceil(log2 Q), -1 for Q = 0; null: not written
   int64_t* abs_sum;         // S1 = sum q; null: not written
+  // Null, or a device flag (the contract's P_equilibrate `applied`): where it reads 0, the
+  // inner shifts are all 0 and exps and nonfinite_count already hold the first pass's
+  // results (P_inner_stats' vector outputs, kNoExponent for no finite non-zero entry), so
+  // the scan reads x once, for the second pass.
+  const int32_t* given;
 };
 
 template <bool kLanesAlongK>
@@ -52,39 +57,49 @@ scan_kernel(VectorSet xs, ScanOutputs o) {
   __shared__ int32_t s_exp[kVectors];
 
   const int qb = fast_bound_bits(xs.k);
+  const bool given = o.given != nullptr && *o.given == 0;  // uniform over the grid
+  if (given) xs.inner = nullptr;                          // the shifts are all 0
   const int64_t groups = (xs.nvec + kVectors - 1) / kVectors;
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
     const int64_t v = group * kVectors + vloc;
     const bool active = v < xs.nvec;
 
     // Pass 1: the largest exponent over the finite non-zero entries, count of the others.
-    int32_t top = kNoExponent;
-    int32_t nonfinite = 0;
-    if (active) {
-      for (int64_t l = lane; l < xs.k; l += kLanes) {
-        const double a = xs.at(v, l);
-        if (!isfinite(a)) {
-          ++nonfinite;
-        } else if (a != 0.0) {
-          const int32_t e = frexp_exponent(a) + xs.shift(l);
-          top = e > top ? e : top;
+    if (given) {
+      if (lane == 0) {
+        const int32_t t = active ? o.exps[v] : kNoExponent;
+        s_exp[vloc] = t == kNoExponent ? 0 : t;
+        if (active) o.exps[v] = s_exp[vloc];
+      }
+    } else {
+      int32_t top = kNoExponent;
+      int32_t nonfinite = 0;
+      if (active) {
+        for (int64_t l = lane; l < xs.k; l += kLanes) {
+          const double a = xs.at(v, l);
+          if (!isfinite(a)) {
+            ++nonfinite;
+          } else if (a != 0.0) {
+            const int32_t e = frexp_exponent(a) + xs.shift(l);
+            top = e > top ? e : top;
+          }
         }
       }
-    }
-    s_top[vloc][lane] = top;
-    s_count[vloc][lane] = nonfinite;
-    __syncthreads();
-    if (lane == 0) {
-      int32_t t = kNoExponent;
-      int32_t count = 0;
-      for (int p = 0; p < kLanes; ++p) {
-        t = s_top[vloc][p] > t ? s_top[vloc][p] : t;
-        count += s_count[vloc][p];
-      }
-      s_exp[vloc] = t == kNoExponent ? 0 : t;
-      if (active) {
-        o.exps[v] = s_exp[vloc];
-        o.nonfinite_count[v] = count;
+      s_top[vloc][lane] = top;
+      s_count[vloc][lane] = nonfinite;
+      __syncthreads();
+      if (lane == 0) {
+        int32_t t = kNoExponent;
+        int32_t count = 0;
+        for (int p = 0; p < kLanes; ++p) {
+          t = s_top[vloc][p] > t ? s_top[vloc][p] : t;
+          count += s_count[vloc][p];
+        }
+        s_exp[vloc] = t == kNoExponent ? 0 : t;
+        if (active) {
+          o.exps[v] = s_exp[vloc];
+          o.nonfinite_count[v] = count;
+        }
       }
     }
     __syncthreads();
@@ -278,8 +293,8 @@ accurate_columns_kernel(ShiftArgs<G> a) {
 // --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
 inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
                 const int32_t* inner, int pb, int32_t* exps, int32_t* fast_shift,
-                int32_t* nonfinite_count, int32_t* logq, int64_t* abs_sum, cudaStream_t stream,
-                Message& err) {
+                int32_t* nonfinite_count, int32_t* logq, int64_t* abs_sum, const int32_t* given,
+                cudaStream_t stream, Message& err) {
   const char* what = "scan";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
   if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
@@ -288,7 +303,7 @@ inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es
   }
   if (nvec == 0) return kOk;
   const VectorSet xs{x, nvec, k, vs, es, inner};
-  const ScanOutputs o{pb, exps, fast_shift, nonfinite_count, logq, abs_sum};
+  const ScanOutputs o{pb, exps, fast_shift, nonfinite_count, logq, abs_sum, given};
   const dim3 block(kWarp, kRowsPerBlock);
   if (lanes_along_k(vs, es)) {
     scan_kernel<true><<<blocks_for(nvec, kRowsPerBlock), block, 0, stream>>>(xs, o);
