@@ -6,6 +6,8 @@
 | `OZAKI_OVERLAP`       | `0`: build A's and B's operands on one stream, not two (measuring)   |
 | `OZAKI_KARATSUBA_MIN` | the smallest m, n and k of a complex call that runs Karatsuba on the |
 |                       | staged path (default 8192; the same bits either way)                 |
+| `OZAKI_SPECULATE`     | `0`: a contract call waits for its own choice before it runs (the    |
+|                       | same bits either way)                                                |
 
 The build's settings (`OZAKI_NVCC`, `CUDA_HOME`, `CUTLASS_PATH`, `OZAKI_CACHE_DIR`,
 `OZAKI_BUILD_JOBS`, `XDG_CACHE_HOME`) belong to the generator, which runs without the
@@ -19,7 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["overlap", "tuning_table", "tuning_table_setting", "karatsuba_min", "KARATSUBA_MIN_DEFAULT"]
+__all__ = ["overlap", "speculate", "tuning_table", "tuning_table_setting", "karatsuba_min",
+           "KARATSUBA_MIN_DEFAULT"]
 
 #: paths.karatsuba: measured 2-3.5 % faster than the realified product at 8192^3 on an
 #: H200 (docs/benchmarks.md, "Karatsuba on the staged path"); its overheads grow as the
@@ -59,3 +62,9 @@ def karatsuba_min() -> int:
 def overlap() -> bool:
     """`OZAKI_OVERLAP`: anything but `0` (or unset) builds A's and B's operands on two streams."""
     return os.environ.get("OZAKI_OVERLAP", "") != "0"
+
+
+def speculate() -> bool:
+    """`OZAKI_SPECULATE`: anything but `0` (or unset) lets a contract call run the choice its
+    key's last two calls agreed on while its own certificate is read (execute.py)."""
+    return os.environ.get("OZAKI_SPECULATE", "") != "0"

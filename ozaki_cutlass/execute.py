@@ -15,7 +15,7 @@ from .device.arch import visible_arch
 from .device.arrays import DeviceArray, allocate_like, current_stream, upload
 from .device.workspace import WORKSPACES
 from .numerics.contract import Choice, warn
-from .paths.contract import run_contract
+from .paths.contract import GUESSES, Guesses, start_contract
 from .paths.fused import run_fused
 from .paths.launch import KernelSet, Launch, PhaseTimer, resolve_kernels
 from .paths.native import NO_LAYOUT, decide, native_plan, run_native
@@ -112,23 +112,46 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
              may_fall_back: bool) -> Choice | None:
     """Run the emulation of ``launch``; under the accuracy contract (``target`` set) choose
     its moduli count and mode first and return the Choice (without running anything when
-    it falls back to native DGEMM: the caller runs that)."""
+    it falls back to native DGEMM: the caller runs that).
+
+    While the contract's certificate is on its way to the host, the choice the last two
+    calls of the same key agreed on (paths.contract.Guesses) already runs, where C is not
+    read (beta == 0: a second run would otherwise read the first one's result); where the
+    call's own choice differs, its run follows and overwrites the result. The bits are
+    those of the call's own choice either way; ``timings["speculation"]`` says "hit" or
+    "miss". ``OZAKI_SPECULATE=0`` turns this off."""
     ws = WORKSPACES.get(device, launch.stream)
     overlap = config.overlap()  # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); same bits
+    run = _RUNS[kern.path]
     with ws.lock:
         if launch.alpha == 0.0 or launch.k == 0:
             zero_result(kern.stages, launch, ws)
             return None
-        choice = None
-        if target is not None:
-            choice, pre = run_contract(kern.stages, launch.A, launch.B, launch.m, launch.n, launch.k, target,
-                                       launch.mode, may_fall_back, launch.stream, ws, overlap)
-            if choice.native:
-                return choice
-            warn(choice)
-            launch = dataclasses.replace(launch, moduli=choice.moduli, mode=choice.mode, prescan=pre)
-        _RUNS[kern.path](kern, launch, ws, timer, overlap)
+        if target is None:
+            run(kern, launch, ws, timer, overlap)
+            return None
+        pending = start_contract(kern.stages, launch.A, launch.B, launch.m, launch.n, launch.k, launch.stream, ws,
+                                 overlap)
+        key = (device, launch.m, launch.n, launch.k, target, launch.mode, may_fall_back)
+        guess = GUESSES.guess(key) if launch.beta == 0.0 and config.speculate() else None
+        if guess is not None:
+            run(kern, _chosen(launch, guess, pending.prescan_for(guess.equilibrated)), ws, timer, overlap)
+        choice = pending.choose(target, launch.mode, may_fall_back)
+        GUESSES.record(key, choice)
+        hit = guess is not None and Guesses.same(guess, choice)
+        if guess is not None:
+            timer.notes["speculation"] = "hit" if hit else "miss"
+        if choice.native:
+            return choice
+        warn(choice)
+        if not hit:
+            run(kern, _chosen(launch, choice, pending.prescan_for(choice.equilibrated)), ws, timer, overlap)
         return choice
+
+
+def _chosen(launch: Launch, choice: Choice, prescan) -> Launch:
+    """``launch`` with the contract's choice and the scan it made."""
+    return dataclasses.replace(launch, moduli=choice.moduli, mode=choice.mode, prescan=prescan)
 
 
 def execute_batch(calls: list[Call]) -> dict | None:

@@ -34,10 +34,25 @@ class FakeGemm:
         pass
 
 
+class CertificateRead:
+    """The contract's read of its certificate: ``values`` (12 doubles), set by a test."""
+
+    def __init__(self):
+        self.values = np.zeros(12)
+        self.values[10] = 1.0  # the lower bound of || |A||B| ||; every bound sum 0: the fewest moduli
+
+    def start(self, ptr, stream=0):
+        pass
+
+    def wait(self):
+        return self.values.copy()
+
+
 class RecordingWorkspace:
     def __init__(self):
         self.lock = threading.Lock()
         self.asked: dict[str, int] = {}
+        self.read = CertificateRead()
 
     def get(self, name, nbytes):
         self.asked[name] = max(self.asked.get(name, 0), max(nbytes, 16))
@@ -45,6 +60,10 @@ class RecordingWorkspace:
 
     def moduli(self):
         return 1 << 20
+
+    def pinned_read(self, count):
+        return self.read
+
 
     def side_stream(self):
         return 7, "fork", "join"
@@ -288,13 +307,8 @@ def test_empty_cache_synchronizes_then_frees(monkeypatch):
 def test_footprint_of_a_contract_call(fake_gpu, monkeypatch, path, group_size, shape):
     """A call without moduli runs the contract's stages first: their buffers, then the
     chosen count's (a certificate of zero sums: the fewest moduli, 8, in fast mode)."""
-    import numpy as np
-
     from ozaki_cutlass.numerics.contract import CONTRACT_MODULI
 
-    values = np.zeros(12)
-    values[10] = 1.0  # the lower bound of || |A||B| ||; every bound sum 0
-    monkeypatch.setattr(driver, "read_back", lambda ptr, host, stream=0: np.copyto(host, values) or host)
     m, n, k = shape
     kernel = None
     if path == "fused":

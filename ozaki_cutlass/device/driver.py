@@ -8,6 +8,7 @@ the call. The driver is imported on first use, never at import time.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ class OutOfMemoryError(MemoryError):
 _DRIVER = None
 
 __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "driver_refusal", "bindings", "check",
-           "ensure_context", "primary_context", "on_device", "read_back", "copy_async", "pointer_device",
+           "ensure_context", "primary_context", "on_device", "read_back", "PinnedRead", "copy_async", "pointer_device",
            "canonical_stream",
            "order_after",
            "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
@@ -194,11 +195,57 @@ class DeviceBuffer:
 
 def read_back(ptr: int, host: np.ndarray, stream=0) -> np.ndarray:
     """Copy ``host.nbytes`` bytes from device pointer ``ptr`` into ``host`` (C-contiguous)
-    after the work on ``stream``, and wait for it: the one small read a contract call makes."""
+    after the work on ``stream``, and wait for the stream (:class:`PinnedRead` waits for
+    the copy alone)."""
     check(bindings().cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes, stream_handle(stream)),
           "cuMemcpyDtoHAsync")
     synchronize(stream)
     return host
+
+
+class PinnedRead:
+    """A small read from the device that the host waits for alone: page-locked host memory
+    (so the copy is asynchronous) and an event behind it. :meth:`start` enqueues the copy
+    on a stream, after the work already there; work enqueued after it may run on while
+    :meth:`wait` blocks until the copy alone has landed. One read in flight at a time: the
+    contract's read of its certificate (its workspace holds one)."""
+
+    def __init__(self, count: int, dtype=np.float64):
+        cu = bindings()
+        self.dtype = np.dtype(dtype)
+        self.count = int(count)
+        self.nbytes = self.count * self.dtype.itemsize
+        self._host = self._event = None
+        self._host = int(check(cu.cuMemHostAlloc(max(self.nbytes, 1), cu.CU_MEMHOSTALLOC_PORTABLE),
+                               "cuMemHostAlloc"))
+        self._event = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+
+    def start(self, ptr: int, stream=0) -> None:
+        """Copy ``count`` values from device pointer ``ptr`` after the work on ``stream``."""
+        cu = bindings()
+        check(cu.cuMemcpyDtoHAsync(self._host, ptr, self.nbytes, stream_handle(stream)), "cuMemcpyDtoHAsync")
+        check(cu.cuEventRecord(self._event, as_cu_stream(stream)), "cuEventRecord")
+
+    def wait(self) -> np.ndarray:
+        """Block until the copy :meth:`start` enqueued has landed; a copy of the values."""
+        check(bindings().cuEventSynchronize(self._event), "cuEventSynchronize")
+        raw = (ctypes.c_char * self.nbytes).from_address(self._host)
+        return np.frombuffer(raw, dtype=self.dtype, count=self.count).copy()
+
+    def close(self) -> None:
+        cu = bindings()
+        if self._event is not None:
+            check(cu.cuEventDestroy(self._event), "cuEventDestroy")
+            self._event = None
+        if self._host is not None:
+            check(cu.cuMemFreeHost(self._host), "cuMemFreeHost")
+            self._host = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 def copy_async(dst: int, src: int, nbytes: int, stream) -> None:

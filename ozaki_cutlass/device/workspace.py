@@ -24,6 +24,7 @@ class Workspace:
         self._buffers: dict[str, driver.DeviceBuffer] = {}
         self._moduli: driver.DeviceBuffer | None = None
         self._side = None
+        self._reads: dict[int, driver.PinnedRead] = {}
 
     @property
     def nbytes(self) -> int:
@@ -53,6 +54,13 @@ class Workspace:
             self._side = (int(driver.new_stream()), driver.check(cu.cuEventCreate(flags), "cuEventCreate"),
                           driver.check(cu.cuEventCreate(flags), "cuEventCreate"))
         return self._side
+
+    def pinned_read(self, count: int) -> driver.PinnedRead:
+        """The workspace's page-locked read of ``count`` doubles (the contract's certificate),
+        made on first use and kept: one call at a time uses it (under ``lock``)."""
+        if count not in self._reads:
+            self._reads[count] = driver.PinnedRead(count)
+        return self._reads[count]
 
     def moduli(self) -> int:
         """The whole moduli table as device int32, uploaded once: N moduli are its first N."""

@@ -10,9 +10,8 @@ plus a few tiny kernels, and once more where it equilibrates."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-
-import numpy as np
 
 from ..device import driver
 from ..device.workspace import Fork, Workspace
@@ -20,7 +19,8 @@ from ..numerics.contract import Certificate, Choice, choose
 from ..operands.stages import OperandBuffers, VectorSet, needs_pack, vectors_of
 from ..templates.constants import INNER_CHUNK
 
-__all__ = ["Prescan", "SideScan", "run_contract", "contract_buffers"]
+__all__ = ["Prescan", "SideScan", "Pending", "Guesses", "GUESSES", "start_contract", "run_contract",
+           "contract_buffers"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +53,37 @@ def contract_buffers(name: str, nvec: int, k: int) -> dict[str, int]:
             f"inner_s_{name}": 8 * k, f"logq_{name}": 4 * nvec, f"s1_{name}": 8 * nvec}
 
 
-def run_contract(st, A, B, m: int, n: int, k: int, target: float, mode: str, may_fall_back: bool,
-                 sh: int, ws: Workspace, overlap: bool) -> tuple[Choice, Prescan]:
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """The contract's stages enqueued, their certificate on its way to the host (``read``):
+    :meth:`choose` waits for that copy alone, so work enqueued after it (a guess's run) goes
+    on meanwhile. ``prescan``: the scan's results with the inner shifts as enqueued;
+    :meth:`prescan_for` drops the shifts where no equilibration applies."""
+
+    prescan: Prescan
+    read: driver.PinnedRead
+    m: int
+    n: int
+    k: int
+
+    def choose(self, target: float, mode: str, may_fall_back: bool) -> Choice:
+        values = self.read.wait()
+        return choose(Certificate.from_values(values, self.m, self.n, self.k), target, mode, may_fall_back)
+
+    def prescan_for(self, equilibrated: bool) -> Prescan:
+        """The prescan for a run whose choice did (shifts kept) or did not equilibrate (the
+        shifts are then all 0 and the later stages need not read them)."""
+        if equilibrated:
+            return self.prescan
+        a, b = self.prescan.a, self.prescan.b
+        return Prescan(SideScan(a.vectors, 0, a.exps, a.logq, a.nonfinite),
+                       SideScan(b.vectors, 0, b.exps, b.logq, b.nonfinite))
+
+
+def start_contract(st, A, B, m: int, n: int, k: int, sh: int, ws: Workspace, overlap: bool) -> Pending:
     """The contract's stages for op(A) (m x k device Matrix) and op(B) (k x n), m, n, k >= 1,
-    on stream ``sh`` (B's side on the workspace's second stream when ``overlap``); returns
-    the choice (numerics.contract.choose) and what the scale stage reuses."""
+    on stream ``sh`` (B's side on the workspace's second stream when ``overlap``), and the
+    start of the one read of their certificate."""
     sides = []
     for name, X, nvec, vs, es in (("a", A, m, A.rs, A.cs), ("b", B, n, B.cs, B.rs)):
         bufs = contract_buffers(name, nvec, k)
@@ -84,10 +110,58 @@ def run_contract(st, A, B, m: int, n: int, k: int, target: float, mode: str, may
     st.certificate((oa.exps, ba["logq_a"], ba["s1_a"], m), (ob_.exps, bb["logq_b"], bb["s1_b"], n),
                    (ba["inner_e_a"], ba["inner_s_a"]), (bb["inner_e_b"], bb["inner_s_b"]), k, shared["eq_applied"],
                    shared["certificate"], sh)
-    values = driver.read_back(shared["certificate"], np.empty(12), sh)
-    choice = choose(Certificate.from_values(values, m, n, k), target, mode, may_fall_back)
-    if not choice.equilibrated:  # the shifts are all 0: the later stages need not read them
-        shift_a = shift_b = 0
+    read = ws.pinned_read(12)
+    read.start(shared["certificate"], sh)
     pre = Prescan(SideScan(made["a"], shift_a, oa.exps, ba["logq_a"], oa.nonfinite),
                   SideScan(made["b"], shift_b, ob_.exps, bb["logq_b"], ob_.nonfinite))
-    return choice, pre
+    return Pending(pre, read, m, n, k)
+
+
+def run_contract(st, A, B, m: int, n: int, k: int, target: float, mode: str, may_fall_back: bool,
+                 sh: int, ws: Workspace, overlap: bool) -> tuple[Choice, Prescan]:
+    """:func:`start_contract`, then the choice (numerics.contract.choose) and what the scale
+    stage reuses."""
+    pending = start_contract(st, A, B, m, n, k, sh, ws, overlap)
+    choice = pending.choose(target, mode, may_fall_back)
+    return choice, pending.prescan_for(choice.equilibrated)
+
+
+class Guesses:
+    """What the contract chose for the last calls of each key (the GPU, the shape, the
+    target, the mode, whether it may fall back): a call whose last two such calls made one
+    choice runs that choice while its own certificate is on its way (execute.py), and
+    runs again only where its choice differs. So a steady loop of calls never waits with
+    the GPU idle for the host's choice, and a changed choice costs one run more, once."""
+
+    LIMIT = 256  # keys kept; forgotten all at once beyond that
+
+    def __init__(self):
+        self._last: dict[tuple, tuple[Choice, ...]] = {}
+        self._lock = threading.Lock()
+
+    def guess(self, key: tuple) -> Choice | None:
+        """The choice the last two calls of ``key`` agreed on (an emulation), else None."""
+        with self._lock:
+            last = self._last.get(key, ())
+        if len(last) == 2 and self.same(*last) and not last[1].native:
+            return last[1]
+        return None
+
+    def record(self, key: tuple, choice: Choice) -> None:
+        with self._lock:
+            if key not in self._last and len(self._last) >= self.LIMIT:
+                self._last.clear()
+            self._last[key] = self._last.get(key, ())[-1:] + (choice,)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._last.clear()
+
+    @staticmethod
+    def same(a: Choice, b: Choice) -> bool:
+        """The two choices run the same emulation, to the bit: count, mode and equilibration."""
+        return (a.native, a.moduli, a.mode, a.equilibrated) == (b.native, b.moduli, b.mode, b.equilibrated)
+
+
+#: The process's memory of the contract's choices.
+GUESSES = Guesses()

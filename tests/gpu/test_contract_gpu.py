@@ -163,9 +163,34 @@ def test_explicit_moduli_reads_nothing_back(rng, monkeypatch):
 
     a, b = family(rng, "phi", 50, 60, 40, 1.0)
     reads = []
-    real = driver.read_back
-    monkeypatch.setattr(driver, "read_back", lambda *args: reads.append(args) or real(*args))
+    real = driver.PinnedRead.start
+    monkeypatch.setattr(driver.PinnedRead, "start", lambda *args: reads.append(args) or real(*args))
     ozaki_cutlass.gemm(a, b, moduli=15)
     assert reads == []
     ozaki_cutlass.gemm(a, b, policy="emulate")
     assert len(reads) == 1
+
+
+@pytest.mark.parametrize("path", ["staged", "fused"])
+def test_speculation_gives_each_calls_own_bits(rng, path, monkeypatch):
+    """Calls of one shape whose choices change: each gives the reference's bits, whether
+    the guess it ran was right (hit), wrong (miss: the wrong run's result is overwritten)
+    or not made."""
+    from ozaki_cutlass.paths import contract as PC
+
+    cp = pytest.importorskip("cupy")
+    monkeypatch.setattr(PC.GUESSES, "_last", {})
+    m, n, k = 129, 63, 300
+    plain, wide = family(rng, "phi", m, k, n, 0.5), family(rng, "inner", m, k, n, 20)
+    c_plain, c_wide = reference.contract(*plain, policy="emulate"), reference.contract(*wide, policy="emulate")
+    assert not PC.Guesses.same(c_plain, c_wide)
+    specs = []
+    for a, b in [plain] * 3 + [wide] + [plain] * 3 + [wide] * 3:
+        t = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ozaki_cutlass.AccuracyWarning)
+            got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), policy="emulate", path=path, timings=t)
+            want = reference.gemm(a, b, policy="emulate")
+        assert same_bits(cp.asnumpy(got), want)
+        specs.append(t.get("speculation"))
+    assert specs == [None, None, "hit", "miss", None, None, "hit", "miss", None, "hit"]
