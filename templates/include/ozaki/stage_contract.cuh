@@ -36,55 +36,92 @@ __device__ inline double flushed_scale(double x, int ex, int64_t shift) {
   return ldexp(x, static_cast<int>(shift));
 }
 
-// One pass: the sum is kept relative to the largest exponent seen so far in the run. One
-// warp per (run, 32 consecutive l): lane t takes l = 32 c + t over the run's vectors in
-// sequence. With vector outputs (vec_exps not null) the warp also reduces, per vector, the
-// largest frexp exponent and the count of NaN/Inf over its 32 l (an integer max and an
-// integer count: the order of the atomics does not matter) into vec_exps and
-// vec_nonfinite, which inner_vectors_init_kernel set to kNoExponent and 0: the scan's
-// first pass (no inner shifts) from the same read of x.
+// One pass: the sum is kept relative to the largest exponent seen so far in the run. Work
+// item b of the grid takes run b / slices and, in each of its 8 warps, chunks of 32
+// consecutive l (every slices * 8-th from its own); lane t of a warp takes l = 32 c + t
+// over the run's vectors in sequence. With vector outputs (vec_exps not null) each warp
+// also reduces, per vector, the largest frexp exponent and the count of NaN/Inf over its
+// 32 l, the block gathers them in shared memory, and then adds them to vec_exps and
+// vec_nonfinite (set to kNoExponent and 0 by inner_vectors_init_kernel) with one atomic
+// per vector: an integer max and an integer count, so the order does not matter. That is
+// the scan's first pass (no inner shifts), from the same read of x.
+inline constexpr int kInnerWarps = kThreads / kWarp;
+
 __global__ void __launch_bounds__(kThreads)
-inner_partials_kernel(VectorSet xs, int64_t runs, double* partial, int32_t* partial_exp,
+inner_partials_kernel(VectorSet xs, int64_t runs, int64_t slices, double* partial, int32_t* partial_exp,
                       int32_t* vec_exps, int32_t* vec_nonfinite) {
+  __shared__ int32_t s_max[kInnerChunk];
+  __shared__ int32_t s_bad[kInnerChunk];
   const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int warp = static_cast<int>(threadIdx.x / kWarp);
+  const bool vectors = vec_exps != nullptr;
   const int64_t chunks = (xs.k + kWarp - 1) / kWarp;
-  const int64_t total = runs * chunks;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
-  for (int64_t w = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kWarp; w < total; w += warps) {
-    const int64_t run = w / chunks;
-    const int64_t l = (w - run * chunks) * kWarp + lane;
-    const bool live = l < xs.k;
+  for (int64_t item = blockIdx.x; item < runs * slices; item += gridDim.x) {
+    const int64_t run = item / slices;
     const int64_t v0 = run * kInnerChunk;
-    const int64_t count = v0 + kInnerChunk < xs.nvec ? kInnerChunk : xs.nvec - v0;  // one per warp
-    const double* p = xs.x + v0 * xs.vs + (live ? l : 0) * xs.es;
-    int32_t top = kNoExponent;
-    double sum = 0.0;
-#pragma unroll 8
-    for (int64_t t = 0; t < count; ++t) {
-      const double a = live ? __ldg(p + t * xs.vs) : 0.0;
-      const bool finite = isfinite(a);
-      const int e = finite && a != 0.0 ? frexp_exponent(a) : kNoExponent;
-      if (e != kNoExponent) {
-        if (e > top) {
-          if (sum > 0.0) sum = flushed_scale(sum, frexp_exponent(sum), int64_t(top) - e);
-          top = e;
-        }
-        sum = __dadd_rn(sum, flushed_scale(fabs(a), e, -int64_t(top)));
+    const int64_t count = v0 + kInnerChunk < xs.nvec ? kInnerChunk : xs.nvec - v0;
+    if (vectors) {
+      for (int t = threadIdx.x; t < kInnerChunk; t += kThreads) {
+        s_max[t] = kNoExponent;
+        s_bad[t] = 0;
       }
-      if (vec_exps != nullptr) {  // uniform over the warp
-        const int vmax = __reduce_max_sync(0xffffffffu, e);
-        const unsigned bad = __ballot_sync(0xffffffffu, !finite);
-        if (lane == static_cast<int>(t % kWarp)) {  // the lanes take turns with the atomics
-          if (vmax != kNoExponent) atomicMax(vec_exps + v0 + t, vmax);
-          if (bad != 0u) atomicAdd(vec_nonfinite + v0 + t, __popc(bad));
+      __syncthreads();
+    }
+    for (int64_t c = (item - run * slices) * kInnerWarps + warp; c < chunks; c += slices * kInnerWarps) {
+      const int64_t l = c * kWarp + lane;
+      const bool live = l < xs.k;
+      const double* p = xs.x + v0 * xs.vs + (live ? l : 0) * xs.es;
+      int32_t top = kNoExponent;
+      double sum = 0.0;
+#pragma unroll 8
+      for (int64_t t = 0; t < count; ++t) {
+        const double a = live ? __ldg(p + t * xs.vs) : 0.0;
+        const bool finite = isfinite(a);
+        const int e = finite && a != 0.0 ? frexp_exponent(a) : kNoExponent;
+        if (e != kNoExponent) {
+          if (e > top) {
+            if (sum > 0.0) sum = flushed_scale(sum, frexp_exponent(sum), int64_t(top) - e);
+            top = e;
+          }
+          sum = __dadd_rn(sum, flushed_scale(fabs(a), e, -int64_t(top)));
         }
+        if (vectors) {  // uniform over the block
+          const int vmax = __reduce_max_sync(0xffffffffu, e);
+          const unsigned bad = __ballot_sync(0xffffffffu, !finite);
+          if (lane == static_cast<int>(t % kWarp)) {  // the lanes take turns
+            if (vmax != kNoExponent) atomicMax(s_max + t, vmax);
+            if (bad != 0u) atomicAdd(s_bad + t, __popc(bad));
+          }
+        }
+      }
+      if (live) {
+        partial[run * xs.k + l] = sum;
+        partial_exp[run * xs.k + l] = top;
       }
     }
-    if (live) {
-      partial[run * xs.k + l] = sum;
-      partial_exp[run * xs.k + l] = top;
+    if (vectors) {
+      __syncthreads();
+      for (int t = threadIdx.x; t < count; t += kThreads) {
+        if (s_max[t] != kNoExponent) atomicMax(vec_exps + v0 + t, s_max[t]);
+        if (s_bad[t] != 0) atomicAdd(vec_nonfinite + v0 + t, s_bad[t]);
+      }
+      __syncthreads();  // the next item sets s_max and s_bad again
     }
   }
+}
+
+// Work items of inner_partials_kernel per run: enough for about kInnerItems in all (a few
+// waves of the largest GPUs), but no more than give each warp a chunk; each item adds one
+// global atomic per vector of its run (the per-warp atomics of an earlier version, m k / 32
+// of them on m words, ran the pass at 0.9-1.5 TB/s on an H200).
+inline constexpr int64_t kInnerItems = 2048;
+
+inline int64_t inner_slices(int64_t runs, int64_t k) {
+  const int64_t per_item = int64_t(kInnerWarps) * kWarp;  // l per item and pass
+  const int64_t most = (k + per_item - 1) / per_item;
+  const int64_t want = runs > 0 ? (kInnerItems + runs - 1) / runs : 1;
+  const int64_t slices = want < most ? want : most;
+  return slices > 0 ? slices : 1;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -275,9 +312,7 @@ inline int inner_stats(const double* x, int64_t nvec, int64_t k, int64_t vs, int
   const char* what = "inner_stats";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
   const int64_t runs = inner_runs(nvec);
-  const int64_t chunks = (k + kWarp - 1) / kWarp;
-  if (!product_fits(runs, k) || !product_fits(runs * chunks, kWarp))
-    return err.set(kBadArgument, "%s: size overflows", what);
+  if (!product_fits(runs, k)) return err.set(kBadArgument, "%s: size overflows", what);
   if ((vec_exps == nullptr) != (vec_nonfinite == nullptr))
     return err.set(kBadArgument, "%s: vec_exps and vec_nonfinite must be both null or both set", what);
   if (nvec > 0 && vec_exps != nullptr) {  // before k == 0 returns: the vectors' values are written
@@ -290,8 +325,9 @@ inline int inner_stats(const double* x, int64_t nvec, int64_t k, int64_t vs, int
     return err.set(kBadArgument, "%s: null pointer", what);
   if (runs > 0) {
     const VectorSet xs{x, nvec, k, vs, es};
-    inner_partials_kernel<<<blocks_for(runs * chunks * kWarp, kThreads), kThreads, 0, stream>>>(
-        xs, runs, partial, partial_exp, vec_exps, vec_nonfinite);
+    const int64_t slices = inner_slices(runs, k);
+    inner_partials_kernel<<<blocks_for(runs * slices, 1), kThreads, 0, stream>>>(
+        xs, runs, slices, partial, partial_exp, vec_exps, vec_nonfinite);
     if (int s = check_launch(err, what)) return s;
   }
   inner_combine_kernel<<<blocks_for(k, kThreads), kThreads, 0, stream>>>(runs, k, partial, partial_exp,
