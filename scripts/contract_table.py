@@ -17,7 +17,8 @@ those of docs/accuracy.md:
 
 ``--overhead`` times instead, on phi 0.5 cubes, the contract call against the same count and
 mode given explicitly (the contract's own cost: its stages and the one read), 15 moduli
-in accurate mode (the default before the contract) and native DGEMM, in alternation.
+in accurate mode (the default before the contract) and native DGEMM, in alternation; and
+whether a last contract call ran its key's guess (``timings["speculation"]``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None, help="write the records here")
     ap.add_argument("--overhead", action="store_true", help="time the contract's own cost (see above)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384],
+                    help="--overhead: the cubes' n (default 4096 8192 16384)")
     args = ap.parse_args()
     import cupy as cp
 
@@ -126,7 +129,7 @@ def overhead(cp, args) -> int:
     records = []
     print("| n | contract ms | same count and mode, explicit ms | 15 accurate ms | DGEMM ms | chose |")
     print("|---:|---:|---:|---:|---:|---|")
-    for n in (4096, 8192, 16384):
+    for n in args.sizes:
         a, b = make(cp, "phi", 0.5, n, n, n, args.seed)
         t = {}
         ozaki_cutlass.gemm(a, b, timings=t, policy="emulate")
@@ -136,10 +139,13 @@ def overhead(cp, args) -> int:
                  lambda: ozaki_cutlass.gemm(a, b, moduli=15, mode="accurate"), lambda: a @ b]
         times, _ = driver.event_times(calls, args.warmup, args.reps)
         ms = [statistics.median(x) for x in times]
+        last = {}
+        ozaki_cutlass.gemm(a, b, timings=last, policy="emulate")  # did the steady loop run its guess?
+        spec = last.get("speculation")
         records.append({"n": n, "moduli": count, "mode": mode, "path": t["path"], "ms_default": ms[0],
-                        "ms_explicit": ms[1], "ms_15_accurate": ms[2], "ms_dgemm": ms[3]})
-        print(f"| {n} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[2]:.2f} | {ms[3]:.2f} | {count} {mode} ({t['path']}) |",
-              flush=True)
+                        "ms_explicit": ms[1], "ms_15_accurate": ms[2], "ms_dgemm": ms[3], "speculation": spec})
+        print(f"| {n} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[2]:.2f} | {ms[3]:.2f} | {count} {mode} ({t['path']}"
+              f"{', guess ' + spec if spec else ''}) |", flush=True)
         del a, b
         cp.get_default_memory_pool().free_all_blocks()
     write_json(cp, args.json, overhead=records)
