@@ -68,6 +68,8 @@ def main() -> int:
     ap.add_argument("--overhead", action="store_true", help="time the contract's own cost (see above)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384],
                     help="--overhead: the cubes' n (default 4096 8192 16384)")
+    ap.add_argument("--rotate", action="store_true",
+                    help="--overhead: start each round one call later (no call always follows DGEMM)")
     args = ap.parse_args()
     import cupy as cp
 
@@ -137,13 +139,14 @@ def overhead(cp, args) -> int:
         calls = [lambda: ozaki_cutlass.gemm(a, b, policy="emulate"),
                  lambda: ozaki_cutlass.gemm(a, b, moduli=count, mode=mode),
                  lambda: ozaki_cutlass.gemm(a, b, moduli=15, mode="accurate"), lambda: a @ b]
-        times, _ = driver.event_times(calls, args.warmup, args.reps)
+        times, _ = driver.event_times(calls, args.warmup, args.reps, rotate=args.rotate)
         ms = [statistics.median(x) for x in times]
         last = {}
         ozaki_cutlass.gemm(a, b, timings=last, policy="emulate")  # did the steady loop run its guess?
         spec = last.get("speculation")
         records.append({"n": n, "moduli": count, "mode": mode, "path": t["path"], "ms_default": ms[0],
-                        "ms_explicit": ms[1], "ms_15_accurate": ms[2], "ms_dgemm": ms[3], "speculation": spec})
+                        "ms_explicit": ms[1], "ms_15_accurate": ms[2], "ms_dgemm": ms[3], "speculation": spec,
+                        "rotated": args.rotate})
         print(f"| {n} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[2]:.2f} | {ms[3]:.2f} | {count} {mode} ({t['path']}"
               f"{', guess ' + spec if spec else ''}) |", flush=True)
         del a, b

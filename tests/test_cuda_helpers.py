@@ -41,6 +41,19 @@ def test_calls_alternate_after_warmup(monkeypatch):
     assert last == ["a9", "b10"]
 
 
+def test_rotated_rounds_start_one_call_later_each(monkeypatch):
+    _Recorder.log = []
+    monkeypatch.setattr(driver, "EventTimer", _Recorder)
+    calls = []
+    fns = [lambda name=name: calls.append(name) or name for name in "abc"]
+    times, last = driver.event_times(fns, warmup=1, reps=4, rotate=True)
+    assert calls == list("abc") + list("abc") + list("bca") + list("cab") + list("abc")
+    assert [len(t) for t in times] == [4, 4, 4] and last == ["a", "b", "c"]
+    stops = [float(i) for i, e in enumerate(_Recorder.log, 1) if e[0] == "stop"]
+    assert times[1][1] == stops[3]  # round 2 starts with b: its first stop is b's own
+    assert driver.event_times([], 1, 2, rotate=True) == ([], [])
+
+
 class _FakeDriver:
     """The two context calls of cuda.bindings.driver that on_device makes."""
 

@@ -332,22 +332,26 @@ class EventTimer:
         return float(check(cu.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime"))
 
 
-def event_times(calls, warmup: int, reps: int, stream=0) -> tuple[list[list[float]], list]:
+def event_times(calls, warmup: int, reps: int, stream=0, rotate: bool = False) -> tuple[list[list[float]], list]:
     """Milliseconds of each of ``calls`` (callables without arguments), every call timed
     by CUDA events recorded on ``stream`` around the whole Python call (host work
     included, as a user sees it). The calls run in alternation, round after round
     (``warmup`` untimed rounds first, then ``reps`` timed ones), so that they share the
-    GPU's clock and thermal state. Returns (the times of each call, its last result)."""
+    GPU's clock and thermal state. ``rotate``: timed round r starts at call r mod
+    len(calls), so that no call always follows the same one (under a power cap a call
+    after a power-hungry one may start at a lower clock). Returns (the times of each
+    call, its last result)."""
     timer = EventTimer(stream)
     last = [None] * len(calls)
     for _ in range(warmup):
         for i, fn in enumerate(calls):
             last[i] = fn()
     times: list[list[float]] = [[] for _ in calls]
-    for _ in range(reps):
-        for i, fn in enumerate(calls):
+    for r in range(reps):
+        start = r % len(calls) if rotate and calls else 0
+        for i in [*range(start, len(calls)), *range(start)]:
             timer.start()
-            last[i] = fn()
+            last[i] = calls[i]()
             times[i].append(timer.stop())
     return times, last
 
