@@ -23,6 +23,10 @@ __all__ = ["Prescan", "SideScan", "Pending", "Guesses", "GUESSES", "start_contra
            "contract_buffers"]
 
 
+#: The doubles the certificate kernel writes and the host reads (Certificate.from_values).
+CERTIFICATE_VALUES = 12
+
+
 @dataclass(frozen=True, slots=True)
 class SideScan:
     """One operand after the contract's scan: its vector set, inner shifts (device int32 per
@@ -47,7 +51,7 @@ def contract_buffers(name: str, nvec: int, k: int) -> dict[str, int]:
     """The workspace buffers (name -> bytes) the contract adds for one operand ("a" or "b");
     the shared ones come with name "". The footprint (paths.footprint) counts them."""
     if not name:
-        return {"eq_shift": 8 * k, "eq_applied": 16, "certificate": 96}
+        return {"eq_shift": 8 * k, "eq_applied": 16, "certificate": 8 * CERTIFICATE_VALUES}
     runs = -(-nvec // INNER_CHUNK)
     return {f"inner_part_{name}": 8 * runs * k, f"inner_pexp_{name}": 4 * runs * k, f"inner_e_{name}": 4 * k,
             f"inner_s_{name}": 8 * k, f"logq_{name}": 4 * nvec, f"s1_{name}": 8 * nvec}
@@ -110,7 +114,7 @@ def start_contract(st, A, B, m: int, n: int, k: int, sh: int, ws: Workspace, ove
     st.certificate((oa.exps, ba["logq_a"], ba["s1_a"], m), (ob_.exps, bb["logq_b"], bb["s1_b"], n),
                    (ba["inner_e_a"], ba["inner_s_a"]), (bb["inner_e_b"], bb["inner_s_b"]), k, shared["eq_applied"],
                    shared["certificate"], sh)
-    read = ws.pinned_read(12)
+    read = ws.pinned_read(CERTIFICATE_VALUES)
     read.start(shared["certificate"], sh)
     pre = Prescan(SideScan(made["a"], shift_a, oa.exps, ba["logq_a"], oa.nonfinite),
                   SideScan(made["b"], shift_b, ob_.exps, bb["logq_b"], ob_.nonfinite))
