@@ -22,6 +22,7 @@ import re
 import struct
 import subprocess
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +148,22 @@ def gen_scan(rng, out):
         s = ref.fast_shifts(finite, 1, e, pb)
         nf = int((~np.isfinite(x)).sum())
         out.append(f"scan {pb} {k} {int(e[0])} {int(s[0])} {nf} " + " ".join(hx(v) for v in x))
+
+
+def gen_csm(rng, out):
+    """ceil_scaled_magnitude(x, e) = ceil(2^e |x|), 1 for x != 0 below 1, in exact fractions:
+    normal and subnormal x, results from 0 up to 2^62, and r = -(shift) past 64."""
+    xs = list(rand_doubles(rng, 60, 300)) + list(rng.integers(1, 2**52, 40) * 5e-324)
+    xs += [0.0, -0.0, 5e-324, -5e-324, 2.0**-1022, np.nextafter(1.0, 2.0), 1.0, 0.75, -(2.0**1023)]
+    for x in xs:
+        fx = Fraction(float(x)) if x != 0 else Fraction(0)
+        _, ex = math.frexp(float(x))
+        for e in {0, 1, 52, 53, 62 - ex, 30 - ex, 20 - ex, 19 - ex, 6 - ex, -ex, -ex - 11, -ex - 70, 1100, -1100}:
+            exact = abs(fx) * Fraction(2) ** e
+            if exact >= 2**62:
+                continue
+            q = 0 if x == 0 else max(1, math.ceil(exact))
+            out.append(f"csm {hx(x)} {e} {q}")
 
 
 def gen_coarse(rng, out):
@@ -446,7 +463,7 @@ def gen_karatsuba(rng, out):
 def generate_cases() -> list[str]:
     rng = np.random.default_rng(SEED)
     out: list[str] = []
-    for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_coarse,
+    for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_csm, gen_coarse,
                 gen_scale, gen_scaled_extremes, gen_accurate_shifts, gen_crt, gen_pattern,
                 gen_fastmod, gen_group_arith, gen_karatsuba):
         gen(rng, out)
@@ -454,7 +471,7 @@ def generate_cases() -> list[str]:
 
 
 #: Every tag the checker must have checked at least once.
-TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "coarse", "scale", "sres",
+TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "csm", "coarse", "scale", "sres",
         "acc", "crt", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
         "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64",
         "kres", "kresn", "sweep_karatsuba")

@@ -68,6 +68,45 @@ def test_scan_coarse_residues(st, rng, row_major_b, dev):
     assert np.array_equal(got_rb[:, :n, :k], want_rb) and not got_rb[:, n:].any()
 
 
+def _scan_vectors(rng, nvec, k):
+    x = random_matrix(nvec, k, 4.0, rng)
+    x[0] *= 2.0**600
+    x[1] *= 2.0**-1070                 # subnormals, some flushed to 0
+    x[2] = 0.0
+    x[3, ::7] = np.nan
+    x[4, -1] = -np.inf                 # the last entry of the last thread's values
+    x[5] = np.inf
+    return x
+
+
+@pytest.mark.parametrize("k", [1, 33, 512, 1025, 4097, 16384, 16385, 70000])
+@pytest.mark.parametrize("layout", ["rows", "padded rows", "every second"])
+@pytest.mark.parametrize("shifted", [False, True])
+def test_scan_every_k(st, rng, dev, k, layout, shifted):
+    """The scan of vectors along k against the reference: teams of 32 to 512 threads per
+    vector, one to 137 values per thread; with the contract's inner shifts (exponents and
+    scales per entry) and without (max |x| and two multiplications); every output."""
+    nvec = 70 if k <= 4097 else 7
+    x = _scan_vectors(rng, nvec, k)
+    vs, es = {"rows": (k, 1), "padded rows": (k + 3, 1), "every second": (2 * k, 2)}[layout]
+    buf = np.zeros(nvec * vs)
+    buf.reshape(nvec, vs)[:, : k * es : es] = x
+    inner = rng.integers(-30, 30, k) if shifted else np.zeros(k, np.int64)
+    pb = crt_constants(16).bound_exponent
+    exps, shift, nf = dev.empty(4 * nvec), dev.empty(4 * nvec), dev.empty(4 * nvec)
+    logq, s1 = dev.empty(4 * nvec), dev.empty(8 * nvec)
+    st.scan(dev.put(buf), nvec, k, vs, es, pb, exps.ptr, shift.ptr, nf.ptr, 0,
+            inner=dev.put(inner.astype(np.int32)) if shifted else 0, logq=logq.ptr, abs_sum=s1.ptr)
+    finite = np.where(np.isfinite(x), x, 0.0)
+    want_e = R.exponents(finite, 1, inner)
+    want_logq, want_s1 = R.fast_terms(finite, 1, want_e, inner)
+    assert np.array_equal(dev.get(exps, np.int32, nvec), want_e)
+    assert np.array_equal(dev.get(nf, np.int32, nvec), (~np.isfinite(x)).sum(axis=1))
+    assert np.array_equal(dev.get(logq, np.int32, nvec), want_logq)
+    assert np.array_equal(dev.get(s1, np.int64, nvec), want_s1.astype(np.int64))
+    assert np.array_equal(dev.get(shift, np.int32, nvec), R.shifts_from_log(want_e, want_logq, k, pb))
+
+
 @pytest.mark.parametrize("m,k,n", [(23, 40, 31), (300, 50, 70), (3, 7, 2)])
 @pytest.mark.parametrize("bound", ["int64", "int32"])
 def test_accurate_shifts(st, rng, dev, m, k, n, bound):

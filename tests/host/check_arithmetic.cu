@@ -332,6 +332,23 @@ bool check_scan(Fields& f, const std::string& tag) {
   return true;
 }
 
+// csm <hex x> <e> <q>: ceil(2^e |x|) raised to 1 for x != 0 (the q of the scan and of
+// the coarse magnitudes), against Python's exact fractions.
+bool check_csm(Fields& f, const std::string& tag) {
+  const double x = f.hex();
+  const int e = static_cast<int>(f.i());
+  const unsigned long long want = f.u();
+  if (!f.ok()) return false;
+  count(tag);
+  expect_eq(tag, "ceil_scaled_magnitude", static_cast<unsigned long long>(st::ceil_scaled_magnitude(x, e)),
+            want);
+  if (want < (1ull << 32) && e >= -2044 && e <= 2044) {  // the scan's form: q < 2^32
+    expect_eq(tag, "ceil_scaled_by",
+              static_cast<unsigned long long>(st::ceil_scaled_by(std::fabs(x), st::scale_factors(e))), want);
+  }
+  return true;
+}
+
 // coarse <hex x> <E> <coarse magnitude>              reference.coarse_magnitudes
 bool check_coarse(Fields& f, const std::string& tag) {
   const double x = f.hex();
@@ -874,7 +891,7 @@ const std::map<std::string, Check>& checks() {
   static const std::map<std::string, Check> table = {
       {"clog2", check_clog2},     {"fdiv", check_fdiv},        {"fbb", check_fbb},
       {"frexp", check_frexp},     {"res", check_res},          {"pmod", check_pmod},
-      {"scan", check_scan},       {"coarse", check_coarse},    {"scale", check_scale},
+      {"scan", check_scan},       {"coarse", check_coarse},    {"csm", check_csm},    {"scale", check_scale},
       {"sres", check_sres},       {"acc", check_acc},          {"crt_const", read_crt_const},
       {"crt", check_crt},         {"pat", check_pat},          {"p2", check_p2},
       {"bmod", check_bmod},       {"imod", check_imod},        {"grp", check_grp},

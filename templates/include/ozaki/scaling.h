@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "ozaki/bits.h"
 #include "ozaki/constants.h"
@@ -54,6 +55,38 @@ __host__ __device__ inline uint64_t ceil_scaled_magnitude(double a, int e) {
   double q = ceil(ldexp(fabs(a), e));
   if (a != 0.0 && q == 0.0) q = 1.0;
   return static_cast<uint64_t>(q);
+}
+
+// 2^s as two powers of two, each a normal double for |s| <= 2044 (s = qb - E spans
+// -1024 .. 1093): |x| p1 p2 is |x| 2^s exactly wherever it is >= 2^-1022.
+struct ScaleFactors {
+  double p1, p2;
+};
+
+__host__ __device__ inline double power_of_two(int s) {  // -1022 <= s <= 1023
+  const uint64_t bits = static_cast<uint64_t>(s + 1023) << 52;
+  double d;
+  memcpy(&d, &bits, sizeof(d));
+  return d;
+}
+
+__host__ __device__ inline ScaleFactors scale_factors(int s) {
+  const int half = s / 2;
+  return {power_of_two(half), power_of_two(s - half)};
+}
+
+// ceil_scaled_magnitude(m, s) for m = |x| finite and a result below 2^32 (the scan's q,
+// at most 2^qb <= 2^kFastBoundBits): two exact multiplications and one conversion that
+// rounds up. Where |x| 2^s < 1 it returns 1 (0 for x = 0), as the reference does: a
+// result that underflowed rounds up to 1 or is 0 and is raised to 1.
+__host__ __device__ inline uint32_t ceil_scaled_by(double m, ScaleFactors f) {
+  const double y = m * f.p1 * f.p2;
+#ifdef __CUDA_ARCH__
+  const uint32_t q = __double2uint_ru(y);
+#else
+  const uint32_t q = static_cast<uint32_t>(std::ceil(y));
+#endif
+  return q == 0 && m != 0.0 ? 1u : q;
 }
 
 // The end of reference.fast_shifts for one vector: Q = sum q^2, E its exponent.

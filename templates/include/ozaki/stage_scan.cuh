@@ -7,6 +7,7 @@
 
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -21,9 +22,9 @@ namespace ozaki {
 namespace stages {
 
 // --- scan: exponent, non-finite count and fast-bound terms per vector -----------------
-// Lanes along k (es the smaller stride): each warp reads one vector (8 per block).
-// Lanes along vectors (vs the smaller stride, e.g. the columns of a row-major B): the 32
-// lanes of a warp read 32 neighbouring vectors and the 8 warps split k.
+// Lanes along k (es the smaller stride; every operand the pipeline packs): scan_along_k_kernel
+// below. Lanes along vectors (vs the smaller stride, e.g. the columns of a row-major B):
+// scan_kernel, the 32 lanes of a warp read 32 neighbouring vectors and the 8 warps split k.
 // Each thread keeps a partial (largest exponent, count, sums of q and q^2); one owner
 // thread per vector reduces them from shared memory (max and integer sums do not depend
 // on the order). E is the largest frexp exponent of the non-zero entries with their inner
@@ -42,13 +43,12 @@ struct ScanOutputs {
   const int32_t* given;
 };
 
-template <bool kLanesAlongK>
 __global__ void __launch_bounds__(kWarp * kRowsPerBlock)
 scan_kernel(VectorSet xs, ScanOutputs o) {
-  constexpr int kVectors = kLanesAlongK ? kRowsPerBlock : kWarp;  // per block
-  constexpr int kLanes = kLanesAlongK ? kWarp : kRowsPerBlock;    // per vector
-  const int vloc = kLanesAlongK ? threadIdx.y : threadIdx.x;
-  const int lane = kLanesAlongK ? threadIdx.x : threadIdx.y;
+  constexpr int kVectors = kWarp;        // per block
+  constexpr int kLanes = kRowsPerBlock;  // per vector
+  const int vloc = threadIdx.x;
+  const int lane = threadIdx.y;
 
   __shared__ int32_t s_top[kVectors][kLanes];
   __shared__ int32_t s_count[kVectors][kLanes];
@@ -132,6 +132,157 @@ scan_kernel(VectorSet xs, ScanOutputs o) {
     }
     __syncthreads();  // shared memory is reused by the next group
   }
+}
+
+// --- the scan along k: lanes along k --------------------------------------------------
+// A team of `team` threads (a power of two, 32 .. kTeamThreads) per vector, thread t the
+// entries t + u * team, kScanBatch loads in flight; blocks of kTeamThreads (two per SM).
+// The second pass reads the vector again right after the first, from the L2 while the
+// vectors in flight fit it (k <= 16384: 2 blocks x 128 KB per SM), streaming (its last use).
+// Without inner shifts each entry costs a few instructions: the first pass takes max |x|
+// (its frexp exponent is the largest one), the second q = ceil(|x| 2^(qb - E)) as two exact
+// multiplications and one conversion rounding up (ceil_scaled_by). A warp per vector with
+// an exponent per entry took 2.5-16x the memory floor (too few vectors at long k, and
+// instruction-bound); this kernel 1.8-2.2x (H200; docs/benchmarks.md). The same
+// reductions (max, integer sums), so the same bits.
+inline constexpr int kTeamThreads = 512;
+inline constexpr int kScanBatch = 8;
+inline constexpr int kTeamValues = 32;  // values per thread the team size aims at
+
+// The team's total of one value per thread: warp shuffles, then one slot per warp in
+// shared memory, read back by every thread of the team. Called by the whole block.
+template <class T, class Op>
+__device__ inline T team_reduce(T v, int team, T (&slots)[kTeamThreads / kWarp], Op op) {
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, d));
+  if (threadIdx.x % kWarp == 0) slots[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  const int first = (threadIdx.x / team) * (team / kWarp);
+  T total = slots[first];
+  for (int w = 1; w < team / kWarp; ++w) total = op(total, slots[first + w]);
+  __syncthreads();  // the slots are reused by the next reduction
+  return total;
+}
+
+// One pass over a thread's entries of the vector, kScanBatch loads at a time: f(u, x_u).
+template <bool kStreaming, class F>
+__device__ inline void for_each_entry(const double* x, int64_t step, int n, F f) {
+  for (int b = 0; b < n; b += kScanBatch) {
+    double a[kScanBatch];
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) {
+      const double* p = x + (b + u) * step;
+      a[u] = b + u < n ? (kStreaming ? __ldcs(p) : __ldg(p)) : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) {
+      if (b + u < n) f(b + u, a[u]);
+    }
+  }
+}
+
+// kInner: with the contract's inner shifts (per-entry exponents and scales); the grid-
+// uniform `given` flag may still turn them off.
+template <bool kInner>
+__global__ void __launch_bounds__(kTeamThreads, 2)
+scan_along_k_kernel(VectorSet xs, ScanOutputs o, int team) {
+  __shared__ double s_f64[kTeamThreads / kWarp];
+  __shared__ int32_t s_i32[kTeamThreads / kWarp];
+  __shared__ uint64_t s_u64[kTeamThreads / kWarp];
+  const auto max_f64 = [](double p, double q) { return fmax(p, q); };
+  const auto max_i32 = [](int32_t p, int32_t q) { return p > q ? p : q; };
+  const auto add_i32 = [](int32_t p, int32_t q) { return p + q; };
+  const auto add_u64 = [](uint64_t p, uint64_t q) { return p + q; };
+
+  const int qb = fast_bound_bits(xs.k);
+  const bool given = o.given != nullptr && *o.given == 0;  // uniform over the grid
+  const bool shifted = kInner && !given && xs.inner != nullptr;
+  const int per_block = kTeamThreads / team;
+  const int t = threadIdx.x % team;
+  const int64_t groups = (xs.nvec + per_block - 1) / per_block;
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int64_t v = group * per_block + threadIdx.x / team;
+    const bool active = v < xs.nvec;
+    // Entry t + u * team for u < n; its inner shift is inner[u * team].
+    const int n = active && t < xs.k ? static_cast<int>((xs.k - t + team - 1) / team) : 0;
+    const double* x = xs.x + v * xs.vs + t * xs.es;
+    const int64_t step = int64_t(team) * xs.es;
+    const int32_t* inner = shifted ? xs.inner + t : nullptr;
+
+    // Pass 1: the largest exponent of the finite non-zero entries (with their shifts), the
+    // count of the others; or, given, the inner statistics' results.
+    int32_t e;
+    if (given) {
+      const int32_t g = active ? o.exps[v] : kNoExponent;
+      e = g == kNoExponent ? 0 : g;
+      if (active && t == 0) o.exps[v] = e;
+    } else {
+      int32_t nonfinite = 0;
+      if (kInner && shifted) {
+        int32_t top = kNoExponent;
+        for_each_entry<false>(x, step, n, [&](int u, double a) {
+          if (!isfinite(a)) {
+            ++nonfinite;
+          } else if (a != 0.0) {
+            const int32_t ex = frexp_exponent(a) + __ldg(inner + int64_t(u) * team);
+            top = ex > top ? ex : top;
+          }
+        });
+        top = team_reduce(top, team, s_i32, max_i32);
+        e = top == kNoExponent ? 0 : top;
+      } else {
+        double amax = 0.0;
+        for_each_entry<false>(x, step, n, [&](int, double a) {
+          const double m = fabs(a);
+          if (m <= DBL_MAX) amax = fmax(amax, m);  // NaN and Inf fail the test
+          else ++nonfinite;
+        });
+        e = frexp_exponent(team_reduce(amax, team, s_f64, max_f64));  // 0 for a zero vector
+      }
+      nonfinite = team_reduce(nonfinite, team, s_i32, add_i32);
+      if (active && t == 0) {
+        o.exps[v] = e;
+        o.nonfinite_count[v] = nonfinite;
+      }
+    }
+
+    // Pass 2: Q = sum q^2 and S1 = sum q, exact in uint64.
+    uint64_t sum = 0, sum1 = 0;
+    if (kInner && shifted) {
+      for_each_entry<true>(x, step, n, [&](int u, double a) {
+        if (isfinite(a)) {
+          const uint64_t q = ceil_scaled_magnitude(a, qb - e + __ldg(inner + int64_t(u) * team));
+          sum += q * q;
+          sum1 += q;
+        }
+      });
+    } else {
+      const ScaleFactors f = scale_factors(qb - e);
+      for_each_entry<true>(x, step, n, [&](int, double a) {
+        const double m = fabs(a);
+        if (m <= DBL_MAX) {
+          const uint32_t q = ceil_scaled_by(m, f);
+          sum += uint64_t(q) * q;
+          sum1 += q;
+        }
+      });
+    }
+    sum = team_reduce(sum, team, s_u64, add_u64);
+    if (o.abs_sum != nullptr) sum1 = team_reduce(sum1, team, s_u64, add_u64);
+    if (active && t == 0) {
+      if (o.fast_shift != nullptr) o.fast_shift[v] = fast_shift_value(sum, e, qb, o.pb);
+      if (o.logq != nullptr) o.logq[v] = sum == 0 ? -1 : ceil_log2(sum);
+      if (o.abs_sum != nullptr) o.abs_sum[v] = static_cast<int64_t>(sum1);
+    }
+  }
+}
+
+// The team for k entries: a power of two from 32 to kTeamThreads, about kTeamValues
+// entries per thread.
+inline int scan_team(int64_t k) {
+  int team = kWarp;
+  while (team < kTeamThreads && int64_t(team) * kTeamValues < k) team *= 2;
+  return team;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -304,11 +455,17 @@ inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es
   if (nvec == 0) return kOk;
   const VectorSet xs{x, nvec, k, vs, es, inner};
   const ScanOutputs o{pb, exps, fast_shift, nonfinite_count, logq, abs_sum, given};
-  const dim3 block(kWarp, kRowsPerBlock);
   if (lanes_along_k(vs, es)) {
-    scan_kernel<true><<<blocks_for(nvec, kRowsPerBlock), block, 0, stream>>>(xs, o);
+    const int team = scan_team(k);
+    const int64_t blocks = resident_blocks(scan_along_k_kernel<false>, kTeamThreads, nvec,
+                                           kTeamThreads / team);
+    if (inner != nullptr) {
+      scan_along_k_kernel<true><<<blocks, kTeamThreads, 0, stream>>>(xs, o, team);
+    } else {
+      scan_along_k_kernel<false><<<blocks, kTeamThreads, 0, stream>>>(xs, o, team);
+    }
   } else {
-    scan_kernel<false><<<blocks_for(nvec, kWarp), block, 0, stream>>>(xs, o);
+    scan_kernel<<<blocks_for(nvec, kWarp), dim3(kWarp, kRowsPerBlock), 0, stream>>>(xs, o);
   }
   return check_launch(err, what);
 }
