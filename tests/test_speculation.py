@@ -133,11 +133,14 @@ def test_keys_are_apart(world):
     assert spec == "hit"
 
 
-def test_guesses_forget_beyond_their_limit():
+def test_guesses_forget_the_oldest_beyond_their_limit():
     g = PC.Guesses()
     for key in range(PC.Guesses.LIMIT):
         g.record(key, choice(16))
         g.record(key, choice(16))
-    assert g.guess(0) == choice(16)
-    g.record("new", choice(16))  # one key too many: all forgotten
-    assert g.guess(0) is None and g.guess("new") is None
+    g.record(0, choice(16))  # key 0 recorded last: now key 1 is the oldest
+    g.record("new", choice(16))
+    g.record("new", choice(16))  # one key too many: key 1 goes
+    assert g.guess(1) is None
+    assert g.guess(0) == choice(16) and g.guess(2) == choice(16) and g.guess("new") == choice(16)
+    assert sum(g.guess(key) is not None for key in range(PC.Guesses.LIMIT)) == PC.Guesses.LIMIT - 1

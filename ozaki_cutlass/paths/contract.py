@@ -11,6 +11,7 @@ plus a few tiny kernels, and once more where it equilibrates."""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..device import driver
@@ -137,10 +138,10 @@ class Guesses:
     runs again only where its choice differs. So a steady loop of calls never waits with
     the GPU idle for the host's choice, and a changed choice costs one run more, once."""
 
-    LIMIT = 256  # keys kept; forgotten all at once beyond that
+    LIMIT = 256  # keys kept; beyond that the one recorded longest ago is forgotten
 
     def __init__(self):
-        self._last: dict[tuple, tuple[Choice, ...]] = {}
+        self._last: OrderedDict[tuple, tuple[Choice, ...]] = OrderedDict()
         self._lock = threading.Lock()
 
     def guess(self, key: tuple) -> Choice | None:
@@ -153,9 +154,9 @@ class Guesses:
 
     def record(self, key: tuple, choice: Choice) -> None:
         with self._lock:
-            if key not in self._last and len(self._last) >= self.LIMIT:
-                self._last.clear()
-            self._last[key] = self._last.get(key, ())[-1:] + (choice,)
+            self._last[key] = self._last.pop(key, ())[-1:] + (choice,)  # now the newest
+            if len(self._last) > self.LIMIT:
+                self._last.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
