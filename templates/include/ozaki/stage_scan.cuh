@@ -147,6 +147,7 @@ scan_kernel(VectorSet xs, ScanOutputs o) {
 inline constexpr int kTeamThreads = 512;
 inline constexpr int kScanBatch = 8;
 inline constexpr int kTeamValues = 32;  // values per thread the team size aims at
+static_assert(kFastBoundBits < 32, "q <= 2^qb must fit the uint32 of ceil_scaled_by");
 
 // The team's total of one value per thread: warp shuffles, then one slot per warp in
 // shared memory, read back by every thread of the team. Called by the whole block.
