@@ -24,6 +24,12 @@ __host__ __device__ inline uint64_t double_bits(double a) {
   return bits;
 }
 
+__host__ __device__ inline double double_from_bits(uint64_t bits) {
+  double a;
+  memcpy(&a, &bits, sizeof(a));
+  return a;
+}
+
 // Python's int.bit_length for an unsigned 64-bit value (0 for 0).
 __host__ __device__ inline int bit_length(uint64_t v) {
   if (v == 0) return 0;

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "ozaki/bits.h"
 #include "ozaki/constants.h"
@@ -64,10 +63,7 @@ struct ScaleFactors {
 };
 
 __host__ __device__ inline double power_of_two(int s) {  // -1022 <= s <= 1023
-  const uint64_t bits = static_cast<uint64_t>(s + 1023) << 52;
-  double d;
-  memcpy(&d, &bits, sizeof(d));
-  return d;
+  return double_from_bits(static_cast<uint64_t>(s + 1023) << 52);
 }
 
 __host__ __device__ inline ScaleFactors scale_factors(int s) {
