@@ -54,7 +54,7 @@ def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
             out[f"bar_{name}"] = rows_pad * k16
     if accurate:
         out["gpart"] = 4 * m * n_pad
-        out["dgain"] = 4 * m
+        out["shift_work"] = 4 * (m + n)
         if k16 > K_CHUNK:
             out["g"] = 8 * m * n
     plane = m * n_pad

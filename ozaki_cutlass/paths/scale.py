@@ -118,7 +118,7 @@ def _shifts(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, i32, a: _Side
     part = i32("gpart", m * n_pad)
     ws_bytes = gemm.workspace_size(m, n_pad, min(k16, K_CHUNK), 1)
     gws = ws.get("coarse_ws", ws_bytes) if ws_bytes else 0
-    shift_args = (a.exps, b.exps, a.fast, b.fast, pb, a.shift, b.shift, i32("dgain", m), sh)
+    shift_args = (a.exps, b.exps, a.fast, b.fast, pb, a.shift, b.shift, i32("shift_work", m + n), sh)
     if nchunks == 1:  # the int32 GEMM output is the bound itself
         gemm(m, n_pad, k16, 1, a.coarse, k16, 0, b.coarse, k16, 0, part, n_pad, 0, gws, ws_bytes, sh)
         st.accurate_shifts_i32(part, n_pad, m, n, *shift_args)

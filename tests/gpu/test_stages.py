@@ -107,7 +107,7 @@ def test_scan_every_k(st, rng, dev, k, layout, shifted):
     assert np.array_equal(dev.get(shift, np.int32, nvec), R.shifts_from_log(want_e, want_logq, k, pb))
 
 
-@pytest.mark.parametrize("m,k,n", [(23, 40, 31), (300, 50, 70), (3, 7, 2)])
+@pytest.mark.parametrize("m,k,n", [(23, 40, 31), (300, 50, 70), (3, 7, 2), (2000, 20, 33)])
 @pytest.mark.parametrize("bound", ["int64", "int32"])
 def test_accurate_shifts(st, rng, dev, m, k, n, bound):
     """Both bound matrices: the int64 sum over k chunks, and one chunk's int32 GEMM output
@@ -120,7 +120,7 @@ def test_accurate_shifts(st, rng, dev, m, k, n, bound):
     g = R.coarse_bound(R.coarse_magnitudes(a, 1, ea), R.coarse_magnitudes(b, 0, eb))
     want_mu, want_nu = R.accurate_shifts(g, ea, eb, muf, nuf, pb)
     d = dev
-    mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * m)
+    mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * (m + n))
     args = (d.put(ea.astype(np.int32)), d.put(eb.astype(np.int32)), d.put(muf.astype(np.int32)),
             d.put(nuf.astype(np.int32)), pb, mu.ptr, nu.ptr, work.ptr, 0)
     if bound == "int64":

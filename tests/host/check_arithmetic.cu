@@ -439,6 +439,35 @@ bool check_acc(Fields& f, const std::string& tag) {
     const int64_t nu = nuf[j] + st::column_gain(col_min, eb[j], nuf[j], pb);
     if (!expect_eq<int64_t>(tag, "nu", nu, nue[j])) return true;
   }
+  // The kernels' form: int32 keys, minima from kNoSlack (stage_shifts.cuh).
+  std::vector<int32_t> key(m);
+  for (long long i = 0; i < m; ++i) {
+    int32_t best = st::kNoSlack;
+    for (long long j = 0; j < n; ++j) {
+      const long long gv = g[i * n + j];
+      const int32_t s = st::slack_column_key(eb[j], nuf[j]) - st::ceil_log2_bound(static_cast<int64_t>(gv));
+      if (gv > 0 && s < best) best = s;
+      if (gv > 0 && gv < (1ll << 31)) {
+        expect_eq(tag, "ceil_log2_bound (int32)", st::ceil_log2_bound(static_cast<int32_t>(gv)),
+                  st::ceil_log2_bound(static_cast<int64_t>(gv)));
+      }
+    }
+    const int32_t rk = st::slack_row_key(ea[i], muf[i], pb);
+    const int64_t d = st::row_gain(st::slack_total(rk, best), ea[i], muf[i], pb);
+    if (!expect_eq<int64_t>(tag, "mu (keys)", muf[i] + d, mue[i])) return true;
+    key[i] = static_cast<int32_t>(rk - d);
+  }
+  for (long long j = 0; j < n; ++j) {
+    int32_t best = st::kNoSlack;
+    for (long long i = 0; i < m; ++i) {
+      const long long gv = g[i * n + j];
+      const int32_t s = key[i] - st::ceil_log2_bound(static_cast<int64_t>(gv));
+      if (gv > 0 && s < best) best = s;
+    }
+    const int64_t col_min = st::slack_total(st::slack_column_key(eb[j], nuf[j]), best);
+    const int64_t nu = nuf[j] + st::column_gain(col_min, eb[j], nuf[j], pb);
+    if (!expect_eq<int64_t>(tag, "nu (keys)", nu, nue[j])) return true;
+  }
   return true;
 }
 

@@ -6,6 +6,7 @@
 
 #pragma once
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -106,6 +107,33 @@ __host__ __device__ inline int64_t coarse_slack(int64_t g, int32_t exp_a, int32_
   const int64_t c = static_cast<int64_t>(pb) + 2 * kCoarseBits - exp_a - exp_b -
                     ceil_log2(static_cast<uint64_t>(g));
   return c - mu_fast - nu_fast;
+}
+
+// coarse_slack by keys, for the kernels: s_ij = row_key_i + column_key_j - ceil_log2(g_ij)
+// for g_ij > 0, in int32 (exponents, fast shifts and pb stay far below 2^28). A minimum
+// over no g_ij > 0 stays at kNoSlack and means kNoConstraint.
+inline constexpr int32_t kNoSlack = INT32_MAX;
+
+__host__ __device__ inline int32_t slack_row_key(int32_t exp_a, int32_t mu_fast, int pb) {
+  return pb + 2 * kCoarseBits - exp_a - mu_fast;
+}
+
+__host__ __device__ inline int32_t slack_column_key(int32_t exp_b, int32_t nu_fast) { return -exp_b - nu_fast; }
+
+// ceil(log2(g)) of a positive bound entry (int32: one 32-bit count of leading zeros).
+__host__ __device__ inline int32_t ceil_log2_bound(int32_t g) {
+#ifdef __CUDA_ARCH__
+  return g <= 1 ? 0 : 32 - __clz(g - 1);
+#else
+  return ceil_log2(static_cast<uint64_t>(g));
+#endif
+}
+
+__host__ __device__ inline int32_t ceil_log2_bound(int64_t g) { return ceil_log2(static_cast<uint64_t>(g)); }
+
+// key + the minimum of the other terms, or kNoConstraint where there was none.
+__host__ __device__ inline int64_t slack_total(int32_t key, int32_t minimum) {
+  return minimum == kNoSlack ? kNoConstraint : static_cast<int64_t>(key) + minimum;
 }
 
 // d_i = clip(row_min // 2, 0, max(pb - E_i - mu_fast_i, 0)).

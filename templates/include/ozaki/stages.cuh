@@ -55,7 +55,8 @@
 //                   measured ~9.6 ms on an H200 (docs/benchmarks.md): arithmetic-bound.
 //   combine_unscale N/G uint32 reads per entry (G moduli per group), ~4 INT32 ops per
 //                   modulus: ~1 ms of HBM for N = 15, G = 4; issue ~1.7 clk/entry/SM, ~2 ms.
-//   accumulate_i64, accurate_shifts: unchanged (element-wise / row and column passes).
+//   accumulate_i64  element-wise (int64 G over k chunks).
+//   accurate_shifts 2 reads of G (a row pass, a column pass), ~5 int32 ops per entry.
 
 #pragma once
 
