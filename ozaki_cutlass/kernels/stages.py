@@ -12,7 +12,7 @@ import ctypes
 from ..generator import Arch, StagesVariant, abi
 from ..generator.artifact import Artifact
 from ..numerics.moduli import CRTConstants
-from .library import GeneratedLibrary, KernelError, load_library
+from .library import GeneratedLibrary, KernelError, load_library, raise_for_status
 
 __all__ = ["Stages", "CCrtConstants", "CNonfiniteSource", "crt_constants_struct", "load_stages"]
 
@@ -54,7 +54,11 @@ class Stages(GeneratedLibrary):
         self._constants: dict[int, CCrtConstants] = {}
 
     def _stage(self, stage: str, *args) -> None:
-        self._call(stage, *args, where=f"{self.name}.{stage}")
+        """Entry ``stage``; its name and the library's go into the error message, formatted
+        only on a non-zero status (nothing but the call on the launch path)."""
+        status = self._fn[stage](*args)
+        if status != abi.STATUS_OK:
+            raise_for_status(status, self._fn["last_error"], f"{self.name}.{stage}")
 
     def constants(self, consts: CRTConstants) -> CCrtConstants:
         if consts.count not in self._constants:
