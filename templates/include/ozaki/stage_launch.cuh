@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -95,23 +97,54 @@ inline ChunkGrid chunk_grid(const VectorSet& xs, int64_t rows_pad, int64_t k_pad
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Blocks for a grid-stride kernel: enough to fill every SM (as many as are resident at
-// once, with `dynamic_smem` bytes of dynamic shared memory each), never more than the work
-// needs. Falls back to a fixed count if the queries fail.
+// The blocks of `kernel` resident at once on the current device (SMs x blocks per SM, with
+// `threads` per block and `dynamic_smem` bytes of dynamic shared memory each): queried once
+// per kernel, block shape and device, then kept (no occupancy query on the launch path).
+// 0 where a query fails.
+inline int64_t resident_capacity(const void* kernel, int threads, size_t dynamic_smem) {
+  struct Known {
+    const void* kernel;
+    int threads;
+    size_t smem;
+    int device;
+    int64_t capacity;
+  };
+  static std::mutex mutex;
+  static std::vector<Known> known;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky; the launch itself is checked
+    return 0;
+  }
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    for (const Known& k : known) {
+      if (k.kernel == kernel && k.threads == threads && k.smem == dynamic_smem && k.device == device) {
+        return k.capacity;
+      }
+    }
+  }
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem) != cudaSuccess ||
+      sms <= 0 || per_sm <= 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int64_t capacity = static_cast<int64_t>(sms) * per_sm;
+  const std::lock_guard<std::mutex> lock(mutex);
+  known.push_back({kernel, threads, dynamic_smem, device, capacity});
+  return capacity;
+}
+
+// Blocks for a grid-stride kernel: enough to fill every SM (resident_capacity), never
+// more than the work needs; 1024 at most where the queries fail.
 template <class Kernel>
 inline int64_t resident_blocks(Kernel kernel, int threads, int64_t work_items,
                                int64_t items_per_block, size_t dynamic_smem = 0) {
   const int64_t needed = (work_items + items_per_block - 1) / items_per_block;
-  int device = 0, sms = 0, per_sm = 0;
-  int64_t limit = 1024;
-  if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem) == cudaSuccess &&
-      sms > 0 && per_sm > 0) {
-    limit = static_cast<int64_t>(sms) * per_sm;
-  } else {
-    (void)cudaGetLastError();  // not sticky; the launch itself is checked
-  }
+  const int64_t capacity = resident_capacity(reinterpret_cast<const void*>(kernel), threads, dynamic_smem);
+  const int64_t limit = capacity > 0 ? capacity : 1024;
   return needed < limit ? (needed > 0 ? needed : 1) : limit;
 }
 
