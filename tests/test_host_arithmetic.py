@@ -315,6 +315,27 @@ def gen_crt(rng, out, trials=1500):
                    f" {hx(beta)} {hx(cin[0, 0])} {hx(pattern)} {hx(xr[0, 0])} {hx(y[0, 0])}")
 
 
+def gen_ldexp(rng, out):
+    """scale_by_power_of_two (crt_arith.h) against np.ldexp: x subnormal, normal, near the
+    top, zero, Inf and NaN; e on both sides of every edge of its one-multiplication range
+    (-1022 .. 1023) and far outside it, so results overflow, underflow or land subnormal."""
+    xs = [5e-324, 2.5e-308, 1e-300, 0.75, 1.0, 3.0, 1e300, 1.7976931348623157e308, 0.0, -0.0,
+          np.inf, -np.inf, np.nan]
+    edges = [-2200, -2100, -1100, -1075, -1074, -1023, -1022, -1021, -1000, -60, -1, 0, 1, 60,
+             1000, 1022, 1023, 1024, 1100, 2100, 2200]
+    with np.errstate(over="ignore"):
+        for x in xs:
+            for e in edges:
+                out.append(f"ldx {hx(x)} {e} {hx(np.ldexp(x, e))}")
+    for _ in range(4000):
+        x = float(np.frombuffer(rng.integers(0, 2**63, dtype=np.int64).tobytes(), np.float64)[0])
+        x = x if np.isfinite(x) else 1.5
+        x = -x if rng.random() < 0.5 else x
+        e = int(rng.integers(-2200, 2201))
+        with np.errstate(over="ignore"):
+            out.append(f"ldx {hx(x)} {e} {hx(np.ldexp(x, e))}")
+
+
 def gen_pattern(rng, out):
     """The NaN/Inf pattern of one (i, j) entry over k terms (reference.split_nonfinite)."""
     vals = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.0, 5e-324])
@@ -464,7 +485,7 @@ def generate_cases() -> list[str]:
     rng = np.random.default_rng(SEED)
     out: list[str] = []
     for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_csm, gen_coarse,
-                gen_scale, gen_scaled_extremes, gen_accurate_shifts, gen_crt, gen_pattern,
+                gen_scale, gen_scaled_extremes, gen_accurate_shifts, gen_crt, gen_ldexp, gen_pattern,
                 gen_fastmod, gen_group_arith, gen_karatsuba):
         gen(rng, out)
     return out + sweep_lines()
@@ -472,7 +493,7 @@ def generate_cases() -> list[str]:
 
 #: Every tag the checker must have checked at least once.
 TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "csm", "coarse", "scale", "sres",
-        "acc", "crt", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
+        "acc", "crt", "ldx", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
         "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64",
         "kres", "kresn", "sweep_karatsuba")
 

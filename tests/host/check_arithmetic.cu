@@ -557,6 +557,22 @@ bool check_pat(Fields& f, const std::string& tag) {
   return true;
 }
 
+// ldx <hex x> <e> <hex ldexp(x, e)>: scale_by_power_of_two (the CRT stages' unscaling)
+// against NumPy's ldexp, one multiplication where 2^e is normal, ldexp itself elsewhere.
+bool check_ldx(Fields& f, const std::string& tag) {
+  const double x = f.hex();
+  const long long e = f.i();
+  const double want = f.hex();
+  if (!f.ok() || e < -100000 || e > 100000) return false;
+  const double got = st::scale_by_power_of_two(x, static_cast<int>(e));
+  count(tag);
+  if (!same_double(got, want)) {
+    mismatch(tag, "scale_by_power_of_two(" + hex_of(x) + ", " + std::to_string(e) + "): got " + hex_of(got) +
+                      ", want " + hex_of(want));
+  }
+  return true;
+}
+
 // p2 <m> <e> <2^e mod m>: pow2_mod, and pow2_factor as its centered representative.
 bool check_p2(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u());
@@ -923,6 +939,7 @@ const std::map<std::string, Check>& checks() {
       {"scan", check_scan},       {"coarse", check_coarse},    {"csm", check_csm},    {"scale", check_scale},
       {"sres", check_sres},       {"acc", check_acc},          {"crt_const", read_crt_const},
       {"crt", check_crt},         {"pat", check_pat},          {"p2", check_p2},
+      {"ldx", check_ldx},
       {"bmod", check_bmod},       {"imod", check_imod},        {"grp", check_grp},
       {"pack", check_pack},       {"gfold", check_gfold},      {"gconst", check_gconst},
       {"gbad", check_gbad},       {"gcrt", check_gcrt},        {"gbytes", check_gbytes},

@@ -30,6 +30,11 @@ __host__ __device__ inline double double_from_bits(uint64_t bits) {
   return a;
 }
 
+// 2^s, a normal double, for -1022 <= s <= 1023: its exponent field alone.
+__host__ __device__ inline double power_of_two(int s) {
+  return double_from_bits(static_cast<uint64_t>(s + 1023) << 52);
+}
+
 // Python's int.bit_length for an unsigned 64-bit value (0 for 0).
 __host__ __device__ inline int bit_length(uint64_t v) {
   if (v == 0) return 0;

@@ -63,10 +63,6 @@ struct ScaleFactors {
   double p1, p2;
 };
 
-__host__ __device__ inline double power_of_two(int s) {  // -1022 <= s <= 1023
-  return double_from_bits(static_cast<uint64_t>(s + 1023) << 52);
-}
-
 __host__ __device__ inline ScaleFactors scale_factors(int s) {
   const int half = s / 2;
   return {power_of_two(half), power_of_two(s - half)};

@@ -123,22 +123,36 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
 }
 
 // The entries (i, j0 .. j0 + kEntries - 1) (those below n; kEntries 2 or 4) from their
-// limb sums: the NaN/Inf pattern, crt_output (reconstruction, alpha, beta c) and the store.
-template <int kEntries>
+// limb sums: the NaN/Inf pattern, crt_output_limbs (reconstruction, alpha, beta c) and the
+// store. The checks that hold for the whole launch (a non-finite source, beta, nu's
+// alignment) are made once per call here, not once per entry.
+template <int kLimbs, int kEntries>
 __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& consts, int64_t i,
                                      int64_t j0, const double (&limb_sums)[kEntries][kMaxLimbs]) {
   static_assert(kEntries == 2 || kEntries == 4, "pairs of entries: 16-byte stores");
   const bool full = j0 + kEntries <= a.n;
   const int32_t mu = a.mu[i];
+  int32_t nu[kEntries];
+  bool loaded = false;
+  if constexpr (kEntries == 4) {  // one 16-byte load where nu's 4 entries are aligned
+    if (full && j0 % 4 == 0 && reinterpret_cast<uintptr_t>(a.nu) % 16 == 0) {
+      const int4 v = *reinterpret_cast<const int4*>(a.nu + j0);
+      nu[0] = v.x; nu[1] = v.y; nu[2] = v.z; nu[3] = v.w;
+      loaded = true;
+    }
+  }
+  if (!loaded) {
+#pragma unroll
+    for (int t = 0; t < kEntries; ++t) nu[t] = j0 + t < a.n ? a.nu[j0 + t] : 0;
+  }
+  const bool nonfinite = a.nf.row_flags != nullptr, with_c = a.beta != 0.0;
   double y[kEntries];
 #pragma unroll
   for (int t = 0; t < kEntries; ++t) {
     const int64_t j = j0 + t;
-    if (j < a.n) {
-      const double p = nonfinite_entry(a.nf, i, j);
-      const double c_value = a.beta != 0.0 ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
-      y[t] = crt_output(consts, limb_sums[t], p, mu + a.nu[j], a.alpha, a.beta, c_value);
-    }
+    const double pattern = nonfinite && j < a.n ? nonfinite_entry(a.nf, i, j) : 0.0;
+    const double c_value = with_c && j < a.n ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
+    y[t] = crt_output_limbs<kLimbs>(consts, limb_sums[t], pattern, mu + nu[t], a.alpha, a.beta, c_value);
   }
   double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
   if (a.vector_stores && full) {
@@ -239,7 +253,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
       }
     }
 
-    store_entries(a, consts, i, j0, limb_sums);
+    store_entries<kLimbs>(a, consts, i, j0, limb_sums);
   }
 }
 
@@ -272,14 +286,16 @@ __device__ inline void combine_residue_bytes(const CrtArgs& a, const CrtConstant
       for (int g = 0; g < kMaxModuli; ++g) {
         if (g < consts.count) {
           const uint32_t w = word(g, q);
-#pragma unroll
-          for (int t = 0; t < 4; ++t) {
-            crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> (8 * t)) & 0xffu),
-                                          limb_sums[t]);
-          }
+          // Bytes 0 and 3 go through the conversion unit (I2F), bytes 1 and 2 through the
+          // 2^52 bias (an FP64 add): the limb sums' FMAs keep the FP64 pipe about as busy
+          // as instruction issue, and each residue is the same exact double either way.
+          crt_add_value_limbs<kLimbs>(consts, g, static_cast<double>(w & 0xffu), limb_sums[0]);
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> 8) & 0xffu), limb_sums[1]);
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> 16) & 0xffu), limb_sums[2]);
+          crt_add_value_limbs<kLimbs>(consts, g, static_cast<double>(w >> 24), limb_sums[3]);
         }
       }
-      store_entries(a, consts, i, j0 + 4 * q, limb_sums);
+      store_entries<kLimbs>(a, consts, i, j0 + 4 * q, limb_sums);
     }
   }
 }

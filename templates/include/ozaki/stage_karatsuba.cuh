@@ -114,7 +114,7 @@ karatsuba_crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ 
         crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(im), limb_sums[1]);
       }
     }
-    store_entries(a, consts, i, 2 * jc, limb_sums);
+    store_entries<kLimbs>(a, consts, i, 2 * jc, limb_sums);
   }
   __pipeline_wait_prior(0);  // no copy outlives the block
 }
@@ -183,7 +183,7 @@ karatsuba_crt_chunks_kernel(const __grid_constant__ CrtArgs a, const __grid_cons
         }
       }
     }
-    store_entries(a, consts, i, j0, limb_sums);
+    store_entries<kLimbs>(a, consts, i, j0, limb_sums);
   }
 }
 
