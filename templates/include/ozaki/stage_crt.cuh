@@ -124,8 +124,8 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
 
 // The entries (i, j0 .. j0 + kEntries - 1) (those below n; kEntries 2 or 4) from their
 // limb sums: the NaN/Inf pattern, crt_output_limbs (reconstruction, alpha, beta c) and the
-// store. The checks that hold for the whole launch (a non-finite source, beta, nu's
-// alignment) are made once per call here, not once per entry.
+// store. What holds for the whole launch (a non-finite source, beta != 0, nu's alignment) is
+// tested once for the kEntries entries, not once per entry.
 template <int kLimbs, int kEntries>
 __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& consts, int64_t i,
                                      int64_t j0, const double (&limb_sums)[kEntries][kMaxLimbs]) {
