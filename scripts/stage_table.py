@@ -10,6 +10,10 @@ Two steps, the first on the GPU under Nsight Compute (scripts/device_stages.sh r
       groups the kernels of each profiled call into stages, adds their ncu durations and
       DRAM bytes, and sets each stage against the bytes it must move at TBS TB/s
       (the measured copy bandwidth); prints a Markdown table (and --json writes it).
+  python scripts/stage_table.py needs TABLES.json --target MxNxK=TFLOPS ...
+      from a table's --json: per shape, the GEMMs as measured plus every other stage at its
+      floor (the ceiling of the pipeline), and what a whole-call target leaves the other
+      stages, in ms and as a multiple of their floor.
 
 What each stage must move (8-byte doubles, N moduli, op(A) m x k, op(B) k x n):
   pack        the strided operand copied to contiguous vectors: read and write it
@@ -178,6 +182,54 @@ def table_main(args) -> int:
     return 0
 
 
+GEMM_STAGES = ("coarse gemm", "int8 gemm")
+
+
+def target_needs(table: dict, target_tflops: float) -> dict:
+    """One shape's table against a whole-call target: the GEMMs' ms as measured, the other
+    stages' ms now and at their floor, the ceiling (GEMMs + floors) and what the target
+    leaves the other stages."""
+    run = table["run"]
+    flop = 2.0 * run["m"] * run["n"] * run["k"]
+    gemm = sum(r["ms"] for r in table["stages"] if r["stage"] in GEMM_STAGES)
+    rest = [r for r in table["stages"] if r["stage"] not in GEMM_STAGES]
+    now = sum(r["ms"] for r in rest)
+    floor = sum(r["floor_ms"] for r in rest)
+    left = flop / (target_tflops * 1e9) - gemm
+    return {"gemm_ms": gemm, "rest_ms": now, "rest_floor_ms": floor, "ceiling_tflops": flop / (gemm + floor) / 1e9,
+            "target_tflops": target_tflops, "left_ms": left, "left_x_floor": left / floor}
+
+
+def shape_name(run: dict) -> str:
+    m, n, k = run["m"], run["n"], run["k"]
+    return f"{m}^3" if m == n == k else f"{m} x {n} x {k}"
+
+
+def needs_main(args) -> int:
+    with open(args.tables) as f:
+        tables = json.load(f)["tables"]
+    targets = {}
+    for spec in args.target:
+        shape, _, tflops = spec.partition("=")
+        targets[tuple(int(v) for v in shape.split("x"))] = float(tflops)
+    print("| shape | GEMMs ms | other stages now, ms (x floor) | their floor ms | ceiling TFLOP/s | target | "
+          "left for the other stages, ms (x floor) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for table in tables:
+        run = table["run"]
+        key = (run["m"], run["n"], run["k"])
+        if key not in targets:
+            continue
+        r = target_needs(table, targets.pop(key))
+        print(f"| {shape_name(run)} | {r['gemm_ms']:.2f} | {r['rest_ms']:.2f} ({r['rest_ms'] / r['rest_floor_ms']:.2f}x)"
+              f" | {r['rest_floor_ms']:.2f} | {r['ceiling_tflops']:.1f} | {r['target_tflops']:g} | "
+              f"{r['left_ms']:.2f} ({r['left_x_floor']:.2f}x) |")
+    if targets:
+        print("no table for " + ", ".join("x".join(map(str, key)) for key in targets), file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -194,8 +246,11 @@ def main(argv=None) -> int:
     t.add_argument("runs", nargs="+", metavar="RUN.json:NCU.csv")
     t.add_argument("--bandwidth", type=float, default=4.3, help="TB/s of the floor (measured copy bandwidth)")
     t.add_argument("--json")
+    nd = sub.add_parser("needs", help="what whole-call targets leave the stages other than the GEMMs")
+    nd.add_argument("tables", metavar="TABLES.json", help="a table's --json")
+    nd.add_argument("--target", nargs="+", required=True, metavar="MxNxK=TFLOPS")
     args = p.parse_args(argv)
-    return call_main(args) if args.cmd == "call" else table_main(args)
+    return {"call": call_main, "table": table_main, "needs": needs_main}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -62,3 +62,24 @@ def test_stages_and_their_floors(st):
     assert got["combine"]["floor_gb"] == pytest.approx((15 + 8) * 1000 * 2000 / 1e9)
     assert got["int8 gemm"]["floor_ms"] == pytest.approx(15 * 2e9 / 1.5e15 * 1e3)
     assert got["int8 gemm"]["floor_gb"] is None
+
+
+def test_target_needs_sets_the_gemms_as_measured_and_the_rest_at_their_floor(st):
+    table = {"run": {"m": 1000, "n": 1000, "k": 1000},
+             "stages": [{"stage": "coarse gemm", "ms": 1.0, "floor_ms": 0.9},
+                        {"stage": "scan", "ms": 3.0, "floor_ms": 1.0},
+                        {"stage": "int8 gemm", "ms": 5.0, "floor_ms": 4.0},
+                        {"stage": "combine", "ms": 2.0, "floor_ms": 1.0}]}
+    r = st.target_needs(table, 0.2)  # 2e9 flop at 0.2 TFLOP/s: 10 ms
+    assert r["gemm_ms"] == 6.0 and r["rest_ms"] == 5.0 and r["rest_floor_ms"] == 2.0
+    assert r["ceiling_tflops"] == pytest.approx(2e9 / 8.0 / 1e9)
+    assert r["left_ms"] == pytest.approx(4.0) and r["left_x_floor"] == pytest.approx(2.0)
+
+
+def test_needs_names_a_target_without_a_table(st, tmp_path, capsys):
+    path = tmp_path / "t.json"
+    path.write_text('{"tables": [{"run": {"m": 2, "n": 2, "k": 2}, "stages": '
+                    '[{"stage": "scan", "ms": 1.0, "floor_ms": 0.5}]}]}')
+    assert st.main(["needs", str(path), "--target", "2x2x2=1e-6", "3x3x3=1"]) == 1
+    out, err = capsys.readouterr()
+    assert "| 2^3 |" in out and "no table for 3x3x3" in err
