@@ -83,9 +83,13 @@ class GeneratedLibrary:
     def name(self) -> str:
         return self.variant.name
 
-    def _call(self, entry: str, *args, where: str | None = None) -> None:
-        """Entry ``entry`` with ``args``; a non-zero status raises (see raise_for_status)."""
-        raise_for_status(self._fn[entry](*args), self._fn["last_error"], where or self.name)
+    def _call(self, entry: str, *args, name_entry: bool = False) -> None:
+        """Entry ``entry`` with ``args``; a non-zero status raises (see raise_for_status) with
+        the library's name (and the entry's, where ``name_entry``) in the message, formatted
+        only then: nothing but the call on the launch path."""
+        status = self._fn[entry](*args)
+        if status != abi.STATUS_OK:
+            raise_for_status(status, self._fn["last_error"], f"{self.name}.{entry}" if name_entry else self.name)
 
     def _array(self, entry: str, param: str, values):
         """``values`` as the host array parameter ``param`` of ``entry`` takes it."""

@@ -12,7 +12,7 @@ import ctypes
 from ..generator import Arch, StagesVariant, abi
 from ..generator.artifact import Artifact
 from ..numerics.moduli import CRTConstants
-from .library import GeneratedLibrary, KernelError, load_library, raise_for_status
+from .library import GeneratedLibrary, KernelError, load_library
 
 __all__ = ["Stages", "CCrtConstants", "CNonfiniteSource", "crt_constants_struct", "load_stages"]
 
@@ -54,11 +54,7 @@ class Stages(GeneratedLibrary):
         self._constants: dict[int, CCrtConstants] = {}
 
     def _stage(self, stage: str, *args) -> None:
-        """Entry ``stage``; its name and the library's go into the error message, formatted
-        only on a non-zero status (nothing but the call on the launch path)."""
-        status = self._fn[stage](*args)
-        if status != abi.STATUS_OK:
-            raise_for_status(status, self._fn["last_error"], f"{self.name}.{stage}")
+        self._call(stage, *args, name_entry=True)
 
     def constants(self, consts: CRTConstants) -> CCrtConstants:
         if consts.count not in self._constants:

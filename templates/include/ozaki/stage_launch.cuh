@@ -100,7 +100,9 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 // The blocks of `kernel` resident at once on the current device (SMs x blocks per SM, with
 // `threads` per block and `dynamic_smem` bytes of dynamic shared memory each): queried once
 // per kernel, block shape and device, then kept (no occupancy query on the launch path).
-// 0 where a query fails.
+// kFallbackBlocks where a query fails.
+inline constexpr int64_t kFallbackBlocks = 1024;
+
 inline int64_t resident_capacity(const void* kernel, int threads, size_t dynamic_smem) {
   struct Known {
     const void* kernel;
@@ -114,7 +116,7 @@ inline int64_t resident_capacity(const void* kernel, int threads, size_t dynamic
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky; the launch itself is checked
-    return 0;
+    return kFallbackBlocks;
   }
   {
     const std::lock_guard<std::mutex> lock(mutex);
@@ -129,7 +131,7 @@ inline int64_t resident_capacity(const void* kernel, int threads, size_t dynamic
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem) != cudaSuccess ||
       sms <= 0 || per_sm <= 0) {
     (void)cudaGetLastError();
-    return 0;
+    return kFallbackBlocks;
   }
   const int64_t capacity = static_cast<int64_t>(sms) * per_sm;
   const std::lock_guard<std::mutex> lock(mutex);
@@ -138,13 +140,12 @@ inline int64_t resident_capacity(const void* kernel, int threads, size_t dynamic
 }
 
 // Blocks for a grid-stride kernel: enough to fill every SM (resident_capacity), never
-// more than the work needs; 1024 at most where the queries fail.
+// more than the work needs.
 template <class Kernel>
 inline int64_t resident_blocks(Kernel kernel, int threads, int64_t work_items,
                                int64_t items_per_block, size_t dynamic_smem = 0) {
   const int64_t needed = (work_items + items_per_block - 1) / items_per_block;
-  const int64_t capacity = resident_capacity(reinterpret_cast<const void*>(kernel), threads, dynamic_smem);
-  const int64_t limit = capacity > 0 ? capacity : 1024;
+  const int64_t limit = resident_capacity(reinterpret_cast<const void*>(kernel), threads, dynamic_smem);
   return needed < limit ? (needed > 0 ? needed : 1) : limit;
 }
 

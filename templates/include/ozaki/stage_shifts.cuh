@@ -199,9 +199,8 @@ inline int accurate_shifts(const G* g, int64_t ldg, int64_t m, int64_t n, const 
     // fill the resident blocks.
     const int64_t groups = (n + kWarp - 1) / kWarp;
     const int64_t step = int64_t(kRowsPerBlock) * kShiftLoads;
-    const int64_t capacity = resident_capacity(reinterpret_cast<const void*>(accurate_columns_kernel<G>),
-                                               kThreads, 0);
-    const int64_t target = capacity > 0 ? capacity : 1024;
+    const int64_t target = resident_capacity(reinterpret_cast<const void*>(accurate_columns_kernel<G>),
+                                             kThreads, 0);
     const int64_t slices = target > groups ? (target + groups - 1) / groups : 1;
     int64_t rows_per_slice = (m + slices - 1) / slices;
     rows_per_slice = rows_per_slice < step ? step : (rows_per_slice + step - 1) / step * step;
