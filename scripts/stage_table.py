@@ -205,13 +205,23 @@ def shape_name(run: dict) -> str:
     return f"{m}^3" if m == n == k else f"{m} x {n} x {k}"
 
 
+def parse_target(spec: str) -> tuple[tuple[int, int, int], float]:
+    """``MxNxK=TFLOPS`` -> ((m, n, k), tflops); argparse's error for anything else."""
+    shape, _, tflops = spec.partition("=")
+    try:
+        dims = tuple(int(v) for v in shape.split("x"))
+        value = float(tflops)
+    except ValueError:
+        dims, value = (), 0.0
+    if len(dims) != 3 or min(dims) < 1 or not value > 0:
+        raise argparse.ArgumentTypeError(f"{spec!r}: want MxNxK=TFLOPS, e.g. 8192x8192x8192=78")
+    return dims, value
+
+
 def needs_main(args) -> int:
     with open(args.tables) as f:
         tables = json.load(f)["tables"]
-    targets = {}
-    for spec in args.target:
-        shape, _, tflops = spec.partition("=")
-        targets[tuple(int(v) for v in shape.split("x"))] = float(tflops)
+    targets = dict(args.target)
     print("| shape | GEMMs ms | other stages now, ms (x floor) | their floor ms | ceiling TFLOP/s | target | "
           "left for the other stages, ms (x floor) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -248,7 +258,7 @@ def main(argv=None) -> int:
     t.add_argument("--json")
     nd = sub.add_parser("needs", help="what whole-call targets leave the stages other than the GEMMs")
     nd.add_argument("tables", metavar="TABLES.json", help="a table's --json")
-    nd.add_argument("--target", nargs="+", required=True, metavar="MxNxK=TFLOPS")
+    nd.add_argument("--target", nargs="+", required=True, type=parse_target, metavar="MxNxK=TFLOPS")
     args = p.parse_args(argv)
     return {"call": call_main, "table": table_main, "needs": needs_main}[args.cmd](args)
 

@@ -83,3 +83,10 @@ def test_needs_names_a_target_without_a_table(st, tmp_path, capsys):
     assert st.main(["needs", str(path), "--target", "2x2x2=1e-6", "3x3x3=1"]) == 1
     out, err = capsys.readouterr()
     assert "| 2^3 |" in out and "no table for 3x3x3" in err
+
+
+@pytest.mark.parametrize("spec", ["4096=62", "4096x4096x4096", "axbxc=1", "1x1x1=0", "1x0x1=5", "1x1x1=nan"])
+def test_needs_refuses_a_malformed_target(st, spec, capsys):
+    with pytest.raises(SystemExit) as exc:
+        st.main(["needs", "unused.json", "--target", spec])
+    assert exc.value.code == 2 and "want MxNxK=TFLOPS" in capsys.readouterr().err
