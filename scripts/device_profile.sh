@@ -3,10 +3,26 @@
 # device_check.sh): bash scripts/device_profile.sh [N]
 # For each path, every kernel of one call is profiled with ncu's full section set
 # (clocks left alone, METHOD.md); the details and raw metric pages go to $OUT as CSV.
+#   KERNEL=REGEX bash scripts/device_profile.sh [N]
+# instead profiles the kernels whose names match REGEX in the second of two fused calls
+# (15 moduli, accurate mode), one launch each, with SASS-level source counters: details
+# and source pages as CSV, and their instruction mix per output entry (scripts/ncu_mix.py).
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 N=${1:-8192}
 ncu --version | tail -1 | tee "$OUT/ncu_env.txt"
+if [[ -n ${KERNEL:-} ]]; then
+  # the first (--warm) call launches each matching kernel once per launch of the second
+  launches=$(timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum -k "regex:$KERNEL" --csv \
+    $PY scripts/profile_gemm.py "$N" fused 2>/dev/null | grep -c gpu__time_duration)
+  timeout 300 ncu --clock-control none --set full --import-source yes -k "regex:$KERNEL" \
+    --launch-skip "$launches" --launch-count "$launches" -f -o /tmp/prof_kernel \
+    $PY scripts/profile_gemm.py "$N" fused --warm 2>&1 | grep -v "^==PROF==" | tail -3
+  ncu --import /tmp/prof_kernel.ncu-rep --csv --page details > "$OUT/ncu_kernel_${N}_details.csv" 2>&1
+  ncu --import /tmp/prof_kernel.ncu-rep --csv --page source --print-source sass > /tmp/prof_kernel_source.csv 2>&1
+  $PY scripts/ncu_mix.py /tmp/prof_kernel_source.csv --entries $((N * N)) --json "$OUT/ncu_kernel_${N}_mix.json"
+  exit
+fi
 for P in staged fused; do
   timeout 240 ncu --clock-control none --set full --target-processes all -f -o "/tmp/prof_$P" \
     $PY scripts/profile_gemm.py "$N" "$P" 2>&1 | grep -v "^==PROF==" | tail -5
