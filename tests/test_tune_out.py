@@ -107,3 +107,19 @@ def test_a_link_to_a_table_is_followed(tmp_path):
     assert tune.unwritable(link) is None
     tune.write_table(link, {"new": True})
     assert link.is_symlink() and json.loads(table.read_text()) == {"new": True}
+
+
+def test_each_kind_of_point_names_its_native_routine():
+    # every kind of point tune measures has a name for its native timing
+    made = {make for *_, (make, *_) in tune.kind_points([64], [(2, 64)])} | {"pair"}
+    assert made == set(tune.NATIVE_ROUTINES)
+    assert tune.native_line("pair", "CuPy's a @ b") == "native DGEMM (cuBLAS DGEMM via CuPy's a @ b)"
+    assert tune.native_line("complex_pair", "CuPy's a @ b") == "native ZGEMM (cuBLAS ZGEMM via CuPy's a @ b)"
+    assert tune.native_line("batch_pair", "x") == "native strided-batched DGEMM (cuBLAS strided-batched DGEMM via x)"
+
+
+def test_the_arrays_label_native_dgemm_by_their_call():
+    from ozaki_cutlass.tools import measure
+
+    for arrays in (measure.CupyArrays, measure.OwnArrays):
+        assert arrays.native_label == f"cuBLAS DGEMM via {arrays.native_call}"

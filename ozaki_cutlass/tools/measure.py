@@ -34,7 +34,8 @@ class CupyArrays:
     """CuPy arrays; native DGEMM is CuPy's ``a @ b`` (cuBLAS)."""
 
     name = "cupy"
-    native_label = "cuBLAS DGEMM via CuPy's a @ b"
+    native_call = "CuPy's a @ b"
+    native_label = f"cuBLAS DGEMM via {native_call}"
 
     def __init__(self):
         import cupy
@@ -90,7 +91,8 @@ class OwnArrays:
     Every result is a new DeviceArray, as a user calling gemm on such arrays gets."""
 
     name = "own"
-    native_label = "cuBLAS DGEMM via ozaki_cutlass.gemm(policy='native')"
+    native_call = "ozaki_cutlass.gemm(policy='native')"
+    native_label = f"cuBLAS DGEMM via {native_call}"
 
     def __init__(self):
         driver.ensure_context(0)

@@ -26,8 +26,8 @@ from ..options import MODES, resolve_moduli
 from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
 from .measure import arrays_for, discarding, missing_tools, time_alternately
 
-__all__ = ["tune_points", "kind_points", "tune_candidates", "tune_main", "bucket_entries", "parse_gpu_identity",
-           "add_tune_parser", "unwritable", "write_table"]
+__all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune_candidates", "tune_main",
+           "bucket_entries", "parse_gpu_identity", "add_tune_parser", "unwritable", "write_table"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,18 @@ def kind_points(zgemm, batched) -> list[tuple[str, int, int, int, dict, float, t
         points.append((f"{batch} x {n}^3", n, n, n, _box(n, n, n) | {"operands": f"batches of {batch}"},
                        2.0 * batch * n**3, ("batch_pair", batch, n)))
     return points
+
+
+#: What the native call of each kind of point runs (CuPy's a @ b and gemm(policy="native")
+#: alike pick cuBLAS's routine by the operands).
+NATIVE_ROUTINES = {"pair": "DGEMM", "complex_pair": "ZGEMM", "batch_pair": "strided-batched DGEMM"}
+
+
+def native_line(make: str, native_call: str) -> str:
+    """The report's name for a point's native timing: ``make`` is the arrays' method that made
+    its operands (kind_points, tune_points), ``native_call`` how the arrays call native."""
+    routine = NATIVE_ROUTINES[make]
+    return f"native {routine} (cuBLAS {routine} via {native_call})"
 
 
 def tune_candidates(arch, patterns, table) -> list:
@@ -170,7 +182,7 @@ def tune_main(args) -> int:
             functools.partial(gemm, xa, xb, moduli=moduli, mode=args.mode, kernel=best.variant, path=best.path),
             functools.partial(arrays.native, xa, xb), args.warmup, args.reps, stream)
         report.append((label, f"{best.describe()} again, alternating with native", best_ms))
-        report.append((label, f"native DGEMM ({arrays.native_label}), alternating", native_ms))
+        report.append((label, f"{native_line(make, arrays.native_call)}, alternating", native_ms))
         entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best_ms, native_ms)
         del xa, xb
         arrays.release()
