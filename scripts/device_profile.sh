@@ -15,6 +15,7 @@ if [[ -n ${KERNEL:-} ]]; then
   # the first (--warm) call launches each matching kernel once per launch of the second
   launches=$(timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum -k "regex:$KERNEL" --csv \
     $PY scripts/profile_gemm.py "$N" fused 2>/dev/null | grep -c gpu__time_duration)
+  (( launches > 0 )) || { echo "no kernel of a fused call at $N matches KERNEL=$KERNEL"; exit 1; }
   timeout 300 ncu --clock-control none --set full --import-source yes -k "regex:$KERNEL" \
     --launch-skip "$launches" --launch-count "$launches" -f -o /tmp/prof_kernel \
     $PY scripts/profile_gemm.py "$N" fused --warm 2>&1 | grep -v "^==PROF==" | tail -3
