@@ -1,23 +1,20 @@
 """scripts/ncu_mix.py: Nsight Compute's SASS source page read back, instructions and stall
 samples summed per opcode."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ncu_mix.py"
+from script_modules import SCRIPTS, load_script
+
+SCRIPT = SCRIPTS / "ncu_mix.py"
 
 
 @pytest.fixture(scope="module")
 def mix():
-    spec = importlib.util.spec_from_file_location("ncu_mix", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)",'

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from script_modules import SCRIPTS, load_script
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "scripts"
 PY_SCRIPTS = sorted(SCRIPTS.glob("*.py"))
 SH_SCRIPTS = sorted(SCRIPTS.glob("*.sh"))
 GPU_MODULES = ("cupy", "cupyx", "torch")  # a script imports these inside main(), never at import
@@ -192,9 +193,7 @@ def no_gpu_modules(monkeypatch):
 
 @pytest.mark.parametrize("path", PY_SCRIPTS, ids=_ids(PY_SCRIPTS))
 def test_script_imports_without_gpu_and_quietly(path, no_gpu_modules, capfd):
-    spec = importlib.util.spec_from_file_location(f"ozaki_script_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(path, f"ozaki_script_{path.stem}")
     assert callable(module.main)
     assert capfd.readouterr() == ("", "")
 

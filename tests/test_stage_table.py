@@ -1,20 +1,16 @@
 """scripts/stage_table.py: ncu's CSV read back, kernels grouped into stages and set against
 the bytes each stage must move."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "stage_table.py"
+from script_modules import SCRIPTS, load_script
+
+SCRIPT = SCRIPTS / "stage_table.py"
 
 
 @pytest.fixture(scope="module")
 def st():
-    spec = importlib.util.spec_from_file_location("stage_table", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
