@@ -7,10 +7,9 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
-def load_script(path: Path | str, name: str | None = None):
-    """The module of ``path`` (a file, or a script's stem under scripts/), executed once
-    under ``name`` (default: the stem)."""
-    path = Path(path) if str(path).endswith(".py") else SCRIPTS / f"{path}.py"
+def load_script(path: Path, name: str | None = None):
+    """The module of the script file ``path``, executed once under ``name`` (default: its
+    stem)."""
     spec = importlib.util.spec_from_file_location(name or path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
