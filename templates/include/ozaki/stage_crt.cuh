@@ -273,6 +273,13 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
 inline constexpr int kResidueBytesPerThread = 8;
 inline constexpr int kResidueBytesThreads = 128;  // 2 x kMaxModuli x 128 x 8 bytes of stages
 
+// cp.async of 8 bytes to a shared-window address (what __pipeline_memcpy_async issues,
+// without converting a generic pointer per copy); committed and awaited with
+// __pipeline_commit and __pipeline_wait_prior.
+__device__ inline void copy8_async(uint32_t shared_dst, const void* global_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_dst), "l"(global_src) : "memory");
+}
+
 // Adds the 8 one-byte residues of entries j0 .. j0 + 7 of row i and stores them;
 // word(g, q) is modulus g's 4 bytes of entries j0 + 4q .. j0 + 4q + 3 (byte t: entry + t).
 template <int kLimbs, class Word>
@@ -308,33 +315,39 @@ crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constan
   __shared__ uint2 words[2][kMaxModuli][kResidueBytesThreads];
   const int64_t nv = (a.n + kPer - 1) / kPer;
   const int64_t total = a.m * nv;
+  if (total == 0) return;  // no item (and no division by nv = 0 below)
   const int count = consts.count;
   const int tid = threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  // Starts the copies of item idx's words into stage `buf` (none for an item past the end
-  // or a partial one, which is read byte by byte below); one commit group either way.
-  auto prefetch = [&](int64_t idx, int buf) {
-    if (idx < total && a.vector_loads) {
-      const int64_t i = idx / nv;
-      const int64_t j0 = (idx - i * nv) * kPer;
-      if (j0 + kPer <= a.n) {
-        const unsigned char* src = a.x + i * a.ld + j0;
+  // This thread's word of stage 0 and modulus 0 as a shared-window address, converted once:
+  // every other word of the thread is a constant offset from it.
+  const uint32_t s_word = static_cast<uint32_t>(__cvta_generic_to_shared(&words[0][0][tid]));
+  constexpr uint32_t kPlaneBytes = kResidueBytesThreads * sizeof(uint2);
+  constexpr uint32_t kStageBytes = kMaxModuli * kPlaneBytes;
+  // Starts the copies of item (i, j0)'s words into stage `buf` (none for an item past the
+  // end or a partial one, which is read byte by byte below); one commit group either way.
+  auto prefetch = [&](bool inside, int64_t i, int64_t j0, int buf) {
+    if (inside && a.vector_loads && j0 + kPer <= a.n) {
+      const unsigned char* src = a.x + i * a.ld + j0;
+      const uint32_t dst = s_word + buf * kStageBytes;
 #pragma unroll
-        for (int g = 0; g < kMaxModuli; ++g) {
-          if (g < count) __pipeline_memcpy_async(&words[buf][g][tid], src + red.plane[g], sizeof(uint2));
-        }
+      for (int g = 0; g < kMaxModuli; ++g) {
+        if (g < count) copy8_async(dst + g * kPlaneBytes, src + red.plane[g]);
       }
     }
     __pipeline_commit();
   };
   int buf = 0;
   int64_t idx = blockIdx.x * int64_t(blockDim.x) + tid;
-  prefetch(idx, buf);
+  int64_t i = idx / nv;  // (i, j0): item idx's row and first column; the next item's come
+  int64_t j0 = (idx - i * nv) * kPer;  // from the one division per item in the loop
+  prefetch(idx < total, i, j0, buf);
   for (; idx < total; idx += step, buf ^= 1) {
-    prefetch(idx + step, buf ^ 1);
+    const int64_t next = idx + step;
+    const int64_t i_next = next / nv;
+    const int64_t j_next = (next - i_next * nv) * kPer;
+    prefetch(next < total, i_next, j_next, buf ^ 1);
     __pipeline_wait_prior(1);  // this item's copies (the group before the one just started)
-    const int64_t i = idx / nv;
-    const int64_t j0 = (idx - i * nv) * kPer;
     if (a.vector_loads && j0 + kPer <= a.n) {
       const int b = buf;
       combine_residue_bytes<kLimbs>(a, consts, i, j0, [&](int g, int q) {
@@ -354,6 +367,8 @@ crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constan
       }
       combine_residue_bytes<kLimbs>(a, consts, i, j0, [&](int g, int q) { return q == 0 ? raw[g].x : raw[g].y; });
     }
+    i = i_next;
+    j0 = j_next;
   }
   __pipeline_wait_prior(0);  // no copy outlives the block
 }
