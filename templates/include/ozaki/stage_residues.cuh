@@ -69,6 +69,13 @@ __device__ inline void store_parts(const uint32_t (&words)[4], int m, bool im_fi
   *reinterpret_cast<uint2*>(dst + 2 * part_stride) = make_uint2(sum[0], sum[1]);
 }
 
+// The float at a shared-window address.
+__device__ inline float shared_float(uint32_t address) {
+  float f;
+  asm("ld.shared.f32 %0, [%1];" : "=f"(f) : "r"(address));
+  return f;
+}
+
 // The nmod 16-byte stores of one chunk. kPath 0: every e of the warp is 0 (pieces carry
 // the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table).
 template <int kPath, bool kParts>
@@ -76,6 +83,14 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
                                             const int (&e)[kChunk], int8_t* dst, bool active,
                                             const FloatModulus* s_mod, const float* s_pow2,
                                             const uint32_t* s_m) {
+  // s_pow2 is [e][modulus]: entry i's factor for modulus g is at the shared-window address
+  // rows[i] (row e[i], modulus g), which moves on by one float per modulus
+  uint32_t rows[kChunk];
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) {
+    rows[i] = static_cast<uint32_t>(__cvta_generic_to_shared(s_pow2)) +
+              static_cast<uint32_t>((e[i] < kPow2Table ? e[i] : 0) * kMaxModuli * sizeof(float));
+  }
   for (int g = 0; g < a.nmod; ++g) {
     const FloatModulus k = s_mod[g];
     uint32_t words[4];
@@ -90,15 +105,17 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
         } else {
           float f;
           if constexpr (kPath == 1) {
-            f = s_pow2[g * kPow2Table + e[i]];
+            f = shared_float(rows[i]);
           } else {
-            f = e[i] < kPow2Table ? s_pow2[g * kPow2Table + e[i]] : pow2_factor(e[i], s_m[g]);
+            f = e[i] < kPow2Table ? shared_float(rows[i]) : pow2_factor(e[i], s_m[g]);
           }
           b[t] = residue_scaled(p[i], f, k);
         }
       }
       words[w] = pack_bytes(b[0], b[1], b[2], b[3]);
     }
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) rows[i] += sizeof(float);
     if (!active) continue;
     if constexpr (kParts) {
       store_parts(words, static_cast<int>(s_m[g]), a.parts.im_first, dst + g * a.plane_stride,
@@ -115,14 +132,15 @@ __global__ void __launch_bounds__(kThreads)
 residues_kernel(const __grid_constant__ ResidueArgs a) {
   __shared__ FloatModulus s_mod[kMaxModuli];
   __shared__ uint32_t s_m[kMaxModuli];
-  __shared__ float s_pow2[kMaxModuli * kPow2Table];
+  __shared__ float s_pow2[kPow2Table * kMaxModuli];  // [e][modulus]
   for (int t = threadIdx.x; t < a.nmod * kPow2Table; t += blockDim.x) {
-    const uint32_t m = static_cast<uint32_t>(a.moduli[t / kPow2Table]);
+    const int g = t / kPow2Table;
+    const uint32_t m = static_cast<uint32_t>(a.moduli[g]);
     const int e = t % kPow2Table;
-    s_pow2[t] = pow2_factor(e, m);
+    s_pow2[e * kMaxModuli + g] = pow2_factor(e, m);
     if (e == 0) {
-      s_mod[t / kPow2Table] = float_modulus(m);
-      s_m[t / kPow2Table] = m;
+      s_mod[g] = float_modulus(m);
+      s_m[g] = m;
     }
   }
   __syncthreads();
