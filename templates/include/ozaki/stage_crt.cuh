@@ -145,12 +145,27 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
 #pragma unroll
     for (int t = 0; t < kEntries; ++t) nu[t] = j0 + t < a.n ? a.nu[j0 + t] : 0;
   }
-  const bool nonfinite = a.nf.row_flags != nullptr, with_c = a.beta != 0.0;
+  const bool with_c = a.beta != 0.0;
+  // Whether row i or one of the columns is flagged: the row's count and the columns' in
+  // one 16-byte load where aligned, so that finite inputs cost two loads per kEntries
+  // entries, not one or two per entry (nonfinite_entry checks each entry's own flags).
+  bool flagged = false;
+  if (a.nf.row_flags != nullptr) {
+    int32_t any = a.nf.row_flags[i];
+    if (kEntries == 4 && full && j0 % 4 == 0 && reinterpret_cast<uintptr_t>(a.nf.col_flags) % 16 == 0) {
+      const int4 v = *reinterpret_cast<const int4*>(a.nf.col_flags + j0);
+      any |= v.x | v.y | v.z | v.w;
+    } else {
+#pragma unroll
+      for (int t = 0; t < kEntries; ++t) any |= j0 + t < a.n ? a.nf.col_flags[j0 + t] : 0;
+    }
+    flagged = any != 0;
+  }
   double y[kEntries];
 #pragma unroll
   for (int t = 0; t < kEntries; ++t) {
     const int64_t j = j0 + t;
-    const double pattern = nonfinite && j < a.n ? nonfinite_entry(a.nf, i, j) : 0.0;
+    const double pattern = flagged && j < a.n ? nonfinite_entry(a.nf, i, j) : 0.0;
     const double c_value = with_c && j < a.n ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
     y[t] = crt_output_limbs<kLimbs>(consts, limb_sums[t], pattern, mu + nu[t], a.alpha, a.beta, c_value);
   }
