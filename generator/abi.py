@@ -117,10 +117,10 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=9,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    version=10,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
     # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk; 7: residues_karatsuba replaces karatsuba_split;
     # 8: inner_stats writes the scan's first pass (vec_exps, vec_nonfinite), scan takes `given`;
-    # 9: the accurate shifts' workspace is m + n int32
+    # 9: the accurate shifts' workspace is m + n int32; 10: scan_coarse
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -141,6 +141,16 @@ abs_sum[v] = reference.fast_terms (ceil(log2 Q) or -1, and S1). given: null, or 
 flag (P_equilibrate's applied); where it holds 0, inner is taken as all 0 and exps and
 nonfinite_count as already holding P_inner_stats' vec_exps and vec_nonfinite of these
 vectors (kNoExponent becomes 0 in exps): x is then read once, not twice."""),
+        entry("scan_coarse", "int",
+               "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, int pb, "
+               "int32_t* exps, int32_t* fast_shift, int32_t* nonfinite_count, int8_t* out, int64_t rows_pad, "
+               "int64_t k_pad, cudaStream_t stream",
+               f"""\
+scan (no logq, abs_sum or given), then coarse of the exps it wrote, in one entry: where the
+elements of a vector are contiguous (es the smaller stride) and inner is null, the scan's
+second pass writes the coarse magnitudes: x is read twice instead of three times. Same
+outputs, same bits.
+{_INT8_PLANES}"""),
         entry("coarse", "int",
                "const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner, "
                "const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad, cudaStream_t stream",

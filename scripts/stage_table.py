@@ -21,6 +21,7 @@ What each stage must move (8-byte doubles, N moduli, op(A) m x k, op(B) k x n):
               pass: read A and B
   scan        exponents, non-finite counts, bound terms: read A and B
   coarse      accurate mode's coarse magnitudes: read A and B, write one byte per entry
+  scan and coarse  the two from one kernel (scan_coarse: scan_along_k_kernel<0, 1>): as coarse
   coarse gemm accurate mode's bound, compute-bound: 2 m n k INT8 operations at the rate
   shifts      the bound's row and column passes: read the m x n int32 bound
   residues    read A and B, write N byte planes of each
@@ -40,9 +41,10 @@ import sys
 
 INT8_TOPS = 1500.0  # the INT8 rate the H200's 700 W cap allows (docs/benchmarks.md)
 
-STAGES = ("pack", "inner", "scan", "contract", "coarse", "coarse gemm", "shifts", "residues",
+STAGES = ("pack", "inner", "scan", "scan and coarse", "contract", "coarse", "coarse gemm", "shifts", "residues",
           "int8 gemm", "combine")
-_BY_NAME = (("pack_kernel", "pack"), ("inner_", "inner"), ("scan_", "scan"),
+_BY_NAME = (("pack_kernel", "pack"), ("inner_", "inner"), ("scan_along_k_kernel<0, 1>", "scan and coarse"),
+            ("scan_", "scan"),
             ("equilibrate_kernel", "contract"), ("certificate_kernel", "contract"),
             ("fast_shifts_kernel", "contract"), ("coarse_kernel", "coarse"),
             ("accumulate_i64", "shifts"), ("accurate_", "shifts"), ("residues_kernel", "residues"),
@@ -62,6 +64,7 @@ def floor_bytes(stage: str, m: int, n: int, k: int, moduli: int, packed: int) ->
     """The bytes ``stage`` must move (module docstring); ``packed``: elements packed."""
     ab = 8.0 * (m + n) * k
     return {"pack": 16.0 * packed, "inner": ab, "scan": ab, "coarse": ab + (m + n) * k,
+            "scan and coarse": ab + (m + n) * k,
             "shifts": 4.0 * m * n, "residues": ab + float(moduli) * (m + n) * k,
             "combine": float(moduli) * m * n + 8.0 * m * n}.get(stage, 0.0)
 

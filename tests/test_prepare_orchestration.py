@@ -60,16 +60,18 @@ def test_stages_launched(fake_gpu, mode, side):
     x = np.ones((6, 10))  # NumPy: copied as a row-major 6 x 10 device matrix
     p = ozaki_cutlass.prepare(x, side, moduli=13, mode=mode)
     names = [name for name, _ in fake_gpu.calls]
+    scan_name = "scan_coarse" if mode == "accurate" else "scan"  # accurate: one kernel for both
     if side == "left":    # rows of x: contiguous along k = 10, no pack
         nvec, k, rows_pad = 6, 10, 6
-        assert names[0] == "scan"
+        assert names[0] == scan_name
     else:                 # columns of x: k = 6 strided, packed first
         nvec, k, rows_pad = 10, 6, 12
         assert names[0] == "pack"
         assert fake_gpu.calls[0][1][1:5] == (nvec, k, 1, 10)  # vectors = columns: vs = cs, es = rs
-    scan = dict(fake_gpu.calls)["scan"]
+    scan = dict(fake_gpu.calls)[scan_name]
     assert scan[1:3] == (nvec, k) and scan[5] == crt_constants(13).bound_exponent
-    assert names[-1] == ("coarse" if mode == "accurate" else "residues")
+    assert names[-1] == ("scan_coarse" if mode == "accurate" else "residues")
+    assert "coarse" not in names
     last = fake_gpu.calls[-1][1]
     if mode == "accurate":
         assert last[-3:-1] == (rows_pad, 16) and p.coarse and not p.residues
@@ -81,4 +83,4 @@ def test_stages_launched(fake_gpu, mode, side):
 def test_trans_prepares_the_transpose(fake_gpu):
     p = ozaki_cutlass.prepare(np.ones((6, 10)), "left", trans=True, mode=None)
     assert p.shape == (10, 6) and p.mode == "accurate"
-    assert [name for name, _ in fake_gpu.calls][:2] == ["pack", "scan"]  # rows of x.T are strided
+    assert [name for name, _ in fake_gpu.calls][:2] == ["pack", "scan_coarse"]  # rows of x.T are strided

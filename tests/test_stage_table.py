@@ -60,6 +60,18 @@ def test_stages_and_their_floors(st):
     assert got["int8 gemm"]["floor_gb"] is None
 
 
+def test_scan_writing_the_coarse_magnitudes_is_its_own_stage(st):
+    """scan_coarse's kernel (scan_along_k_kernel<0, 1>) moves what scan and coarse move
+    together; the scan alone (<0, 0>) stays the scan."""
+    lines = [HEAD, *rows(0, "void stages::scan_along_k_kernel<0, 1>(stages::VectorSet)", 1_000_000, "2", "0"),
+             *rows(1, "void stages::scan_along_k_kernel<0, 0>(stages::VectorSet)", 1_000_000, "2", "0")]
+    got = {r["stage"]: r for r in st.stage_rows({"m": 1000, "n": 2000, "k": 500, "moduli": 15},
+                                                 st.parse_ncu("\n".join(lines)), 4.0)}
+    assert list(got) == ["scan", "scan and coarse"]
+    assert got["scan and coarse"]["floor_gb"] == pytest.approx(9 * 3000 * 500 / 1e9)
+    assert got["scan"]["floor_gb"] == pytest.approx(8 * 3000 * 500 / 1e9)
+
+
 def test_target_needs_sets_the_gemms_as_measured_and_the_rest_at_their_floor(st):
     table = {"run": {"m": 1000, "n": 1000, "k": 1000},
              "stages": [{"stage": "coarse gemm", "ms": 1.0, "floor_ms": 0.9},

@@ -69,6 +69,13 @@ class Stages(GeneratedLibrary):
         self._stage("scan", x, nvec, k, vs, es, inner or None, pb, exps, shifts or None, nonfinite,
                     logq or None, abs_sum or None, given or None, stream or None)
 
+    def scan_coarse(self, x, nvec, k, vs, es, pb, exps, shifts, nonfinite, out, rows_pad, k_pad, stream, *,
+                    inner=0):
+        """:meth:`scan` then :meth:`coarse` of its exps, x read twice instead of three
+        times where its vectors are contiguous (the same outputs)."""
+        self._stage("scan_coarse", x, nvec, k, vs, es, inner or None, pb, exps, shifts or None, nonfinite,
+                    out, rows_pad, k_pad, stream or None)
+
     def coarse(self, x, nvec, k, vs, es, exps, out, rows_pad, k_pad, stream, *, inner=0):
         self._stage("coarse", x, nvec, k, vs, es, inner or None, exps, out, rows_pad, k_pad, stream or None)
 

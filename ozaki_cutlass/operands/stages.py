@@ -58,10 +58,11 @@ def vectors_of(st, ob: OperandBuffers, k: int, stream: int) -> VectorSet:
 
 def run_operand_stages(st, ob: OperandBuffers, k: int, pb: int, accurate: bool, stream: int) -> VectorSet:
     """Pack where k is strided, scan (exponents, fast shifts, non-finite counts) and in
-    accurate mode the coarse magnitudes, on ``stream`` with the stage library ``st``.
+    accurate mode the coarse magnitudes (from the same kernel), on ``stream`` with the stage library ``st``.
     Returns the vector set the later stages read. k >= 1."""
     v = vectors_of(st, ob, k, stream)
-    st.scan(*v, pb, ob.exps, ob.fast, ob.nonfinite, stream)
-    if accurate:
-        st.coarse(*v, ob.exps, ob.coarse, ob.rows_pad, round_up(k, 16), stream)
+    if accurate:  # the coarse magnitudes from the scan's second read
+        st.scan_coarse(*v, pb, ob.exps, ob.fast, ob.nonfinite, ob.coarse, ob.rows_pad, round_up(k, 16), stream)
+    else:
+        st.scan(*v, pb, ob.exps, ob.fast, ob.nonfinite, stream)
     return v

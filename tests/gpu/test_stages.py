@@ -107,6 +107,53 @@ def test_scan_every_k(st, rng, dev, k, layout, shifted):
     assert np.array_equal(dev.get(shift, np.int32, nvec), R.shifts_from_log(want_e, want_logq, k, pb))
 
 
+@pytest.mark.parametrize("k", [1, 33, 1025, 16385])
+@pytest.mark.parametrize("layout", ["rows", "every second"])
+@pytest.mark.parametrize("shifted", [False, True])
+@pytest.mark.parametrize("extra_rows", [0, 5])
+def test_scan_coarse(st, rng, dev, k, layout, shifted, extra_rows):
+    """scan_coarse: the scan's outputs and the coarse magnitudes, padding included, the
+    same as scan then coarse and as the reference; from the scan's second pass (rows, no
+    inner shifts) or from the two kernels (strided vectors, inner shifts)."""
+    nvec = 70 if k <= 1025 else 7
+    x = _scan_vectors(rng, nvec, k)
+    vs, es = {"rows": (k, 1), "every second": (2 * k, 2)}[layout]
+    buf = np.zeros(nvec * vs)
+    buf.reshape(nvec, vs)[:, : k * es : es] = x
+    inner = rng.integers(-30, 30, k) if shifted else np.zeros(k, np.int64)
+    pin = dev.put(inner.astype(np.int32)) if shifted else 0
+    pb = crt_constants(15).bound_exponent
+    rows_pad, k_pad = nvec + extra_rows, -(-k // 16) * 16 + 16
+    px = dev.put(buf)
+    outs = {}
+    for how in ("fused", "two"):
+        exps, shift, nf = dev.empty(4 * nvec), dev.empty(4 * nvec), dev.empty(4 * nvec)
+        coarse = dev.empty(rows_pad * k_pad)  # poisoned: the padding must be written
+        if how == "fused":
+            st.scan_coarse(px, nvec, k, vs, es, pb, exps.ptr, shift.ptr, nf.ptr, coarse.ptr, rows_pad, k_pad, 0,
+                           inner=pin)
+        else:
+            st.scan(px, nvec, k, vs, es, pb, exps.ptr, shift.ptr, nf.ptr, 0, inner=pin)
+            st.coarse(px, nvec, k, vs, es, exps.ptr, coarse.ptr, rows_pad, k_pad, 0, inner=pin)
+        outs[how] = (dev.get(exps, np.int32, nvec), dev.get(shift, np.int32, nvec), dev.get(nf, np.int32, nvec),
+                     dev.get(coarse, np.int8, (rows_pad, k_pad)))
+    for got, want in zip(outs["fused"], outs["two"]):
+        assert np.array_equal(got, want)
+    finite = np.where(np.isfinite(x), x, 0.0)
+    want_e = R.exponents(finite, 1, inner)
+    got_e, _, _, got_c = outs["fused"]
+    assert np.array_equal(got_e, want_e)
+    assert np.array_equal(got_c[:nvec, :k], R.coarse_magnitudes(finite, 1, want_e, inner))
+    assert not got_c[:, k:].any() and not got_c[nvec:].any()
+
+
+def test_scan_coarse_no_vectors(st, dev):
+    """No vectors: the coarse planes are all padding, written as 0."""
+    coarse = dev.empty(4 * 32)
+    st.scan_coarse(0, 0, 20, 20, 1, 40, 0, 0, 0, coarse.ptr, 4, 32, 0)
+    assert not dev.get(coarse, np.int8, 4 * 32).any()
+
+
 @pytest.mark.parametrize("m,k,n", [(23, 40, 31), (300, 50, 70), (3, 7, 2), (2000, 20, 33)])
 @pytest.mark.parametrize("bound", ["int64", "int32"])
 def test_accurate_shifts(st, rng, dev, m, k, n, bound):

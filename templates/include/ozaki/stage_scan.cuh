@@ -42,6 +42,15 @@ struct ScanOutputs {
   const int32_t* given;
 };
 
+// The coarse magnitudes written by the scan's second pass (scan_along_k_kernel<kInner,
+// true>): out[v*k_pad + l] as coarse_kernel writes them, padding included (rows_pad x
+// k_pad, zeros outside nvec x k). out null: not written.
+struct CoarseOutput {
+  int8_t* out;
+  int64_t rows_pad;
+  int64_t k_pad;
+};
+
 __global__ void __launch_bounds__(kWarp * kRowsPerBlock)
 scan_kernel(VectorSet xs, ScanOutputs o) {
   constexpr int kVectors = kWarp;        // per block
@@ -143,7 +152,9 @@ scan_kernel(VectorSet xs, ScanOutputs o) {
 // multiplications and one conversion rounding up (ceil_scaled_by). A warp per vector with
 // an exponent per entry took 2.5-16x the memory floor (too few vectors at long k, and
 // instruction-bound); this kernel 1.8-2.2x (H200; docs/benchmarks.md). The same
-// reductions (max, integer sums), so the same bits.
+// reductions (max, integer sums), so the same bits. kCoarse: the second pass also writes
+// the coarse magnitudes (coarse_kernel's bytes; the vector's E and entries are at hand), so
+// that accurate mode reads x twice, not three times.
 inline constexpr int kTeamThreads = 512;
 inline constexpr int kScanBatch = 8;
 inline constexpr int kTeamValues = 32;  // values per thread the team size aims at
@@ -182,10 +193,12 @@ __device__ inline void for_each_entry(const double* x, int64_t step, int n, F f)
 }
 
 // kInner: with the contract's inner shifts (per-entry exponents and scales); the grid-
-// uniform `given` flag may still turn them off.
-template <bool kInner>
+// uniform `given` flag may still turn them off. kCoarse: c.out is written (CoarseOutput);
+// the blocks then also cover the padding vectors nvec .. c.rows_pad.
+template <bool kInner, bool kCoarse>
 __global__ void __launch_bounds__(kTeamThreads, 2)
-scan_along_k_kernel(VectorSet xs, ScanOutputs o, int team) {
+scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int team) {
+  static_assert(!(kInner && kCoarse), "the coarse magnitudes are written without inner shifts only");
   __shared__ double s_f64[kTeamThreads / kWarp];
   __shared__ int32_t s_i32[kTeamThreads / kWarp];
   __shared__ uint64_t s_u64[kTeamThreads / kWarp];
@@ -199,7 +212,8 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, int team) {
   const bool shifted = kInner && !given && xs.inner != nullptr;
   const int per_block = kTeamThreads / team;
   const int t = threadIdx.x % team;
-  const int64_t groups = (xs.nvec + per_block - 1) / per_block;
+  const int64_t vectors = kCoarse && c.rows_pad > xs.nvec ? c.rows_pad : xs.nvec;
+  const int64_t groups = (vectors + per_block - 1) / per_block;
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
     const int64_t v = group * per_block + threadIdx.x / team;
     const bool active = v < xs.nvec;
@@ -208,6 +222,7 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, int team) {
     const double* x = xs.x + v * xs.vs + t * xs.es;
     const int64_t step = int64_t(team) * xs.es;
     const int32_t* inner = shifted ? xs.inner + t : nullptr;
+    int8_t* cq = kCoarse ? c.out + v * c.k_pad + t : nullptr;  // entry t + u * team at cq[u * team]
 
     // Pass 1: the largest exponent of the finite non-zero entries (with their shifts), the
     // count of the others; or, given, the inner statistics' results.
@@ -257,15 +272,23 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, int team) {
         }
       });
     } else {
-      const ScaleFactors f = scale_factors(qb - e);
-      for_each_entry<true>(x, step, n, [&](int, double a) {
+      // The coarse magnitude as the scan's q, with 2^(kCoarseBits - E): ceil_scaled_by is
+      // ceil_scaled_magnitude for results below 2^32 (coarse ones are at most 2^kCoarseBits).
+      const ScaleFactors f = scale_factors(qb - e), fc = scale_factors(kCoarseBits - e);
+      for_each_entry<true>(x, step, n, [&](int u, double a) {
         const double m = fabs(a);
+        uint32_t qc = 0;
         if (m <= DBL_MAX) {
           const uint32_t q = ceil_scaled_by(m, f);
           sum += uint64_t(q) * q;
           sum1 += q;
+          if (kCoarse) qc = ceil_scaled_by(m, fc);
         }
+        if (kCoarse) cq[int64_t(u) * team] = static_cast<int8_t>(qc);
       });
+    }
+    if (kCoarse && v < c.rows_pad) {  // the padding: entries k .. k_pad, or a whole padding vector
+      for (int64_t l = (active ? xs.k : 0) + t; l < c.k_pad; l += team) c.out[v * c.k_pad + l] = 0;
     }
     sum = team_reduce(sum, team, s_u64, add_u64);
     if (o.abs_sum != nullptr) sum1 = team_reduce(sum1, team, s_u64, add_u64);
@@ -316,30 +339,60 @@ coarse_kernel(VectorSet xs, const int32_t* exps, int8_t* out, int64_t k_pad, Chu
 }
 
 // --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
+inline int coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
+                  const int32_t* inner, const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad,
+                  cudaStream_t stream, Message& err);
+
+template <bool kCoarse>
+inline void launch_scan_along_k(const VectorSet& xs, const ScanOutputs& o, const CoarseOutput& c,
+                                cudaStream_t stream) {
+  const int team = scan_team(xs.k);
+  const int64_t vectors = kCoarse && c.rows_pad > xs.nvec ? c.rows_pad : xs.nvec;
+  const int64_t blocks = resident_blocks(scan_along_k_kernel<false, kCoarse>, kTeamThreads, vectors,
+                                         kTeamThreads / team);
+  if constexpr (kCoarse) {  // without inner shifts only (with them the kernel spills)
+    scan_along_k_kernel<false, true><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team);
+  } else if (xs.inner != nullptr) {
+    scan_along_k_kernel<true, kCoarse><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team);
+  } else {
+    scan_along_k_kernel<false, kCoarse><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team);
+  }
+}
+
+// The scan; with `coarse` (not null) also the coarse magnitudes of the scan's exponents,
+// as `coarse` below writes them: from the scan's second pass where lanes run along k and
+// there are no inner shifts, else by coarse_kernel after the scan.
 inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
                 const int32_t* inner, int pb, int32_t* exps, int32_t* fast_shift,
                 int32_t* nonfinite_count, int32_t* logq, int64_t* abs_sum, const int32_t* given,
-                cudaStream_t stream, Message& err) {
-  const char* what = "scan";
+                cudaStream_t stream, Message& err, int8_t* coarse_out = nullptr, int64_t rows_pad = 0,
+                int64_t k_pad = 0) {
+  const char* what = coarse_out != nullptr ? "scan_coarse" : "scan";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (coarse_out != nullptr) {
+    if (int s = check_padding(what, nvec, k, rows_pad, k_pad, 1, err)) return s;
+  }
   if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
   if (nvec > 0 && (exps == nullptr || nonfinite_count == nullptr)) {
     return err.set(kBadArgument, "%s: exps and nonfinite_count must not be null", what);
   }
-  if (nvec == 0) return kOk;
+  if (nvec == 0 && (coarse_out == nullptr || rows_pad == 0 || k_pad == 0)) return kOk;
   const VectorSet xs{x, nvec, k, vs, es, inner};
   const ScanOutputs o{pb, exps, fast_shift, nonfinite_count, logq, abs_sum, given};
-  if (lanes_along_k(vs, es)) {
-    const int team = scan_team(k);
-    const int64_t blocks = resident_blocks(scan_along_k_kernel<false>, kTeamThreads, nvec,
-                                           kTeamThreads / team);
-    if (inner != nullptr) {
-      scan_along_k_kernel<true><<<blocks, kTeamThreads, 0, stream>>>(xs, o, team);
+  if (lanes_along_k(vs, es) && coarse_out != nullptr && k_pad > 0 && inner == nullptr) {
+    launch_scan_along_k<true>(xs, o, CoarseOutput{coarse_out, rows_pad, k_pad}, stream);
+  } else if (nvec > 0) {
+    if (lanes_along_k(vs, es)) {
+      launch_scan_along_k<false>(xs, o, CoarseOutput{nullptr, 0, 0}, stream);
     } else {
-      scan_along_k_kernel<false><<<blocks, kTeamThreads, 0, stream>>>(xs, o, team);
+      scan_kernel<<<blocks_for(nvec, kWarp), dim3(kWarp, kRowsPerBlock), 0, stream>>>(xs, o);
     }
-  } else {
-    scan_kernel<<<blocks_for(nvec, kWarp), dim3(kWarp, kRowsPerBlock), 0, stream>>>(xs, o);
+    if (coarse_out != nullptr) {
+      if (int s = check_launch(err, what)) return s;
+      return coarse(x, nvec, k, vs, es, inner, exps, coarse_out, rows_pad, k_pad, stream, err);
+    }
+  } else {  // no vectors: the coarse planes are padding only
+    return coarse(x, nvec, k, vs, es, inner, exps, coarse_out, rows_pad, k_pad, stream, err);
   }
   return check_launch(err, what);
 }

@@ -7,6 +7,7 @@
 //
 //   P_scan              reference.split_nonfinite (counts only), exponents, fast_shifts
 //   P_coarse            reference.coarse_magnitudes (int8 operands of the coarse GEMM)
+//   P_scan_coarse       P_scan, then P_coarse of its exponents, in one kernel where it can
 //   P_accumulate_i64    the int64 sum over k chunks of the coarse GEMM (reference.coarse_bound)
 //   P_accurate_shifts   reference.accurate_shifts (a row pass, then a column pass)
 //   P_pack              a vector set copied to contiguous vectors (a tiled transpose)
@@ -42,7 +43,8 @@
 //   scan            2 reads of x per vector set (the 2nd mostly from L2 for lanes along
 //                   k); ~10 int/fp64 ops per entry; measured 0.9 ms per operand (1.8x HBM).
 //   coarse          1 read of x (8 B/entry) + 1 B/entry written, 16-byte stores, ~20 ops
-//                   per entry: memory-bound, ~0.5 ms per operand.
+//                   per entry: memory-bound, ~0.5 ms per operand. scan_coarse writes
+//                   the same bytes from the scan's second read (no third read of x).
 //   residues        1 read of x (8 B) + N bytes written per entry (16-byte stores), ~30
 //                   ops per entry to cut V into float pieces, then per modulus 7 FP32 ops
 //                   (every |V| < 2^53 in the warp) or 11 FP32 ops + 1 shared load (the
