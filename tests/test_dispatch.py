@@ -306,3 +306,31 @@ def test_forget_tables_rereads_the_file(tmp_path, monkeypatch):
     dispatch.forget_tables()
     table, source = dispatch.load_table()
     assert [c.variant.name for c in dispatch.candidates_from_table(table, source)] == [_STAGED["kernel"]]
+
+
+def test_the_answer_under_a_kept_table_is_kept(tmp_path, monkeypatch):
+    """choose() runs on every call: under a table load_table() keeps, each (problem, path)
+    is worked out once, until forget_tables(); a table passed in as a plain dict is worked
+    out every time (it may change). The kept answers are bounded."""
+    fused = catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT)[-1]
+    _use_table(tmp_path, monkeypatch, {"entries": [{"arch": "sm_90a", "path": "fused", "kernel": fused.name}]})
+    table, source = dispatch.load_table()
+    worked = []
+    first_fit = dispatch.candidates._first_fit
+    monkeypatch.setattr(dispatch.candidates, "_first_fit", lambda *a: worked.append(a[0]) or first_fit(*a))
+    p, q = Problem(4096, 4096, 4096, 15, Arch.SM90A), Problem(4096, 4096, 4097, 15, Arch.SM90A)
+    answers = [choose(x, table=table, table_source=source, path=path)
+               for x, path in ((p, None), (p, None), (p, "staged"), (q, None), (p, None))]
+    assert worked == [p, p, q]
+    assert answers[0] == answers[1] == answers[4] and answers[0].variant == fused
+    assert answers[2].path == "staged" and answers[3].variant == fused
+    dispatch.forget_tables()
+    assert choose(p, table=table, table_source=source) == answers[0] and worked == [p, p, q, p]
+    plain = json.loads(json.dumps(table))
+    choose(p, table=plain), choose(p, table=plain)
+    assert worked[-2:] == [p, p]
+    table, source = dispatch.load_table()
+    monkeypatch.setattr(dispatch.candidates, "MAX_CHOICES", 2)
+    for k in range(1, 6):
+        choose(Problem(64, 64, k, 15, Arch.SM90A), table=table, table_source=source)
+        assert len(dispatch.table.TABLES.choices) <= 2

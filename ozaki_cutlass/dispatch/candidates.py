@@ -125,12 +125,33 @@ def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
                  for e in table["entries"] if e["path"] != "native")  # native: read by prefer_native
 
 
+#: The most dispatcher answers kept (TableCache.choices); past it they are forgotten.
+MAX_CHOICES = 4096
+
+
 def choose(problem: Problem, *, table: dict | None = None, table_source: str = "table",
            path: str | None = None) -> Choice:
     """The first candidate (table entries, then built-in defaults) that supports
-    ``problem``; ``path`` restricts to "staged" or "fused"."""
+    ``problem``; ``path`` restricts to "staged" or "fused". It runs on every GEMM call:
+    the answer under a table load_table() keeps is kept too, by the table's identity, the
+    problem and the path (a pure function of those; forget_tables() forgets it)."""
     if path is not None and path not in PATHS:
         raise ValueError(f"path must be one of {PATHS} or None, got {path!r}")
+    keep = table is not None and TABLES.is_kept(table)
+    key = (id(table), table_source, problem, path)
+    if keep:
+        found = TABLES.choices.get(key)
+        if found is not None:
+            return found
+    choice = _first_fit(problem, table, table_source, path)
+    if keep:
+        if len(TABLES.choices) >= MAX_CHOICES:
+            TABLES.choices.clear()
+        TABLES.choices[key] = choice
+    return choice
+
+
+def _first_fit(problem: Problem, table: dict | None, table_source: str, path: str | None) -> Choice:
     cands = (candidates_from_table(table, table_source) if table else []) + list(builtin_candidates(problem.arch))
     reasons = []
     for c in cands:

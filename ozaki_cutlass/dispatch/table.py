@@ -152,6 +152,7 @@ class TableCache:
         self._read: dict[tuple, tuple[dict, str]] = {}
         self._kept_ids: set[int] = set()
         self.derived: dict = {}  # (id(table), source, what) -> what was made from a kept table
+        self.choices: dict = {}  # (id(table), source, problem, path) -> the dispatcher's Choice
 
     def read(self, path: str | None, where: str, fix: str) -> tuple[dict, str]:
         key = (path, where, fix)
@@ -171,6 +172,7 @@ class TableCache:
             self._read.clear()
             self._kept_ids.clear()
             self.derived.clear()
+            self.choices.clear()
 
 
 #: The one TableCache of the process (cleared by ``ozaki_cutlass.dispatch.forget_tables``).
