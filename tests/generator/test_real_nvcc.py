@@ -90,6 +90,10 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
     st = Stages(artifact)  # binds every entry of the stages ABI, checks CrtConstants' size
     with pytest.raises(UnsupportedProblem, match="k"):
         st.scan(1 << 20, 4, -1, 1, 1, 100, 1 << 20, 1 << 20, 1 << 20, 0)
+    with pytest.raises(UnsupportedProblem, match="scan_coarse: out is null"):
+        st.scan_coarse(1 << 20, 4, 64, 64, 1, 100, 1 << 20, 0, 1 << 20, 0, 4, 64, 0)
+    with pytest.raises(UnsupportedProblem, match="scan_coarse: need rows_pad >= nvec"):
+        st.scan_coarse(1 << 20, 4, 64, 64, 1, 100, 1 << 20, 0, 1 << 20, 1 << 20, 4, 56, 0)
     with pytest.raises(UnsupportedProblem, match="vec_exps and vec_nonfinite must be both null or both set"):
         st.inner_stats(1 << 20, 4, 64, 64, 1, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 0, vec_exps=1 << 20)
     # Karatsuba's parts (x, nvec, k, vs, es, shifts, shift_step, nmod, moduli, out, rows_pad,

@@ -359,9 +359,10 @@ inline void launch_scan_along_k(const VectorSet& xs, const ScanOutputs& o, const
   }
 }
 
-// The scan; with `coarse` (not null) also the coarse magnitudes of the scan's exponents,
-// as `coarse` below writes them: from the scan's second pass where lanes run along k and
-// there are no inner shifts, else by coarse_kernel after the scan.
+// The scan; with `coarse_out` (not null; scan_coarse below checks its sizes) also the coarse
+// magnitudes of the scan's exponents, as `coarse` below writes them: from the scan's second
+// pass where lanes run along k and there are no inner shifts, else by coarse_kernel after
+// the scan.
 inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
                 const int32_t* inner, int pb, int32_t* exps, int32_t* fast_shift,
                 int32_t* nonfinite_count, int32_t* logq, int64_t* abs_sum, const int32_t* given,
@@ -369,9 +370,6 @@ inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es
                 int64_t k_pad = 0) {
   const char* what = coarse_out != nullptr ? "scan_coarse" : "scan";
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
-  if (coarse_out != nullptr) {
-    if (int s = check_padding(what, nvec, k, rows_pad, k_pad, 1, err)) return s;
-  }
   if (pb < 0 || pb > 4096) return err.set(kBadArgument, "%s: pb=%d out of range", what, pb);
   if (nvec > 0 && (exps == nullptr || nonfinite_count == nullptr)) {
     return err.set(kBadArgument, "%s: exps and nonfinite_count must not be null", what);
@@ -395,6 +393,23 @@ inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es
     return coarse(x, nvec, k, vs, es, inner, exps, coarse_out, rows_pad, k_pad, stream, err);
   }
   return check_launch(err, what);
+}
+
+// P_scan_coarse: scan (no logq, abs_sum or given), then the coarse magnitudes of its
+// exponents into out (rows_pad x k_pad, padding written), from one kernel where it can.
+inline int scan_coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es, const int32_t* inner,
+                       int pb, int32_t* exps, int32_t* fast_shift, int32_t* nonfinite_count, int8_t* out,
+                       int64_t rows_pad, int64_t k_pad, cudaStream_t stream, Message& err) {
+  const char* what = "scan_coarse";
+  if (int s = check_vector_set(what, x, nvec, k, err)) return s;
+  if (int s = check_padding(what, nvec, k, rows_pad, k_pad, 1, err)) return s;
+  if (rows_pad > 0 && k_pad > 0 && out == nullptr) return err.set(kBadArgument, "%s: out is null", what);
+  if (out == nullptr) {  // nothing to write: the scan alone
+    return scan(x, nvec, k, vs, es, inner, pb, exps, fast_shift, nonfinite_count, nullptr, nullptr, nullptr, stream,
+                err);
+  }
+  return scan(x, nvec, k, vs, es, inner, pb, exps, fast_shift, nonfinite_count, nullptr, nullptr, nullptr, stream,
+              err, out, rows_pad, k_pad);
 }
 
 inline int coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es,
