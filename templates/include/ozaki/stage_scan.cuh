@@ -379,20 +379,19 @@ inline int scan(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t es
   const ScanOutputs o{pb, exps, fast_shift, nonfinite_count, logq, abs_sum, given};
   if (lanes_along_k(vs, es) && coarse_out != nullptr && k_pad > 0 && inner == nullptr) {
     launch_scan_along_k<true>(xs, o, CoarseOutput{coarse_out, rows_pad, k_pad}, stream);
-  } else if (nvec > 0) {
+    return check_launch(err, what);
+  }
+  if (nvec > 0) {
     if (lanes_along_k(vs, es)) {
       launch_scan_along_k<false>(xs, o, CoarseOutput{nullptr, 0, 0}, stream);
     } else {
       scan_kernel<<<blocks_for(nvec, kWarp), dim3(kWarp, kRowsPerBlock), 0, stream>>>(xs, o);
     }
-    if (coarse_out != nullptr) {
-      if (int s = check_launch(err, what)) return s;
-      return coarse(x, nvec, k, vs, es, inner, exps, coarse_out, rows_pad, k_pad, stream, err);
-    }
-  } else {  // no vectors: the coarse planes are padding only
-    return coarse(x, nvec, k, vs, es, inner, exps, coarse_out, rows_pad, k_pad, stream, err);
+    if (int s = check_launch(err, what)) return s;
   }
-  return check_launch(err, what);
+  // the coarse magnitudes by their own kernel (no vectors: the planes are padding only)
+  if (coarse_out != nullptr) return coarse(x, nvec, k, vs, es, inner, exps, coarse_out, rows_pad, k_pad, stream, err);
+  return kOk;
 }
 
 // P_scan_coarse: scan (no logq, abs_sum or given), then the coarse magnitudes of its
@@ -404,10 +403,6 @@ inline int scan_coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int
   if (int s = check_vector_set(what, x, nvec, k, err)) return s;
   if (int s = check_padding(what, nvec, k, rows_pad, k_pad, 1, err)) return s;
   if (rows_pad > 0 && k_pad > 0 && out == nullptr) return err.set(kBadArgument, "%s: out is null", what);
-  if (out == nullptr) {  // nothing to write: the scan alone
-    return scan(x, nvec, k, vs, es, inner, pb, exps, fast_shift, nonfinite_count, nullptr, nullptr, nullptr, stream,
-                err);
-  }
   return scan(x, nvec, k, vs, es, inner, pb, exps, fast_shift, nonfinite_count, nullptr, nullptr, nullptr, stream,
               err, out, rows_pad, k_pad);
 }
