@@ -297,16 +297,17 @@ __device__ inline void copy8_async(uint32_t shared_dst, const void* global_src) 
 
 // Adds the 8 one-byte residues of entries j0 .. j0 + 7 of row i and stores them;
 // word(g, q) is modulus g's 4 bytes of entries j0 + 4q .. j0 + 4q + 3 (byte t: entry + t).
-template <int kLimbs, class Word>
+template <int kLimbs, int kCount, class Word>
 __device__ inline void combine_residue_bytes(const CrtArgs& a, const CrtConstants& consts, int64_t i,
                                              int64_t j0, Word word) {
+  const int count = kCount > 0 ? kCount : consts.count;
 #pragma unroll
   for (int q = 0; q < 2; ++q) {
     if (j0 + 4 * q < a.n) {
       double limb_sums[4][kMaxLimbs] = {};
 #pragma unroll
-      for (int g = 0; g < kMaxModuli; ++g) {
-        if (g < consts.count) {
+      for (int g = 0; g < (kCount > 0 ? kCount : kMaxModuli); ++g) {
+        if (g < count) {
           const uint32_t w = word(g, q);
           // Bytes 0 and 3 go through the conversion unit (I2F), bytes 1 and 2 through the
           // 2^52 bias (an FP64 add): the limb sums' FMAs keep the FP64 pipe about as busy
@@ -322,23 +323,26 @@ __device__ inline void combine_residue_bytes(const CrtArgs& a, const CrtConstant
   }
 }
 
-template <int kLimbs>
+// kCount > 0: consts.count is kCount (the guards per modulus fold away, the stages hold
+// kCount planes); 0: any count up to kMaxModuli.
+template <int kLimbs, int kCount>
 __global__ void __launch_bounds__(kResidueBytesThreads, 4)
 crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
                          const __grid_constant__ CrtReduce red) {
   constexpr int kPer = kResidueBytesPerThread;
-  __shared__ uint2 words[2][kMaxModuli][kResidueBytesThreads];
+  constexpr int kPlanes = kCount > 0 ? kCount : kMaxModuli;
+  __shared__ uint2 words[2][kPlanes][kResidueBytesThreads];
   const int64_t nv = (a.n + kPer - 1) / kPer;
   const int64_t total = a.m * nv;
   if (total == 0) return;  // no item (and no division by nv = 0 below)
-  const int count = consts.count;
+  const int count = kCount > 0 ? kCount : consts.count;
   const int tid = threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   // This thread's word of stage 0 and modulus 0 as a shared-window address, converted once:
   // every other word of the thread is a constant offset from it.
   const uint32_t s_word = static_cast<uint32_t>(__cvta_generic_to_shared(&words[0][0][tid]));
   constexpr uint32_t kPlaneBytes = kResidueBytesThreads * sizeof(uint2);
-  constexpr uint32_t kStageBytes = kMaxModuli * kPlaneBytes;
+  constexpr uint32_t kStageBytes = kPlanes * kPlaneBytes;
   // Starts the copies of item (i, j0)'s words into stage `buf` (none for an item past the
   // end or a partial one, which is read byte by byte below); one commit group either way.
   auto prefetch = [&](bool inside, int64_t i, int64_t j0, int buf) {
@@ -346,7 +350,7 @@ crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constan
       const unsigned char* src = a.x + i * a.ld + j0;
       const uint32_t dst = s_word + buf * kStageBytes;
 #pragma unroll
-      for (int g = 0; g < kMaxModuli; ++g) {
+      for (int g = 0; g < kPlanes; ++g) {
         if (g < count) copy8_async(dst + g * kPlaneBytes, src + red.plane[g]);
       }
     }
@@ -365,14 +369,14 @@ crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constan
     __pipeline_wait_prior(1);  // this item's copies (the group before the one just started)
     if (a.vector_loads && j0 + kPer <= a.n) {
       const int b = buf;
-      combine_residue_bytes<kLimbs>(a, consts, i, j0, [&](int g, int q) {
+      combine_residue_bytes<kLimbs, kCount>(a, consts, i, j0, [&](int g, int q) {
         const uint2 w = words[b][g][tid];
         return q == 0 ? w.x : w.y;
       });
     } else {
-      uint2 raw[kMaxModuli];
+      uint2 raw[kPlanes];
 #pragma unroll
-      for (int g = 0; g < kMaxModuli; ++g) {
+      for (int g = 0; g < kPlanes; ++g) {
         if (g < count) {
           const unsigned char* src = a.x + red.plane[g] + i * a.ld + j0;
           uint32_t w[2] = {0, 0};
@@ -380,7 +384,8 @@ crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constan
           raw[g] = make_uint2(w[0], w[1]);
         }
       }
-      combine_residue_bytes<kLimbs>(a, consts, i, j0, [&](int g, int q) { return q == 0 ? raw[g].x : raw[g].y; });
+      combine_residue_bytes<kLimbs, kCount>(a, consts, i, j0,
+                                            [&](int g, int q) { return q == 0 ? raw[g].x : raw[g].y; });
     }
     i = i_next;
     j0 = j_next;
@@ -451,9 +456,21 @@ inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, c
                               cudaStream_t stream) {
   if constexpr (kSource == kFromResidueBytes) {
     const int64_t work = args.m * ((args.n + kResidueBytesPerThread - 1) / kResidueBytesPerThread);
-    const int64_t blocks = resident_blocks(crt_residue_bytes_kernel<kLimbs>, kResidueBytesThreads, work,
-                                           kResidueBytesThreads);
-    crt_residue_bytes_kernel<kLimbs><<<blocks, kResidueBytesThreads, 0, stream>>>(args, consts, red);
+    // The counts the accuracy contract and the benches run most (15 .. 17 moduli, 3 limbs)
+    // with the count at compile time; any other with the count read at run time.
+    auto launch = [&](auto kernel) {
+      const int64_t blocks = resident_blocks(kernel, kResidueBytesThreads, work, kResidueBytesThreads);
+      kernel<<<blocks, kResidueBytesThreads, 0, stream>>>(args, consts, red);
+    };
+    if constexpr (kLimbs == 3) {
+      switch (consts.count) {
+        case 15: launch(crt_residue_bytes_kernel<kLimbs, 15>); return;
+        case 16: launch(crt_residue_bytes_kernel<kLimbs, 16>); return;
+        case 17: launch(crt_residue_bytes_kernel<kLimbs, 17>); return;
+        default: break;
+      }
+    }
+    launch(crt_residue_bytes_kernel<kLimbs, 0>);
   } else {
     const int64_t work = args.m * ((args.n + 3) / 4);
     const int64_t blocks = resident_blocks(crt_kernel<kSource, kLimbs>, kThreads, work, kThreads);
