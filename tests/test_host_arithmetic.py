@@ -481,12 +481,26 @@ def gen_karatsuba(rng, out):
         out.append(f"kresn {-bound} {-bound} {bound} {m} 0 {(3 * bound) % m}")
 
 
+def gen_wide_pieces(rng, out):
+    """The wide pieces' extremes (residue_arith.h, e <= 16, V < 2^69): every piece at its
+    largest (all-ones mantissas), single bits at each piece's edges, random mantissas, both
+    signs, every e, against every table modulus."""
+    mantissas = [2**53 - 1, 2**52, 2**52 + 1, int("10" * 26 + "1", 2), int("01" * 26 + "1", 2) | 2**52]
+    mantissas += [2**52 | int(rng.integers(0, 2**52)) for _ in range(4)]
+    for e in range(0, 17):
+        for mant in mantissas:
+            for sign in (1, -1):
+                v = sign * (mant << e)
+                for m in MODULI_TABLE:
+                    out.append(f"res {hx(float(v))} {m} {sym(v, m)}")
+
+
 def generate_cases() -> list[str]:
     rng = np.random.default_rng(SEED)
     out: list[str] = []
     for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_csm, gen_coarse,
                 gen_scale, gen_scaled_extremes, gen_accurate_shifts, gen_crt, gen_ldexp, gen_pattern,
-                gen_fastmod, gen_group_arith, gen_karatsuba):
+                gen_fastmod, gen_group_arith, gen_karatsuba, gen_wide_pieces):
         gen(rng, out)
     return out + sweep_lines()
 

@@ -144,8 +144,8 @@ int sym_mod(int64_t y, int64_t m) {
   return static_cast<int>(r >= (m + 1) / 2 ? r - m : r);
 }
 
-// The fastmod path of P_residues for one value and modulus: both the general (any e)
-// route and, where e == 0, the e == 0 route. Returns false (and reports) on mismatch.
+// The fastmod path of P_residues for one value and modulus: the general (any e) route,
+// where e <= kWideMaxExp the wide pieces, and where e == 0 the e == 0 route. Returns false (and reports) on mismatch.
 bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, uint32_t m,
                            int want) {
   const st::FloatModulus k = st::float_modulus(m);
@@ -155,6 +155,14 @@ bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, 
     mismatch(tag, "residue_scaled m=" + std::to_string(m) + ": got " + std::to_string(scaled) +
                       ", want " + std::to_string(want));
     return false;
+  }
+  if (sv.exp <= st::kWideMaxExp) {
+    const int wide = st::residue_byte(st::residue_wide(st::wide_pieces(sv), st::wide_modulus(m)));
+    if (wide != want) {
+      mismatch(tag, "residue_wide m=" + std::to_string(m) + " e=" + std::to_string(sv.exp) + ": got " +
+                        std::to_string(wide) + ", want " + std::to_string(want));
+      return false;
+    }
   }
   if (sv.exp == 0) {
     const int e0 = st::residue_byte(st::residue_e0(st::residue_pieces(sv, true), k));

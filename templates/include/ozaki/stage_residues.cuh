@@ -21,8 +21,10 @@ namespace ozaki {
 namespace stages {
 
 // --- residues ------------------------------------------------------------------------
-// Per modulus: the float constants (FloatModulus) and the table f(e) = 2^e mods m for
-// e < kPow2Table, built in shared memory by every block (persistent grid: a few per SM).
+// Per modulus: the float constants (FloatModulus, WideModulus) and the table f(e) = 2^e
+// mods m for e < kPow2Table, built in shared memory by every block (persistent grid: a few
+// per SM). Each warp takes one path for its 32 x 16 entries, by its largest e: 0 (four
+// pieces with the 1/4), <= kWideMaxExp (five wide pieces, no table), else the table.
 
 // Karatsuba's parts (residues_kernel<true>): each vector's entries 2l and 2l + 1 are Re and
 // Im of complex entry l (Im first where im_first: Bhat's odd columns hold Im b at their even
@@ -76,6 +78,34 @@ __device__ inline float shared_float(uint32_t address) {
   return f;
 }
 
+// Modulus g's 16 residue bytes of one chunk (four words), stored.
+template <bool kParts>
+__device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t (&words)[4], int g, int8_t* dst,
+                                           const uint32_t* s_m) {
+  if constexpr (kParts) {
+    store_parts(words, static_cast<int>(s_m[g]), a.parts.im_first, dst + g * a.plane_stride, a.parts.part_stride);
+  } else {
+    store_chunk(dst + g * a.plane_stride, make_uint4(words[0], words[1], words[2], words[3]), a.vector_stores);
+  }
+}
+
+// The nmod 16-byte stores of one chunk whose warp has every e <= kWideMaxExp (and one
+// e > 0): the wide pieces, four FFMAs and reduce_quarter per entry and modulus.
+template <bool kParts>
+__device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces (&w)[kChunk], int8_t* dst,
+                                         bool active, const WideModulus* s_wide, const uint32_t* s_m) {
+  for (int g = 0; g < a.nmod; ++g) {
+    const WideModulus k = s_wide[g];
+    uint32_t words[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      words[q] = pack_bytes(residue_wide(w[4 * q], k), residue_wide(w[4 * q + 1], k), residue_wide(w[4 * q + 2], k),
+                            residue_wide(w[4 * q + 3], k));
+    }
+    if (active) store_residue_words<kParts>(a, words, g, dst, s_m);
+  }
+}
+
 // The nmod 16-byte stores of one chunk. kPath 0: every e of the warp is 0 (pieces carry
 // the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table).
 template <int kPath, bool kParts>
@@ -116,14 +146,7 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) rows[i] += sizeof(float);
-    if (!active) continue;
-    if constexpr (kParts) {
-      store_parts(words, static_cast<int>(s_m[g]), a.parts.im_first, dst + g * a.plane_stride,
-                  a.parts.part_stride);
-    } else {
-      store_chunk(dst + g * a.plane_stride, make_uint4(words[0], words[1], words[2], words[3]),
-                  a.vector_stores);
-    }
+    if (active) store_residue_words<kParts>(a, words, g, dst, s_m);
   }
 }
 
@@ -131,6 +154,7 @@ template <bool kParts>
 __global__ void __launch_bounds__(kThreads)
 residues_kernel(const __grid_constant__ ResidueArgs a) {
   __shared__ FloatModulus s_mod[kMaxModuli];
+  __shared__ WideModulus s_wide[kMaxModuli];
   __shared__ uint32_t s_m[kMaxModuli];
   __shared__ float s_pow2[kPow2Table * kMaxModuli];  // [e][modulus]
   for (int t = threadIdx.x; t < a.nmod * kPow2Table; t += blockDim.x) {
@@ -140,6 +164,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     s_pow2[e * kMaxModuli + g] = pow2_factor(e, m);
     if (e == 0) {
       s_mod[g] = float_modulus(m);
+      s_wide[g] = wide_modulus(m);
       s_m[g] = m;
     }
   }
@@ -149,8 +174,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     int64_t v = 0, l0 = 0;
     if (c < a.grid.slots) chunk_position(a.grid, c, v, l0);
     const bool active = c < a.grid.slots && v < a.grid.rows_pad;
-    Pieces p[kChunk];
-    int e[kChunk];
+    ScaledInteger sv[kChunk];
     int emax = 0;
     {
       double x[kChunk];
@@ -165,10 +189,8 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
       load_shifts(a.xs, l0, inner);
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
-        const ScaledInteger s = scaled_integer(x[i], shift + inner[i]);
-        p[i] = residue_pieces(s, false);
-        e[i] = s.exp;
-        emax = s.exp > emax ? s.exp : emax;
+        sv[i] = scaled_integer(x[i], shift + inner[i]);
+        emax = sv[i].exp > emax ? sv[i].exp : emax;
       }
     }
 #pragma unroll
@@ -177,9 +199,21 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
       emax = other > emax ? other : emax;
     }
     int8_t* dst = a.out + v * a.row_stride + (kParts ? l0 / 2 : l0);
-    if (emax == 0) {
+    if (emax > 0 && emax <= kWideMaxExp) {
+      WidePieces w[kChunk];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) p[i].p0 = add_rn_f(p[i].p0, 0.25f);
+      for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(sv[i]);
+      write_wide_planes<kParts>(a, w, dst, active, s_wide, s_m);
+      continue;
+    }
+    Pieces p[kChunk];
+    int e[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      p[i] = residue_pieces(sv[i], emax == 0);  // e == 0: the pieces carry the 1/4
+      e[i] = sv[i].exp;
+    }
+    if (emax == 0) {
       write_residue_planes<0, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
     } else if (emax < kPow2Table) {
       write_residue_planes<1, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
