@@ -131,7 +131,7 @@ def stored_partials(parts, sizes):
                                   for p, size in zip(parts, sizes)), np.uint8)
 
 
-@pytest.mark.parametrize("count", [2, 5, 6, 11, 15, 16, 20])
+@pytest.mark.parametrize("count", [2, 5, 6, 11, 15, 16, 17, 20])
 def test_combine_unscale(st, rng, count, dev):
     consts = crt_constants(count)
     m, n, ldx = 19, 13, 16
