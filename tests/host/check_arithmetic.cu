@@ -145,7 +145,8 @@ int sym_mod(int64_t y, int64_t m) {
 }
 
 // The fastmod path of P_residues for one value and modulus: the general (any e) route,
-// where e <= kWideMaxExp the wide pieces, and where e == 0 the e == 0 route. Returns false (and reports) on mismatch.
+// where e <= kWideMaxExp the wide pieces, and where e == 0 the e == 0 route. Returns false
+// (and reports) on mismatch.
 bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, uint32_t m,
                            int want) {
   const st::FloatModulus k = st::float_modulus(m);

@@ -286,7 +286,7 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
 // 24 % of DRAM bandwidth (8192^2, 1.31 ms). A thread copies only its own words and reads
 // only those, so waiting for its own copies is enough (no barrier).
 inline constexpr int kResidueBytesPerThread = 8;
-inline constexpr int kResidueBytesThreads = 128;  // 2 x kMaxModuli x 128 x 8 bytes of stages
+inline constexpr int kResidueBytesThreads = 128;  // stages: 2 x planes x 128 x 8 bytes
 
 // cp.async of 8 bytes to a shared-window address (what __pipeline_memcpy_async issues,
 // without converting a generic pointer per copy); committed and awaited with

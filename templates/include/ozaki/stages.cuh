@@ -48,8 +48,9 @@
 //   residues        1 read of x (8 B) + N bytes written per entry (16-byte stores), ~30
 //                   ops per entry to cut V into float pieces, then per modulus 7 FP32 ops
 //                   (every |V| < 2^53 in the warp), 8 (every V < 2^69: five wide pieces)
-//                   or 11 FP32 ops + 1 shared load (the 2^e table), + 3/4 PRMT. 15 moduli: ~1.3 (e = 0) to ~2.4 clk per entry
-//                   per SM -> 2.7-4.9 ms for both operands vs a ~3 ms HBM floor (12 GB).
+//                   or 11 FP32 ops + 1 shared load (the 2^e table), + 3/4 PRMT. 15 moduli:
+//                   ~1.3 (e = 0) to ~2.4 clk per entry per SM -> 2.7-4.9 ms for both
+//                   operands vs a ~3 ms HBM floor (12 GB).
 //   crt_unscale     N int32 reads (16-byte loads, evict-first) per entry, per modulus
 //                   ~8 INT32 ops (Barrett, no division) + 2L FP64 ops of the limb sums, then
 //                   ~40 FP64 ops (crt_finish, ldexp, alpha/beta), 8 B written. ~2.3 clk per
