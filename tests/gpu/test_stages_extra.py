@@ -131,14 +131,17 @@ def stored_partials(parts, sizes):
                                   for p, size in zip(parts, sizes)), np.uint8)
 
 
+@pytest.mark.parametrize("ones", [False, True], ids=["groups", "one-per-modulus"])
 @pytest.mark.parametrize("count", [2, 5, 6, 11, 15, 16, 17, 20])
-def test_combine_unscale(st, rng, count, dev):
+def test_combine_unscale(st, rng, count, ones, dev):
+    """Random group sizes, or one modulus per group: the residue-bytes kernel, whose count is
+    fixed at compile time for 15 (3 limbs), 16 and 17 (4 limbs), read at run time otherwise."""
     consts = crt_constants(count)
     m, n, ldx = 19, 13, 16
     lim = 2**consts.bound_exponent
     x = [[int.from_bytes(rng.bytes(24), "little") % (2 * lim + 1) - lim for _ in range(n)] for _ in range(m)]
     x[0][0], x[0][1], x[1][0] = 0, lim, -lim
-    sizes = _groups(count, rng)
+    sizes = [1] * count if ones else _groups(count, rng)
     r = np.zeros((count, m, n), np.int32)
     parts = np.zeros((len(sizes), m, ldx), np.uint32)
     for i in range(m):

@@ -456,15 +456,19 @@ inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, c
                               cudaStream_t stream) {
   if constexpr (kSource == kFromResidueBytes) {
     const int64_t work = args.m * ((args.n + kResidueBytesPerThread - 1) / kResidueBytesPerThread);
-    // The counts the accuracy contract and the benches run most (15 .. 17 moduli, 3 limbs)
-    // with the count at compile time; any other with the count read at run time.
+    // The counts the accuracy contract and the benches run most with the count at compile
+    // time: 15 moduli (3 limbs: accurate mode's bench count), 16 and 17 (4 limbs: the
+    // contract's default call); any other with the count read at run time. The limbs follow
+    // from the count (numerics/moduli.py), so only these pairs occur.
     auto launch = [&](auto kernel) {
       const int64_t blocks = resident_blocks(kernel, kResidueBytesThreads, work, kResidueBytesThreads);
       kernel<<<blocks, kResidueBytesThreads, 0, stream>>>(args, consts, red);
     };
     if constexpr (kLimbs == 3) {
+      if (consts.count == 15) { launch(crt_residue_bytes_kernel<kLimbs, 15>); return; }
+    }
+    if constexpr (kLimbs == 4) {
       switch (consts.count) {
-        case 15: launch(crt_residue_bytes_kernel<kLimbs, 15>); return;
         case 16: launch(crt_residue_bytes_kernel<kLimbs, 16>); return;
         case 17: launch(crt_residue_bytes_kernel<kLimbs, 17>); return;
         default: break;
