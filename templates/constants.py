@@ -19,6 +19,7 @@ __all__ = [
     "MODULI_TABLE",
     "MAX_MODULI",
     "LIMB_BITS",
+    "LIMBS_OF_COUNT",
     "MAX_LIMBS",
     "EXACT_K_LIMIT",
     "K_CHUNK",
@@ -51,9 +52,14 @@ MAX_MODULI = len(MODULI_TABLE)
 #: Bits per limb of the fixed-point CRT weights.
 LIMB_BITS = 40
 
+#: Limbs of the product of the first c moduli, by count c: the limbs a CRT call of c
+#: moduli takes.
+LIMBS_OF_COUNT: tuple[int, ...] = tuple(-(-math.prod(MODULI_TABLE[:c]).bit_length() // LIMB_BITS)
+                                        for c in range(MAX_MODULI + 1))
+
 #: Limbs of the largest product of moduli (all of MODULI_TABLE): the fixed size of the
 #: CRT kernels' limb arrays.
-MAX_LIMBS = -(-math.prod(MODULI_TABLE).bit_length() // LIMB_BITS)
+MAX_LIMBS = LIMBS_OF_COUNT[MAX_MODULI]
 
 #: k must stay below this for one int32 accumulation of int8 products to be exact:
 #: |r_a r_b| <= 128 * 128 = 2^14, so k * 2^14 < 2^31.
@@ -141,6 +147,7 @@ KERNEL_CONSTANTS: tuple[KernelConstant, ...] = (
     KernelConstant("kMaxModuli", "int", MAX_MODULI, "moduli one CRT call takes (MAX_MODULI)"),
     KernelConstant("kLimbBits", "int", LIMB_BITS, "bits per CRT weight limb (LIMB_BITS)"),
     KernelConstant("kMaxLimbs", "int", MAX_LIMBS, "limbs of the largest product (MAX_LIMBS)"),
+    KernelConstant("kLimbsOfCount", "int", LIMBS_OF_COUNT, "limbs of a call of c moduli, by c (LIMBS_OF_COUNT)"),
     KernelConstant("kExactKLimit", "int64_t", EXACT_K_LIMIT,
                    "k of one exact int32 sum of int8 products is below this (EXACT_K_LIMIT)"),
     KernelConstant("kKAlignment", "int64_t", K_ALIGNMENT,

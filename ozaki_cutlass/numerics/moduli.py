@@ -28,10 +28,10 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-# The constants the kernels share (MODULI_TABLE, MAX_MODULI, LIMB_BITS, K_CHUNK,
-# COARSE_BITS, partial_bytes) live with the kernels; the generator renders them in.
-from ..templates.constants import (COARSE_BITS, K_CHUNK, LIMB_BITS, MAX_MODULI,  # noqa: F401
-                                   MODULI_TABLE, partial_bytes)
+# The constants the kernels share (MODULI_TABLE, MAX_MODULI, LIMB_BITS, LIMBS_OF_COUNT,
+# K_CHUNK, COARSE_BITS, partial_bytes) live with the kernels; the generator renders them in.
+from ..templates.constants import (COARSE_BITS, K_CHUNK, LIMB_BITS, LIMBS_OF_COUNT,  # noqa: F401
+                                   MAX_MODULI, MODULI_TABLE, partial_bytes)
 
 MIN_MODULI = 2
 
@@ -106,7 +106,7 @@ def crt_constants(count: int) -> CRTConstants:
     for m in moduli:
         cofactor = product // m
         weights.append(cofactor * pow(cofactor % m, -1, m) % product)
-    limbs = -(-product.bit_length() // LIMB_BITS)
+    limbs = LIMBS_OF_COUNT[count]
     # The limb sums S_j = sum_g d r_g must stay exact in float64.
     assert count * (2**LIMB_BITS - 1) * 255 < 2**53
     scales = tuple(float(2 ** (LIMB_BITS * (limbs - 1 - j))) for j in range(limbs))

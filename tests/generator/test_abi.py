@@ -5,6 +5,7 @@ header or template restates what Python holds (ABI versions, prototypes, constan
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -254,10 +255,17 @@ def test_the_rendered_constants_are_the_python_values():
         assert re.search(rf"inline constexpr {constant.cxx_type} {constant.cxx_name}(\[\d+\])? = "
                          rf"{re.escape(str(value))};", prelude), constant.cxx_name
     # the numerics use the same objects, not copies
-    for name in ("MODULI_TABLE", "MAX_MODULI", "LIMB_BITS", "K_CHUNK", "COARSE_BITS", "partial_bytes"):
+    for name in ("MODULI_TABLE", "MAX_MODULI", "LIMB_BITS", "LIMBS_OF_COUNT", "K_CHUNK", "COARSE_BITS",
+                 "partial_bytes"):
         assert getattr(moduli, name) is getattr(constants, name), name
     assert constants.MAX_MODULI == len(constants.MODULI_TABLE)
     assert moduli.crt_constants(constants.MAX_MODULI).limbs == constants.MAX_LIMBS
+    # each count's limbs hold its product, and one fewer would not
+    for count in range(moduli.MIN_MODULI, constants.MAX_MODULI + 1):
+        limbs = moduli.crt_constants(count).limbs
+        bits = math.prod(constants.MODULI_TABLE[:count]).bit_length()
+        assert limbs == constants.LIMBS_OF_COUNT[count]
+        assert constants.LIMB_BITS * (limbs - 1) < bits <= constants.LIMB_BITS * limbs, count
     assert constants.K_CHUNK < constants.EXACT_K_LIMIT and 128 * 128 * constants.EXACT_K_LIMIT == 2**31
 
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>  // std::integral_constant: the combine's fixed counts
 
 #include <cuda_pipeline.h>  // __pipeline_memcpy_async (cp.async): the combine's staged loads
 #include <cuda_runtime.h>
@@ -456,23 +457,27 @@ inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, c
                               cudaStream_t stream) {
   if constexpr (kSource == kFromResidueBytes) {
     const int64_t work = args.m * ((args.n + kResidueBytesPerThread - 1) / kResidueBytesPerThread);
-    // The counts the accuracy contract and the benches run most with the count at compile
-    // time: 15 moduli (3 limbs: accurate mode's bench count), 16 and 17 (4 limbs: the
-    // contract's default call); any other with the count read at run time. The limbs follow
-    // from the count (numerics/moduli.py), so only these pairs occur.
+    // The counts the accuracy contract and the benches run most (15 moduli: accurate
+    // mode's bench count; 16 and 17: the contract's default call) with the count at compile
+    // time, each in the instance of the limbs it takes (kLimbsOfCount, rendered from
+    // templates/constants.py); any other count with the count read at run time.
     auto launch = [&](auto kernel) {
       const int64_t blocks = resident_blocks(kernel, kResidueBytesThreads, work, kResidueBytesThreads);
       kernel<<<blocks, kResidueBytesThreads, 0, stream>>>(args, consts, red);
     };
-    if constexpr (kLimbs == 3) {
-      if (consts.count == 15) { launch(crt_residue_bytes_kernel<kLimbs, 15>); return; }
-    }
-    if constexpr (kLimbs == 4) {
-      switch (consts.count) {
-        case 16: launch(crt_residue_bytes_kernel<kLimbs, 16>); return;
-        case 17: launch(crt_residue_bytes_kernel<kLimbs, 17>); return;
-        default: break;
+    auto fixed = [&](auto count) {
+      constexpr int kCount = decltype(count)::value;
+      if constexpr (kLimbsOfCount[kCount] == kLimbs) {
+        if (consts.count == kCount) {
+          launch(crt_residue_bytes_kernel<kLimbs, kCount>);
+          return true;
+        }
       }
+      return false;
+    };
+    if (fixed(std::integral_constant<int, 15>{}) || fixed(std::integral_constant<int, 16>{}) ||
+        fixed(std::integral_constant<int, 17>{})) {
+      return;
     }
     launch(crt_residue_bytes_kernel<kLimbs, 0>);
   } else {
