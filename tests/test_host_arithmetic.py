@@ -481,6 +481,25 @@ def gen_karatsuba(rng, out):
         out.append(f"kresn {-bound} {-bound} {bound} {m} 0 {(3 * bound) % m}")
 
 
+def gen_routes(rng, out):
+    """The residue kernel's two-step decomposition (entry_exp, scaled_small) against
+    scaled_integer: t = e2 + shift around every route's edges (-64, 0, 16, kPow2Table,
+    the ldexp overflow), shifts at the +-2^24 clamp and the int32 ends, and the specials."""
+    values = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
+              1.7976931348623157e308, 1.0, -1.0, -0.75, 2.0**-1074 * 3]
+    values += [float(rng.standard_normal()) * 2.0 ** int(rng.integers(-1060, 1020)) for _ in range(60)]
+    values += [float(int(rng.integers(1, 2**52))) * 5e-324 * float(rng.choice([-1, 1])) for _ in range(10)]
+    for a in values:
+        e2 = math.frexp(a)[1] - 53 if math.isfinite(a) and a != 0 else 0
+        for t in (-70, -65, -64, -63, -40, -1, 0, 1, 2, 15, 16, 17, 40, 127, 128, 129, 971, 972, 1030):
+            s = t - e2
+            if -2**31 <= s < 2**31:
+                out.append(f"route {hx(a)} {s}")
+        for s in (2**24 - 1, 2**24, 2**24 + 1, -2**24 + 1, -2**24, -2**24 - 1, 2**31 - 1, -2**31,
+                  int(rng.integers(-2**31, 2**31))):
+            out.append(f"route {hx(a)} {s}")
+
+
 def gen_wide_pieces(rng, out):
     """The wide pieces' extremes (residue_arith.h, e <= 16, V < 2^69): every piece at its
     largest (all-ones mantissas), single bits at each piece's edges, random mantissas, both
@@ -500,13 +519,13 @@ def generate_cases() -> list[str]:
     out: list[str] = []
     for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_csm, gen_coarse,
                 gen_scale, gen_scaled_extremes, gen_accurate_shifts, gen_crt, gen_ldexp, gen_pattern,
-                gen_fastmod, gen_group_arith, gen_karatsuba, gen_wide_pieces):
+                gen_fastmod, gen_group_arith, gen_karatsuba, gen_wide_pieces, gen_routes):
         gen(rng, out)
     return out + sweep_lines()
 
 
 #: Every tag the checker must have checked at least once.
-TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "csm", "coarse", "scale", "sres",
+TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "csm", "coarse", "scale", "sres", "route",
         "acc", "crt", "ldx", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
         "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64",
         "kres", "kresn", "sweep_karatsuba")

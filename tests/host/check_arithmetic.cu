@@ -416,6 +416,45 @@ bool check_sres(Fields& f, const std::string& tag) {
   return true;
 }
 
+// route <hex a> <shift>: the residue kernel's two-step decomposition against scaled_integer
+// (itself checked against Python integers by the sres lines): entry_exp gives the same exp
+// wherever either is below kPow2Table and both are at least kPow2Table otherwise (the
+// warp's route is the same); where its exp is at most kWideMaxExp, scaled_small gives its
+// value and exp (and sign, for a nonzero value), and the same pieces bit for bit.
+bool check_route(Fields& f, const std::string& tag) {
+  const double a = f.hex();
+  const int32_t shift = static_cast<int32_t>(f.i());
+  if (!f.ok()) return false;
+  count(tag);
+  const st::ScaledInteger sv = st::scaled_integer(a, shift);
+  const st::EntryBits b = st::entry_bits(a, shift);
+  const int e = st::entry_exp(b);
+  if ((e < st::kPow2Table || sv.exp < st::kPow2Table) && e != sv.exp) {
+    mismatch(tag, "entry_exp=" + std::to_string(e) + ", scaled_integer exp=" + std::to_string(sv.exp));
+    return true;
+  }
+  if (sv.exp > st::kWideMaxExp) return true;
+  const st::ScaledInteger ss = st::scaled_small(b);
+  if (ss.value != sv.value || ss.exp != sv.exp || (sv.value != 0 && ss.negative != sv.negative)) {
+    mismatch(tag, "scaled_small value/exp/sign differ from scaled_integer's");
+    return true;
+  }
+  auto same = [](float x, float y) { return st::float_to_bits(x) == st::float_to_bits(y); };
+  if (sv.exp == 0) {
+    const st::Pieces p = st::residue_pieces(ss, true), pv = st::residue_pieces(sv, true);
+    if (!same(p.p0, pv.p0) || !same(p.p1, pv.p1) || !same(p.p2, pv.p2) || !same(p.p3, pv.p3)) {
+      mismatch(tag, "residue_pieces(scaled_small) differ from scaled_integer's");
+      return true;
+    }
+  }
+  const st::WidePieces w = st::wide_pieces(ss), wv = st::wide_pieces(sv);
+  if (!same(w.w0, wv.w0) || !same(w.w1, wv.w1) || !same(w.w2, wv.w2) || !same(w.w3, wv.w3) ||
+      !same(w.w4, wv.w4)) {
+    mismatch(tag, "wide_pieces(scaled_small) differ from scaled_integer's");
+  }
+  return true;
+}
+
 // acc <m> <n> <pb> <G (m*n)> <E_a (m)> <E_b (n)> <mu_fast> <nu_fast> <mu> <nu>
 // reference.accurate_shifts as the two kernels do it: the row pass, then the column pass.
 bool check_acc(Fields& f, const std::string& tag) {
@@ -946,7 +985,7 @@ const std::map<std::string, Check>& checks() {
       {"clog2", check_clog2},     {"fdiv", check_fdiv},        {"fbb", check_fbb},
       {"frexp", check_frexp},     {"res", check_res},          {"pmod", check_pmod},
       {"scan", check_scan},       {"coarse", check_coarse},    {"csm", check_csm},    {"scale", check_scale},
-      {"sres", check_sres},       {"acc", check_acc},          {"crt_const", read_crt_const},
+      {"sres", check_sres},       {"route", check_route},      {"acc", check_acc},          {"crt_const", read_crt_const},
       {"crt", check_crt},         {"pat", check_pat},          {"p2", check_p2},
       {"ldx", check_ldx},
       {"bmod", check_bmod},       {"imod", check_imod},        {"grp", check_grp},

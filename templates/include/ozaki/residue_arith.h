@@ -216,6 +216,45 @@ __host__ __device__ inline ScaledInteger scaled_integer(double a, int32_t shift)
   return s;
 }
 
+// The residue kernel's decomposition in two steps, cheaper than scaled_integer where a
+// warp's entries are small (its early returns, its overflow test and its shifts past 64
+// bits serve exps that no fast route takes). entry_bits(a, shift) reads a's bits:
+// - entry_exp(b) is scaled_integer(a, shift).exp wherever either is below kPow2Table, and
+//   at least kPow2Table wherever the other is (the ldexp overflow gives 972 there, t >= 972
+//   here): the kernel's route by a warp's largest e is the same;
+// - scaled_small(b) is scaled_integer(a, shift) wherever that exp is at most kWideMaxExp,
+//   except the sign of a zero value (its pieces are +0 either way).
+// A shift outside [-2^24, 2^24] gives V = 0 or an exp far above kPow2Table whether or not
+// it is clamped there (scaled_integer too); clamped, t stays in int32.
+struct EntryBits {
+  uint64_t mant;  // a's integer mantissa (0 for NaN and Inf)
+  int32_t t;      // trunc(2^shift a) = sign * mant * 2^t (t < 0: mant >> -t)
+  bool live;      // finite and nonzero
+  bool negative;
+};
+
+__host__ __device__ inline EntryBits entry_bits(double a, int32_t shift) {
+  const uint64_t bits = double_bits(a);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  const int32_t clamped = shift < -(1 << 24) ? -(1 << 24) : (shift > (1 << 24) ? (1 << 24) : shift);
+  EntryBits b;
+  b.live = biased != 0x7ff && (bits << 1) != 0;
+  b.mant = biased == 0x7ff ? 0 : (bits & 0x000fffffffffffffull) | (static_cast<uint64_t>(biased != 0) << 52);
+  b.t = (biased > 0 ? biased : 1) - 1075 + clamped;
+  b.negative = (bits >> 63) != 0;
+  return b;
+}
+
+__host__ __device__ inline int entry_exp(const EntryBits& b) { return b.live && b.t > 0 ? b.t : 0; }
+
+__host__ __device__ inline ScaledInteger scaled_small(const EntryBits& b) {
+  ScaledInteger s;
+  s.negative = b.negative;
+  s.exp = entry_exp(b);
+  s.value = b.t >= 0 ? b.mant : (b.t <= -64 ? 0 : b.mant >> -b.t);
+  return s;
+}
+
 // The four signed float pieces of sign * value (see the top); `quarter` adds 1/4 to p0
 // (the e == 0 path feeds x + 1/4 straight into reduce_quarter).
 struct Pieces {

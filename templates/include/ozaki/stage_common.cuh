@@ -93,8 +93,21 @@ __device__ inline void load_chunk(const VectorSet& xs, bool vector_loads, int64_
   }
 }
 
-// s[i] = the inner shift of l0 + i (0 past k or without inner shifts).
+// s[i] = the inner shift of l0 + i (0 past k or without inner shifts): four 16-byte loads
+// for a whole, aligned chunk.
 __device__ inline void load_shifts(const VectorSet& xs, int64_t l0, int (&s)[kChunk]) {
+  if (xs.inner != nullptr && l0 + kChunk <= xs.k && reinterpret_cast<uintptr_t>(xs.inner + l0) % 16 == 0) {
+    const int4* p = reinterpret_cast<const int4*>(xs.inner + l0);
+#pragma unroll
+    for (int q = 0; q < kChunk / 4; ++q) {
+      const int4 w = __ldg(p + q);
+      s[4 * q] = w.x;
+      s[4 * q + 1] = w.y;
+      s[4 * q + 2] = w.z;
+      s[4 * q + 3] = w.w;
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < kChunk; ++i) s[i] = xs.inner != nullptr && l0 + i < xs.k ? __ldg(xs.inner + l0 + i) : 0;
 }

@@ -174,10 +174,12 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     int64_t v = 0, l0 = 0;
     if (c < a.grid.slots) chunk_position(a.grid, c, v, l0);
     const bool active = c < a.grid.slots && v < a.grid.rows_pad;
-    ScaledInteger sv[kChunk];
+    // the entries and their shifts; each entry's e (entry_exp) first, its pieces once the
+    // warp's route is known: scaled_small on the routes of e <= kWideMaxExp
+    double x[kChunk];
+    int32_t shifts[kChunk];
     int emax = 0;
     {
-      double x[kChunk];
       if (active) {
         load_chunk(a.xs, a.grid.vector_loads, v, l0, x);
       } else {
@@ -185,12 +187,12 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
         for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
       }
       const int32_t shift = active && v < a.xs.nvec ? a.shifts[kParts ? v * a.parts.shift_step : v] : 0;
-      int inner[kChunk];
-      load_shifts(a.xs, l0, inner);
+      load_shifts(a.xs, l0, shifts);
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
-        sv[i] = scaled_integer(x[i], shift + inner[i]);
-        emax = sv[i].exp > emax ? sv[i].exp : emax;
+        shifts[i] += shift;
+        const int e = entry_exp(entry_bits(x[i], shifts[i]));
+        emax = e > emax ? e : emax;
       }
     }
 #pragma unroll
@@ -202,20 +204,28 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     if (emax > 0 && emax <= kWideMaxExp) {
       WidePieces w[kChunk];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(sv[i]);
+      for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(scaled_small(entry_bits(x[i], shifts[i])));
       write_wide_planes<kParts>(a, w, dst, active, s_wide, s_m);
       continue;
     }
     Pieces p[kChunk];
     int e[kChunk];
+    if (emax == 0) {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        p[i] = residue_pieces(scaled_small(entry_bits(x[i], shifts[i])), true);  // e == 0: the pieces carry the 1/4
+        e[i] = 0;
+      }
+      write_residue_planes<0, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+      continue;
+    }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      p[i] = residue_pieces(sv[i], emax == 0);  // e == 0: the pieces carry the 1/4
-      e[i] = sv[i].exp;
+      const ScaledInteger sv = scaled_integer(x[i], shifts[i]);
+      p[i] = residue_pieces(sv, false);
+      e[i] = sv.exp;
     }
-    if (emax == 0) {
-      write_residue_planes<0, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
-    } else if (emax < kPow2Table) {
+    if (emax < kPow2Table) {
       write_residue_planes<1, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
     } else {
       write_residue_planes<2, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
