@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The per-stage table of issue 16 on the device (carry .whl; kernels are built into
-# $OZAKI_CACHE_DIR if missing): bash scripts/device_stages.sh [CONFIG...]
+# The per-stage table of issue 16 on the device (carry .whl; kernels are built first into
+# $OZAKI_CACHE_DIR, default /root/ozaki-cache): bash scripts/device_stages.sh [CONFIG...]
 # CONFIG: "accurate15" (15 moduli, accurate mode, fused path) and/or "contract" (the
 # default call's choice, fused path). For each shape, one call under
 #   ncu --clock-control none --profile-from-start off --metrics time, DRAM read, DRAM write
@@ -8,6 +8,10 @@
 # $OUT/stages.tar (the device tool brings back a few files only); then here: python scripts/stage_table.py table --bandwidth TBS RUN.json:NCU.csv ...
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
+# outside the carried tree, so a warm machine keeps them; built before any call runs under
+# ncu (a build under ncu crashed: 2026-12-02)
+export OZAKI_CACHE_DIR=${OZAKI_CACHE_DIR:-/root/ozaki-cache}
+(cd /tmp && OZAKI_BUILD_JOBS=${OZAKI_BUILD_JOBS:-14} $PY -m ozaki_cutlass build --arch sm_90a) 2>&1 | tail -1
 CONFIGS=${*:-accurate15 contract}
 SHAPES=${SHAPES:-"4096x4096x4096 8192x8192x8192 16384x16384x16384 8192x8192x2048 2048x2048x16384 16384x1024x16384 4096x4096x65536"}
 $PY - <<'PY' | tee "$OUT/copy.txt"
