@@ -255,6 +255,18 @@ __host__ __device__ inline ScaledInteger scaled_small(const EntryBits& b) {
   return s;
 }
 
+// sign * p as an exact float for an integer 0 <= p < 2^23: float(2^23 + p) from the bits,
+// then sign * (2^23 + p) - sign * 2^23 (one FFMA). Both piece sets are made with it.
+struct SignedPiece {
+  float sign;
+  float offset;  // -sign * 2^23
+  __host__ __device__ explicit SignedPiece(bool negative)
+      : sign(negative ? -1.0f : 1.0f), offset(negative ? kTwo23 : -kTwo23) {}
+  __host__ __device__ float operator()(uint32_t p) const {
+    return fma_rn_f(float_from_bits(kTwo23Bits | p), sign, offset);
+  }
+};
+
 // The four signed float pieces of sign * value (see the top); `quarter` adds 1/4 to p0
 // (the e == 0 path feeds x + 1/4 straight into reduce_quarter).
 struct Pieces {
@@ -262,11 +274,8 @@ struct Pieces {
 };
 
 __host__ __device__ inline Pieces residue_pieces(const ScaledInteger& v, bool quarter) {
-  const float sign = v.negative ? -1.0f : 1.0f;
-  const float offset = v.negative ? kTwo23 : -kTwo23;  // -sign * 2^23
+  const SignedPiece piece(v.negative);
   const uint64_t m = v.value;
-  // float(2^23 + p) from the bits, then sign * (2^23 + p) - sign * 2^23 = sign * p exactly.
-  auto piece = [&](uint32_t p) { return fma_rn_f(float_from_bits(kTwo23Bits | p), sign, offset); };
   Pieces out;
   out.p0 = piece(static_cast<uint32_t>(m & 0x3fffu));
   out.p1 = piece(static_cast<uint32_t>((m >> 14) & 0x1fffu));
@@ -283,11 +292,9 @@ struct WidePieces {
 };
 
 __host__ __device__ inline WidePieces wide_pieces(const ScaledInteger& v) {
-  const float sign = v.negative ? -1.0f : 1.0f;
-  const float offset = v.negative ? kTwo23 : -kTwo23;
+  const SignedPiece piece(v.negative);
   const uint64_t lo = v.value << v.exp;                                           // V mod 2^64
   const uint32_t hi = v.exp == 0 ? 0u : static_cast<uint32_t>(v.value >> (64 - v.exp));  // V >> 64
-  auto piece = [&](uint32_t p) { return fma_rn_f(float_from_bits(kTwo23Bits | p), sign, offset); };
   WidePieces out;
   out.w0 = add_rn_f(piece(static_cast<uint32_t>(lo & 0x1fffffu)), 0.25f);
   out.w1 = piece(static_cast<uint32_t>((lo >> 21) & 0xfffu));
