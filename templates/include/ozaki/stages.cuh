@@ -45,12 +45,13 @@
 //   coarse          1 read of x (8 B/entry) + 1 B/entry written, 16-byte stores, ~20 ops
 //                   per entry: memory-bound, ~0.5 ms per operand. scan_coarse writes
 //                   the same bytes from the scan's second read (no third read of x).
-//   residues        1 read of x (8 B) + N bytes written per entry (16-byte stores), ~30
-//                   ops per entry to cut V into float pieces, then per modulus 7 FP32 ops
-//                   (every |V| < 2^53 in the warp), 8 (every V < 2^69: five wide pieces)
-//                   or 11 FP32 ops + 1 shared load (the 2^e table), + 3/4 PRMT. 15 moduli:
-//                   ~1.3 (e = 0) to ~2.4 clk per entry per SM -> 2.7-4.9 ms for both
-//                   operands vs a ~3 ms HBM floor (12 GB).
+//   residues        1 read of x (8 B) + N bytes written per entry (16-byte stores); per
+//                   modulus 7 FP32 ops (every |V| < 2^53 in the warp), 8 (every V < 2^69:
+//                   five wide pieces) or 11 FP32 ops + 1 shared load (the 2^e table), + 3/4
+//                   PRMT. Measured (ncu, 8192^3, 15 moduli, wide route; docs/benchmarks.md,
+//                   "each entry's exp first"): 240 instructions per entry, ~150 of them the
+//                   modulus loop, ~90 the exponents, the pieces and the loads; issue-bound
+//                   at 72 % of the issue slots, 1.84x the HBM floor for both operands.
 //   crt_unscale     N int32 reads (16-byte loads, evict-first) per entry, per modulus
 //                   ~8 INT32 ops (Barrett, no division) + 2L FP64 ops of the limb sums, then
 //                   ~40 FP64 ops (crt_finish, ldexp, alpha/beta), 8 B written. ~2.3 clk per
