@@ -39,8 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKER = REPO / "tests" / "host" / "check_arithmetic.cu"
 INCLUDE = REPO / "templates" / "include"
 SEED = 20261201
-#: |x| bound of combine_pieces (residue_arith.h), plus one: the sweep_y range.
-Y_MAX = 3161728
+#: residue_word's domain |y| < 2^22 (residue_arith.h; the wide pieces reach 4193279): the
+#: sweep_y range.
+Y_MAX = 2**22 - 1
 #: The fold hands the Barrett reduction t = hi (2^16 mod m) + lo + offset in [0, 2^25).
 FOLD_RANGE = 2**25
 #: karatsuba_arith.h's kKaratsubaNarrowTerms, derived here on its own: the most terms of

@@ -684,16 +684,17 @@ bool check_grp(Fields& f, const std::string& tag) {
   return g == n;
 }
 
-// pack <s_0> <s_1> <s_2> <s_3> <word>: pack_bytes of four biased residues.
+// pack <s_0> <s_1> <s_2> <s_3> <word>: pack_bytes of four residue words (s_i in the low
+// byte, other bits above it, as residue_word leaves them).
 bool check_pack(Fields& f, const std::string& tag) {
   int s[4];
   for (int& v : s) v = static_cast<int>(f.i());
   const uint32_t want = static_cast<uint32_t>(f.u());
   if (!f.ok()) return false;
   count(tag);
-  const float magic = st::kRoundMagic;
-  expect_eq(tag, "pack_bytes",
-            st::pack_bytes(magic + s[0], magic + s[1], magic + s[2], magic + s[3]), want);
+  uint32_t w[4];
+  for (int i = 0; i < 4; ++i) w[i] = (static_cast<uint32_t>(s[i]) & 0xffu) | (0x9e3779b9u * (i + 1) << 8);
+  expect_eq(tag, "pack_bytes", st::pack_bytes(w[0], w[1], w[2], w[3]), want);
   return true;
 }
 
@@ -795,23 +796,24 @@ bool check_gbytes(Fields& f, const std::string& tag) {
 // --- sweeps: many values, ground truth = 64-bit integer arithmetic --------------------
 
 // sweep_y <m> <lo> <hi> <stride>: every integer y = lo, lo + stride, ... <= hi
-// (|y| <= 3161728, the largest |x| combine_pieces can produce, plus one):
-// reduce_quarter(y + 1/4) is 1.5 * 2^23 + (y mods m) exactly, and reduce_near(y) is an
-// integer r with |r| <= m/2 and r = y (mod m).
+// (|y| < 2^22, residue_word's domain; the wide pieces reach 4193279, combine_pieces
+// 3161727): residue_word(y + 1/4) has y mods m in its low byte, for FloatModulus and
+// WideModulus alike, and reduce_near(y) is an integer r with |r| <= m/2 and r = y (mod m).
 bool sweep_y(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u());
   const long long lo = f.i(), hi = f.i(), stride = f.i();
-  if (!f.ok() || m < 2 || m > 256 || stride < 1 || lo < -3161728 || hi > 3161728) return false;
+  if (!f.ok() || m < 2 || m > 256 || stride < 1 || lo < -4194303 || hi > 4194303) return false;
   const st::FloatModulus k = st::float_modulus(m);
+  const st::WideModulus kw = st::wide_modulus(m);
   long long n = 0, bad = 0, first_bad = 0;
   for (long long y = lo; y <= hi; y += stride, ++n) {
     const float yf = static_cast<float>(y);
     const int want = sym_mod(y, m);
-    const float b = st::reduce_quarter(st::add_rn_f(yf, 0.25f), k);
+    const float yq = st::add_rn_f(yf, 0.25f);
     const float r = st::reduce_near(yf, k);
     const int64_t ri = static_cast<int64_t>(r);
-    const bool ok = st::residue_byte(b) == static_cast<int8_t>(want) &&
-                    st::float_to_bits(b) == st::float_to_bits(st::kRoundMagic + want) &&
+    const bool ok = st::residue_byte(st::residue_word(yq, k)) == static_cast<int8_t>(want) &&
+                    st::residue_byte(st::residue_word(yq, kw)) == static_cast<int8_t>(want) &&
                     static_cast<float>(ri) == r && 2 * std::llabs(ri) <= m && sym_mod(ri, m) == want;
     if (!ok && bad++ == 0) first_bad = y;
   }
@@ -821,7 +823,7 @@ bool sweep_y(Fields& f, const std::string& tag) {
 }
 
 // sweep_rf <m>: the e > 0 step for every r, f in [-m/2, m/2]:
-// reduce_quarter(r f + 1/4) holds (r f) mods m.
+// residue_word(r f + 1/4) holds (r f) mods m.
 bool sweep_rf(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u());
   if (!f.ok() || m < 2 || m > 256) return false;
@@ -831,7 +833,7 @@ bool sweep_rf(Fields& f, const std::string& tag) {
   std::string first;
   for (int r = -h; r <= h; ++r) {
     for (int fa = -h; fa <= h; ++fa, ++n) {
-      const float b = st::reduce_quarter(
+      const uint32_t b = st::residue_word(
           st::fma_rn_f(static_cast<float>(r), static_cast<float>(fa), 0.25f), k);
       if (st::residue_byte(b) != static_cast<int8_t>(sym_mod(int64_t(r) * fa, m)) && bad++ == 0)
         first = "r=" + std::to_string(r) + " f=" + std::to_string(fa);

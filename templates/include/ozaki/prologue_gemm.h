@@ -183,7 +183,7 @@ struct Kernel {
         e[t] = si.exp;
         emax = si.exp > emax ? si.exp : emax;
       }
-      float bytes[kChunk];
+      uint32_t bytes[kChunk];
       if (!__any_sync(0xffffffffu, emax > 0)) {  // warp-uniform, as in residues_kernel
 #pragma unroll
         for (int t = 0; t < kChunk; ++t) {

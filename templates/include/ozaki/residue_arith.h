@@ -16,12 +16,14 @@
 //     s = y - m q,   q = rint((y + 1/4) / m),
 // because (y + 1/4)/m is at least 1/(4m) away from every half-integer for integer y,
 // and rint((y + 1/4)/m) = floor((y + m - h)/m) for odd and even m alike. q is computed
-// as FFMA(y + 1/4, fl(1/m), 1.5 * 2^23) - 1.5 * 2^23: the only error is fl(1/m)'s,
-// |y + 1/4| 2^-24 / m < 1/(4m) for |y| < 2^22, so q is exact (reduce_quarter).
-// s + 1/4 = FFMA(q, -m, y + 1/4) is exact, and fl(s + 1/4 + 1.5 * 2^23) = 1.5 * 2^23 + s
-// has s (two's complement) in its low byte: no float -> int conversion anywhere.
+// as t = FFMA(y + 1/4, fl(1/m), 1.5 * 2^23) = 1.5 * 2^23 + q: the only error is fl(1/m)'s,
+// |y + 1/4| 2^-24 / m < 1/(4m) for |y| < 2^22, so q is exact. With B = bits(1.5 * 2^23),
+// bits(t) = B + q and bits(fl(y + 1/4 + 1.5 * 2^23)) = B + y (the 1/4 rounds away), so
+//     bits(y + 1/4 + 1.5 * 2^23) - m bits(t) = s + (1 - m) B   (mod 2^32),
+// and B = 0x4B400000 is 0 mod 256: s (two's complement) is the low byte of that word, one
+// FADD and one IMAD after t, and no float -> int conversion anywhere (residue_word).
 // e > 0: r = x - m rint(x / m) (|r| <= m/2, reduce_near), then y = r f with
-// f = 2^e mods m (a shared-memory table), |y| <= 2^14, then reduce_quarter(y + 1/4).
+// f = 2^e mods m (a shared-memory table), |y| <= 2^14, then residue_word(y + 1/4).
 // For m = 256 everything is exact in the same way (fl(1/m) is exact).
 //
 // 0 < e <= kWideMaxExp (V < 2^69, the wide pieces): V itself is cut into five pieces,
@@ -29,7 +31,7 @@
 // with symmetric constants d_t = 2^(21, 33, 45, 57) mods m (|d_t| <= 128), so that
 //     x = w0 + w1 d1 + w2 d2 + w3 d3 + w4 d4,  |x| <= 2^21 - 1 + 4 (2^12 - 1) 128 < 2^22,
 // four exact FFMAs (w0 carries the 1/4: every partial sum is below 2^22 + 1/4, 24 bits),
-// then reduce_quarter directly: 8 operations per modulus, no table, against 11 and a
+// then residue_word directly: 7 operations per modulus, no table, against 10 and a
 // table load of the path above, and the same residue (the symmetric residue of V).
 
 #pragma once
@@ -60,6 +62,8 @@ __host__ __device__ inline uint32_t pow2_mod(int e, uint32_t m) {
 inline constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to integers
 inline constexpr float kTwo23 = 8388608.0f;         // 2^23
 inline constexpr uint32_t kTwo23Bits = 0x4B000000u; // bits of 2^23
+inline constexpr uint32_t kRoundMagicBits = 0x4B400000u;  // bits of 1.5 * 2^23
+static_assert(kRoundMagicBits % 256 == 0, "residue_word reads s from the low byte");
 
 __host__ __device__ inline float fma_rn_f(float a, float b, float c) {
 #ifdef __CUDA_ARCH__
@@ -104,12 +108,13 @@ __host__ __device__ inline int32_t centered(uint32_t r, uint32_t m) {
 
 // The per-modulus constants of the float residue path.
 struct FloatModulus {
-  float neg_m;  // -m
-  float inv;    // fl(1 / m)
-  float c1;     // 2^14 mods m (centered)
-  float c2;     // 2^27 mods m
-  float c3;     // 2^40 mods m
-  float pad0, pad1, pad2;  // 32 bytes: two 16-byte shared-memory loads
+  float neg_m;       // -m
+  float inv;         // fl(1 / m)
+  float c1;          // 2^14 mods m (centered)
+  float c2;          // 2^27 mods m
+  float c3;          // 2^40 mods m
+  uint32_t minus_m;  // -m mod 2^32
+  float pad0, pad1;  // 32 bytes: two 16-byte shared-memory loads
 };
 
 __host__ __device__ inline FloatModulus float_modulus(uint32_t m) {
@@ -119,7 +124,8 @@ __host__ __device__ inline FloatModulus float_modulus(uint32_t m) {
   k.c1 = static_cast<float>(centered(pow2_mod(14, m), m));
   k.c2 = static_cast<float>(centered(pow2_mod(27, m), m));
   k.c3 = static_cast<float>(centered(pow2_mod(40, m), m));
-  k.pad0 = k.pad1 = k.pad2 = 0.0f;
+  k.minus_m = 0u - m;
+  k.pad0 = k.pad1 = 0.0f;
   return k;
 }
 
@@ -133,7 +139,8 @@ struct WideModulus {
   float d2;     // 2^33 mods m
   float d3;     // 2^45 mods m
   float d4;     // 2^57 mods m
-  float pad0, pad1;  // 32 bytes: two 16-byte shared-memory loads
+  uint32_t minus_m;  // -m mod 2^32
+  float pad0;        // 32 bytes: two 16-byte shared-memory loads
 };
 
 __host__ __device__ inline WideModulus wide_modulus(uint32_t m) {
@@ -144,7 +151,8 @@ __host__ __device__ inline WideModulus wide_modulus(uint32_t m) {
   k.d2 = static_cast<float>(centered(pow2_mod(33, m), m));
   k.d3 = static_cast<float>(centered(pow2_mod(45, m), m));
   k.d4 = static_cast<float>(centered(pow2_mod(57, m), m));
-  k.pad0 = k.pad1 = 0.0f;
+  k.minus_m = 0u - m;
+  k.pad0 = 0.0f;
   return k;
 }
 
@@ -153,15 +161,13 @@ __host__ __device__ inline float pow2_factor(int e, uint32_t m) {
   return static_cast<float>(centered(pow2_mod(e, m), m));
 }
 
-// 1.5 * 2^23 + s with s the symmetric residue of the integer y, given yq = y + 1/4
-// exactly (|y| < 2^22). The low byte of the bits is s as int8. Modulus: FloatModulus or
-// WideModulus (neg_m and inv).
+// A word whose low byte is s, the symmetric residue of the integer y, given yq = y + 1/4
+// exactly (|y| < 2^22): FFMA, FADD, IMAD (see the top). Modulus: FloatModulus or
+// WideModulus (inv and minus_m).
 template <class Modulus>
-__host__ __device__ inline float reduce_quarter(float yq, const Modulus& k) {
+__host__ __device__ inline uint32_t residue_word(float yq, const Modulus& k) {
   const float t = fma_rn_f(yq, k.inv, kRoundMagic);
-  const float q = add_rn_f(t, -kRoundMagic);
-  const float s = fma_rn_f(q, k.neg_m, yq);  // s + 1/4, exact
-  return add_rn_f(s, kRoundMagic);           // rounds the 1/4 away
+  return float_to_bits(add_rn_f(yq, kRoundMagic)) + k.minus_m * float_to_bits(t);
 }
 
 // x - m rint(x / m) for an integer |x| < 2^22: exact, in [-m/2, m/2].
@@ -172,9 +178,9 @@ __host__ __device__ inline float reduce_near(float x, const Modulus& k) {
   return fma_rn_f(q, k.neg_m, x);
 }
 
-// The int8 residue in the low byte of a reduce_quarter result.
-__host__ __device__ inline int8_t residue_byte(float biased) {
-  return static_cast<int8_t>(static_cast<uint8_t>(float_to_bits(biased) & 0xffu));
+// The int8 residue in the low byte of a residue_word result.
+__host__ __device__ inline int8_t residue_byte(uint32_t word) {
+  return static_cast<int8_t>(static_cast<uint8_t>(word & 0xffu));
 }
 
 // V = trunc(2^shift a) as sign * value * 2^exp, value < 2^53, exp >= 0, from the bits of
@@ -255,20 +261,35 @@ __host__ __device__ inline ScaledInteger scaled_small(const EntryBits& b) {
   return s;
 }
 
-// sign * p as an exact float for an integer 0 <= p < 2^23: float(2^23 + p) from the bits,
-// then sign * (2^23 + p) - sign * 2^23 (one FFMA). Both piece sets are made with it.
+// (x & kMask) | bits(2^23) in one LOP3 (nvcc makes two of it, the constant being an
+// immediate): the bits of float(2^23 + p) for the piece p = x & kMask < 2^23.
+template <uint32_t kMask>
+__host__ __device__ inline uint32_t piece_bits(uint32_t x) {
+  static_assert(kMask < (1u << 23), "a piece is below 2^23");
+#ifdef __CUDA_ARCH__
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(kMask), "r"(kTwo23Bits));
+  return r;
+#else
+  return (x & kMask) | kTwo23Bits;
+#endif
+}
+
+// sign * p as an exact float for the piece p = x & kMask < 2^23: float(2^23 + p) from the
+// bits, then sign * (2^23 + p) - sign * 2^23 (one FFMA). Both piece sets are made with it.
 struct SignedPiece {
   float sign;
   float offset;  // -sign * 2^23
   __host__ __device__ explicit SignedPiece(bool negative)
       : sign(negative ? -1.0f : 1.0f), offset(negative ? kTwo23 : -kTwo23) {}
-  __host__ __device__ float operator()(uint32_t p) const {
-    return fma_rn_f(float_from_bits(kTwo23Bits | p), sign, offset);
+  template <uint32_t kMask>
+  __host__ __device__ float of(uint32_t x) const {
+    return fma_rn_f(float_from_bits(piece_bits<kMask>(x)), sign, offset);
   }
 };
 
 // The four signed float pieces of sign * value (see the top); `quarter` adds 1/4 to p0
-// (the e == 0 path feeds x + 1/4 straight into reduce_quarter).
+// (the e == 0 path feeds x + 1/4 straight into residue_word).
 struct Pieces {
   float p0, p1, p2, p3;
 };
@@ -277,10 +298,10 @@ __host__ __device__ inline Pieces residue_pieces(const ScaledInteger& v, bool qu
   const SignedPiece piece(v.negative);
   const uint64_t m = v.value;
   Pieces out;
-  out.p0 = piece(static_cast<uint32_t>(m & 0x3fffu));
-  out.p1 = piece(static_cast<uint32_t>((m >> 14) & 0x1fffu));
-  out.p2 = piece(static_cast<uint32_t>((m >> 27) & 0x1fffu));
-  out.p3 = piece(static_cast<uint32_t>(m >> 40));
+  out.p0 = piece.of<0x3fffu>(static_cast<uint32_t>(m));
+  out.p1 = piece.of<0x1fffu>(static_cast<uint32_t>(m >> 14));
+  out.p2 = piece.of<0x1fffu>(static_cast<uint32_t>(m >> 27));
+  out.p3 = piece.of<0x1fffu>(static_cast<uint32_t>(m >> 40));
   if (quarter) out.p0 = add_rn_f(out.p0, 0.25f);
   return out;
 }
@@ -296,21 +317,21 @@ __host__ __device__ inline WidePieces wide_pieces(const ScaledInteger& v) {
   const uint64_t lo = v.value << v.exp;                                           // V mod 2^64
   const uint32_t hi = v.exp == 0 ? 0u : static_cast<uint32_t>(v.value >> (64 - v.exp));  // V >> 64
   WidePieces out;
-  out.w0 = add_rn_f(piece(static_cast<uint32_t>(lo & 0x1fffffu)), 0.25f);
-  out.w1 = piece(static_cast<uint32_t>((lo >> 21) & 0xfffu));
-  out.w2 = piece(static_cast<uint32_t>((lo >> 33) & 0xfffu));
-  out.w3 = piece(static_cast<uint32_t>((lo >> 45) & 0xfffu));
-  out.w4 = piece(static_cast<uint32_t>(lo >> 57) | (hi << 7));
+  out.w0 = add_rn_f(piece.of<0x1fffffu>(static_cast<uint32_t>(lo)), 0.25f);
+  out.w1 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 21));
+  out.w2 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 33));
+  out.w3 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 45));
+  out.w4 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 57) | (hi << 7));
   return out;
 }
 
 // The stored residue from the wide pieces (exp <= kWideMaxExp).
-__host__ __device__ inline float residue_wide(const WidePieces& w, const WideModulus& k) {
+__host__ __device__ inline uint32_t residue_wide(const WidePieces& w, const WideModulus& k) {
   float x = fma_rn_f(w.w1, k.d1, w.w0);
   x = fma_rn_f(w.w2, k.d2, x);
   x = fma_rn_f(w.w3, k.d3, x);
   x = fma_rn_f(w.w4, k.d4, x);
-  return reduce_quarter(x, k);
+  return residue_word(x, k);
 }
 
 // x = p0 + p1 c1 + p2 c2 + p3 c3 (exact).
@@ -321,25 +342,24 @@ __host__ __device__ inline float combine_pieces(const Pieces& p, const FloatModu
 }
 
 // The stored residue, e == 0 path: pieces built with quarter = true.
-__host__ __device__ inline float residue_e0(const Pieces& pq, const FloatModulus& k) {
-  return reduce_quarter(combine_pieces(pq, k), k);
+__host__ __device__ inline uint32_t residue_e0(const Pieces& pq, const FloatModulus& k) {
+  return residue_word(combine_pieces(pq, k), k);
 }
 
 // The stored residue, any e: pieces built with quarter = false, f = pow2_factor(e, m).
-__host__ __device__ inline float residue_scaled(const Pieces& p, float f, const FloatModulus& k) {
+__host__ __device__ inline uint32_t residue_scaled(const Pieces& p, float f, const FloatModulus& k) {
   const float r = reduce_near(combine_pieces(p, k), k);
-  return reduce_quarter(fma_rn_f(r, f, 0.25f), k);
+  return residue_word(fma_rn_f(r, f, 0.25f), k);
 }
 
-// Four residue bytes (low bytes of four reduce_quarter results) in one word, b0 lowest.
-__host__ __device__ inline uint32_t pack_bytes(float b0, float b1, float b2, float b3) {
+// Four residue bytes (low bytes of four residue_word results) in one word, b0 lowest.
+__host__ __device__ inline uint32_t pack_bytes(uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3) {
 #ifdef __CUDA_ARCH__
-  const uint32_t lo = __byte_perm(__float_as_uint(b0), __float_as_uint(b1), 0x0040);
-  const uint32_t hi = __byte_perm(__float_as_uint(b2), __float_as_uint(b3), 0x0040);
+  const uint32_t lo = __byte_perm(b0, b1, 0x0040);
+  const uint32_t hi = __byte_perm(b2, b3, 0x0040);
   return __byte_perm(lo, hi, 0x5410);
 #else
-  return (float_to_bits(b0) & 0xffu) | ((float_to_bits(b1) & 0xffu) << 8) |
-         ((float_to_bits(b2) & 0xffu) << 16) | ((float_to_bits(b3) & 0xffu) << 24);
+  return (b0 & 0xffu) | ((b1 & 0xffu) << 8) | ((b2 & 0xffu) << 16) | ((b3 & 0xffu) << 24);
 #endif
 }
 

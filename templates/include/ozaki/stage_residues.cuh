@@ -90,7 +90,7 @@ __device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t 
 }
 
 // The nmod 16-byte stores of one chunk whose warp has every e <= kWideMaxExp (and one
-// e > 0): the wide pieces, four FFMAs and reduce_quarter per entry and modulus.
+// e > 0): the wide pieces, four FFMAs and residue_word per entry and modulus.
 template <bool kParts>
 __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces (&w)[kChunk], int8_t* dst,
                                          bool active, const WideModulus* s_wide, const uint32_t* s_m) {
@@ -126,7 +126,7 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
     uint32_t words[4];
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      float b[4];
+      uint32_t b[4];
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int i = 4 * w + t;
