@@ -9,8 +9,9 @@
 #   STEP=build bash scripts/device_compare.sh   build both (in parallel), then the GPU tests
 #                                               on the checkout -> $OUT/build.log, gpu.log
 #                                               (SKIP_TESTS=1: sm_90a only, no tests)
-#   STEP=bench bash scripts/device_compare.sh   `ozaki-cutlass bench` before, after, before,
-#                                               after (while time is left) -> $OUT/bench-*.json
+#   STEP=bench bash scripts/device_compare.sh   `ozaki-cutlass bench $BENCH_ARGS` before, after,
+#                                               before, after (while time is left)
+#                                               -> $OUT/bench-*.json
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 BASE=${BASE:-.dev/base}
@@ -54,7 +55,8 @@ if [[ $STEP == bench ]]; then
         continue
       fi
       echo "== $side, round $round ($(date -u +%T))"
-      $side bench --json "$OUT/bench-$side-$round.json" 2>&1 | tail -12
+      # shellcheck disable=SC2086  # BENCH_ARGS: several words
+      $side bench ${BENCH_ARGS:-} --json "$OUT/bench-$side-$round.json" 2>&1 | tail -12
     done
   done
 fi
