@@ -483,9 +483,10 @@ def gen_karatsuba(rng, out):
 
 
 def gen_routes(rng, out):
-    """The residue kernel's two-step decomposition (entry_exp, scaled_small) against
-    scaled_integer: t = e2 + shift around every route's edges (-64, 0, 16, kPow2Table,
-    the ldexp overflow), shifts at the +-2^24 clamp and the int32 ends, and the specials."""
+    """The residue kernel's two-step decomposition (entry_bits and entry_bits_at by t,
+    entry_exp, entry_shift, scaled_small, wide_integer) against scaled_integer: t = e2 +
+    shift around every route's edges (-64, 0, 16, kPow2Table, the ldexp overflow), shifts at
+    the +-2^24 clamp and the int32 ends, and the specials."""
     values = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
               1.7976931348623157e308, 1.0, -1.0, -0.75, 2.0**-1074 * 3]
     values += [float(rng.standard_normal()) * 2.0 ** int(rng.integers(-1060, 1020)) for _ in range(60)]

@@ -147,6 +147,16 @@ int sym_mod(int64_t y, int64_t m) {
 // The fastmod path of P_residues for one value and modulus: the general (any e) route,
 // where e <= kWideMaxExp the wide pieces, and where e == 0 the e == 0 route. Returns false
 // (and reports) on mismatch.
+// V = value 2^exp (exp <= kWideMaxExp) in two words, by plain shifts: the checker's own
+// form of the kernel's wide_integer.
+st::WideInteger wide_words(const st::ScaledInteger& sv) {
+  st::WideInteger w;
+  w.lo = sv.value << sv.exp;
+  w.hi = sv.exp == 0 ? 0u : static_cast<uint32_t>(sv.value >> (64 - sv.exp));
+  w.sign = sv.negative ? st::kSignBit : 0u;
+  return w;
+}
+
 bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, uint32_t m,
                            int want) {
   const st::FloatModulus k = st::float_modulus(m);
@@ -158,7 +168,7 @@ bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, 
     return false;
   }
   if (sv.exp <= st::kWideMaxExp) {
-    const int wide = st::residue_byte(st::residue_wide(st::wide_pieces(sv), st::wide_modulus(m)));
+    const int wide = st::residue_byte(st::residue_wide(st::wide_pieces(wide_words(sv)), st::wide_modulus(m)));
     if (wide != want) {
       mismatch(tag, "residue_wide m=" + std::to_string(m) + " e=" + std::to_string(sv.exp) + ": got " +
                         std::to_string(wide) + ", want " + std::to_string(want));
@@ -417,17 +427,30 @@ bool check_sres(Fields& f, const std::string& tag) {
 }
 
 // route <hex a> <shift>: the residue kernel's two-step decomposition against scaled_integer
-// (itself checked against Python integers by the sres lines): entry_exp gives the same exp
-// wherever either is below kPow2Table and both are at least kPow2Table otherwise (the
-// warp's route is the same); where its exp is at most kWideMaxExp, scaled_small gives its
-// value and exp (and sign, for a nonzero value), and the same pieces bit for bit.
+// (itself checked against Python integers by the sres lines). The kernel keeps t alone
+// between its steps: entry_bits_at(a, t) gives entry_bits(a, shift) again, and
+// scaled_integer(a, entry_shift(a, t)) is scaled_integer(a, shift) (the table route).
+// entry_exp gives the same exp wherever either is below kPow2Table and both are at least
+// kPow2Table otherwise (the warp's route is the same); where its exp is at most
+// kWideMaxExp, scaled_small gives its value and exp (and sign, for a nonzero value),
+// wide_integer its V in two words, and both the same pieces bit for bit.
 bool check_route(Fields& f, const std::string& tag) {
   const double a = f.hex();
   const int32_t shift = static_cast<int32_t>(f.i());
   if (!f.ok()) return false;
   count(tag);
   const st::ScaledInteger sv = st::scaled_integer(a, shift);
-  const st::EntryBits b = st::entry_bits(a, shift);
+  const st::EntryBits first = st::entry_bits(a, shift);
+  const st::EntryBits b = st::entry_bits_at(a, first.t);
+  if (b.mant != first.mant || b.t != first.t || b.live != first.live || b.sign != first.sign) {
+    mismatch(tag, "entry_bits_at(a, t) differs from entry_bits(a, shift)");
+    return true;
+  }
+  const st::ScaledInteger st_again = st::scaled_integer(a, st::entry_shift(a, b.t));
+  if (st_again.value != sv.value || st_again.exp != sv.exp || st_again.negative != sv.negative) {
+    mismatch(tag, "scaled_integer(a, entry_shift(a, t)) differs from scaled_integer(a, shift)");
+    return true;
+  }
   const int e = st::entry_exp(b);
   if ((e < st::kPow2Table || sv.exp < st::kPow2Table) && e != sv.exp) {
     mismatch(tag, "entry_exp=" + std::to_string(e) + ", scaled_integer exp=" + std::to_string(sv.exp));
@@ -447,10 +470,15 @@ bool check_route(Fields& f, const std::string& tag) {
       return true;
     }
   }
-  const st::WidePieces w = st::wide_pieces(ss), wv = st::wide_pieces(sv);
-  if (!same(w.w0, wv.w0) || !same(w.w1, wv.w1) || !same(w.w2, wv.w2) || !same(w.w3, wv.w3) ||
-      !same(w.w4, wv.w4)) {
-    mismatch(tag, "wide_pieces(scaled_small) differ from scaled_integer's");
+  const st::WideInteger wi = st::wide_integer(b), wv = wide_words(sv);
+  if (wi.lo != wv.lo || wi.hi != wv.hi || (sv.value != 0 && wi.sign != wv.sign)) {
+    mismatch(tag, "wide_integer differs from scaled_integer's V");
+    return true;
+  }
+  const st::WidePieces w = st::wide_pieces(wi), wp = st::wide_pieces(wv);
+  if (!same(w.w0, wp.w0) || !same(w.w1, wp.w1) || !same(w.w2, wp.w2) || !same(w.w3, wp.w3) ||
+      !same(w.w4, wp.w4)) {
+    mismatch(tag, "wide_pieces(wide_integer) differ from scaled_integer's");
   }
   return true;
 }

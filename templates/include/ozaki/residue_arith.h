@@ -63,6 +63,7 @@ inline constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it roun
 inline constexpr float kTwo23 = 8388608.0f;         // 2^23
 inline constexpr uint32_t kTwo23Bits = 0x4B000000u; // bits of 2^23
 inline constexpr uint32_t kRoundMagicBits = 0x4B400000u;  // bits of 1.5 * 2^23
+inline constexpr uint32_t kSignBit = 0x80000000u;        // a float's, or a double's high word's
 static_assert(kRoundMagicBits % 256 == 0, "residue_word reads s from the low byte");
 
 __host__ __device__ inline float fma_rn_f(float a, float b, float c) {
@@ -229,36 +230,99 @@ __host__ __device__ inline ScaledInteger scaled_integer(double a, int32_t shift)
 //   at least kPow2Table wherever the other is (the ldexp overflow gives 972 there, t >= 972
 //   here): the kernel's route by a warp's largest e is the same;
 // - scaled_small(b) is scaled_integer(a, shift) wherever that exp is at most kWideMaxExp,
-//   except the sign of a zero value (its pieces are +0 either way).
+//   except the sign of a zero value (its pieces are +0 either way); wide_integer(b) is
+//   its V in two words there.
 // A shift outside [-2^24, 2^24] gives V = 0 or an exp far above kPow2Table whether or not
-// it is clamped there (scaled_integer too); clamped, t stays in int32.
+// it is clamped there (scaled_integer too: V = 0, or the overflow's 972); clamped, t stays
+// in int32. The kernel keeps t alone between the steps: entry_bits_at(a, t) is entry_bits
+// again, and entry_shift(a, t) the clamped shift, for scaled_integer on the table route.
 struct EntryBits {
   uint64_t mant;  // a's integer mantissa (0 for NaN and Inf)
   int32_t t;      // trunc(2^shift a) = sign * mant * 2^t (t < 0: mant >> -t)
   bool live;      // finite and nonzero
-  bool negative;
+  uint32_t sign;  // a's sign bit: 0 or kSignBit
 };
 
-__host__ __device__ inline EntryBits entry_bits(double a, int32_t shift) {
+__host__ __device__ inline int entry_biased(uint64_t bits) { return static_cast<int>((bits >> 52) & 0x7ff); }
+
+// a = mant 2^(entry_e2(biased)) for finite a
+__host__ __device__ inline int32_t entry_e2(int biased) { return (biased > 0 ? biased : 1) - 1075; }
+
+__host__ __device__ inline EntryBits entry_bits_at(double a, int32_t t) {
   const uint64_t bits = double_bits(a);
-  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
-  const int32_t clamped = shift < -(1 << 24) ? -(1 << 24) : (shift > (1 << 24) ? (1 << 24) : shift);
+  const uint32_t high = static_cast<uint32_t>(bits >> 32);  // the word ops: nvcc made 64-bit ones
+  const int biased = entry_biased(bits);
+  const uint32_t mant_high = (high & 0x000fffffu) | (biased != 0 ? 0x00100000u : 0u);
   EntryBits b;
   b.live = biased != 0x7ff && (bits << 1) != 0;
-  b.mant = biased == 0x7ff ? 0 : (bits & 0x000fffffffffffffull) | (static_cast<uint64_t>(biased != 0) << 52);
-  b.t = (biased > 0 ? biased : 1) - 1075 + clamped;
-  b.negative = (bits >> 63) != 0;
+  b.mant = biased == 0x7ff ? 0 : (static_cast<uint64_t>(mant_high) << 32) | static_cast<uint32_t>(bits);
+  b.t = t;
+  b.sign = high & kSignBit;
   return b;
+}
+
+__host__ __device__ inline int32_t clamped_shift(int32_t shift) {
+  return shift < -(1 << 24) ? -(1 << 24) : (shift > (1 << 24) ? (1 << 24) : shift);
+}
+
+__host__ __device__ inline EntryBits entry_bits(double a, int32_t shift) {
+  return entry_bits_at(a, entry_e2(entry_biased(double_bits(a))) + clamped_shift(shift));
+}
+
+__host__ __device__ inline int32_t entry_shift(double a, int32_t t) {
+  return t - entry_e2(entry_biased(double_bits(a)));
 }
 
 __host__ __device__ inline int entry_exp(const EntryBits& b) { return b.live && b.t > 0 ? b.t : 0; }
 
+// x >> n, x << n for n >= 0, 0 where n >= 64 (PTX's shr.b64 and shl.b64 clamp n at 64).
+__host__ __device__ inline uint64_t shr64(uint64_t x, uint32_t n) {
+#ifdef __CUDA_ARCH__
+  uint64_t r;
+  asm("shr.b64 %0, %1, %2;" : "=l"(r) : "l"(x), "r"(n));
+  return r;
+#else
+  return n >= 64 ? 0 : x >> n;
+#endif
+}
+
+__host__ __device__ inline uint64_t shl64(uint64_t x, uint32_t n) {
+#ifdef __CUDA_ARCH__
+  uint64_t r;
+  asm("shl.b64 %0, %1, %2;" : "=l"(r) : "l"(x), "r"(n));
+  return r;
+#else
+  return n >= 64 ? 0 : x << n;
+#endif
+}
+
+// -t where t < 0, else 0
+__host__ __device__ inline uint32_t right_shift_of(int32_t t) { return t < 0 ? static_cast<uint32_t>(-t) : 0u; }
+
 __host__ __device__ inline ScaledInteger scaled_small(const EntryBits& b) {
   ScaledInteger s;
-  s.negative = b.negative;
+  s.negative = b.sign != 0;
   s.exp = entry_exp(b);
-  s.value = b.t >= 0 ? b.mant : (b.t <= -64 ? 0 : b.mant >> -b.t);
+  s.value = shr64(b.mant, right_shift_of(b.t));
   return s;
+}
+
+// V = trunc(2^shift |a|) = hi 2^64 + lo where entry_exp(b) <= kWideMaxExp (V < 2^69; for a
+// NaN, an Inf or a zero, mant = 0 and V = 0 whatever t is), without a branch.
+struct WideInteger {
+  uint64_t lo;
+  uint32_t hi;
+  uint32_t sign;  // 0 or kSignBit
+};
+
+__host__ __device__ inline WideInteger wide_integer(const EntryBits& b) {
+  const uint32_t left = b.t > 0 ? static_cast<uint32_t>(b.t) : 0u;
+  const uint64_t v = shr64(b.mant, right_shift_of(b.t));
+  WideInteger w;
+  w.lo = shl64(v, left);
+  w.hi = static_cast<uint32_t>(shr64(v, 64u - left));  // left = 0: nothing (shifts past 64 give 0)
+  w.sign = b.sign;
+  return w;
 }
 
 // (x & kMask) | bits(2^23) in one LOP3 (nvcc makes two of it, the constant being an
@@ -277,11 +341,13 @@ __host__ __device__ inline uint32_t piece_bits(uint32_t x) {
 
 // sign * p as an exact float for the piece p = x & kMask < 2^23: float(2^23 + p) from the
 // bits, then sign * (2^23 + p) - sign * 2^23 (one FFMA). Both piece sets are made with it.
+// sign and offset from the sign bit by bit operations (a predicate cost nvcc two compares
+// and two selects per entry).
 struct SignedPiece {
-  float sign;
+  float sign;    // +-1
   float offset;  // -sign * 2^23
-  __host__ __device__ explicit SignedPiece(bool negative)
-      : sign(negative ? -1.0f : 1.0f), offset(negative ? kTwo23 : -kTwo23) {}
+  __host__ __device__ explicit SignedPiece(uint32_t sign_bit)
+      : sign(float_from_bits(sign_bit | 0x3f800000u)), offset(float_from_bits(sign_bit ^ 0xCB000000u)) {}
   template <uint32_t kMask>
   __host__ __device__ float of(uint32_t x) const {
     return fma_rn_f(float_from_bits(piece_bits<kMask>(x)), sign, offset);
@@ -295,7 +361,7 @@ struct Pieces {
 };
 
 __host__ __device__ inline Pieces residue_pieces(const ScaledInteger& v, bool quarter) {
-  const SignedPiece piece(v.negative);
+  const SignedPiece piece(v.negative ? kSignBit : 0u);
   const uint64_t m = v.value;
   Pieces out;
   out.p0 = piece.of<0x3fffu>(static_cast<uint32_t>(m));
@@ -306,22 +372,20 @@ __host__ __device__ inline Pieces residue_pieces(const ScaledInteger& v, bool qu
   return out;
 }
 
-// The five signed float pieces of sign * value * 2^exp for exp <= kWideMaxExp (see the
-// top), w0 + 1/4 in w0.
+// The five signed float pieces of sign * V, V = hi 2^64 + lo < 2^69 (see the top), w0
+// + 1/4 in w0.
 struct WidePieces {
   float w0, w1, w2, w3, w4;
 };
 
-__host__ __device__ inline WidePieces wide_pieces(const ScaledInteger& v) {
-  const SignedPiece piece(v.negative);
-  const uint64_t lo = v.value << v.exp;                                           // V mod 2^64
-  const uint32_t hi = v.exp == 0 ? 0u : static_cast<uint32_t>(v.value >> (64 - v.exp));  // V >> 64
+__host__ __device__ inline WidePieces wide_pieces(const WideInteger& v) {
+  const SignedPiece piece(v.sign);
   WidePieces out;
-  out.w0 = add_rn_f(piece.of<0x1fffffu>(static_cast<uint32_t>(lo)), 0.25f);
-  out.w1 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 21));
-  out.w2 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 33));
-  out.w3 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 45));
-  out.w4 = piece.of<0xfffu>(static_cast<uint32_t>(lo >> 57) | (hi << 7));
+  out.w0 = add_rn_f(piece.of<0x1fffffu>(static_cast<uint32_t>(v.lo)), 0.25f);
+  out.w1 = piece.of<0xfffu>(static_cast<uint32_t>(v.lo >> 21));
+  out.w2 = piece.of<0xfffu>(static_cast<uint32_t>(v.lo >> 33));
+  out.w3 = piece.of<0xfffu>(static_cast<uint32_t>(v.lo >> 45));
+  out.w4 = piece.of<0xfffu>(static_cast<uint32_t>(v.lo >> 57) | (v.hi << 7));
   return out;
 }
 

@@ -174,10 +174,10 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     int64_t v = 0, l0 = 0;
     if (c < a.grid.slots) chunk_position(a.grid, c, v, l0);
     const bool active = c < a.grid.slots && v < a.grid.rows_pad;
-    // the entries and their shifts; each entry's e (entry_exp) first, its pieces once the
-    // warp's route is known: scaled_small on the routes of e <= kWideMaxExp
+    // the entries and their t (entry_bits); each entry's e (entry_exp) first, its integer
+    // once the warp's route is known: without a branch on the routes of e <= kWideMaxExp
     double x[kChunk];
-    int32_t shifts[kChunk];
+    int32_t t[kChunk];
     int emax = 0;
     {
       if (active) {
@@ -187,11 +187,12 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
         for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
       }
       const int32_t shift = active && v < a.xs.nvec ? a.shifts[kParts ? v * a.parts.shift_step : v] : 0;
-      load_shifts(a.xs, l0, shifts);
+      load_shifts(a.xs, l0, t);
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
-        shifts[i] += shift;
-        const int e = entry_exp(entry_bits(x[i], shifts[i]));
+        const EntryBits b = entry_bits(x[i], t[i] + shift);
+        t[i] = b.t;
+        const int e = entry_exp(b);
         emax = e > emax ? e : emax;
       }
     }
@@ -204,7 +205,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     if (emax > 0 && emax <= kWideMaxExp) {
       WidePieces w[kChunk];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(scaled_small(entry_bits(x[i], shifts[i])));
+      for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(wide_integer(entry_bits_at(x[i], t[i])));
       write_wide_planes<kParts>(a, w, dst, active, s_wide, s_m);
       continue;
     }
@@ -213,7 +214,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     if (emax == 0) {
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
-        p[i] = residue_pieces(scaled_small(entry_bits(x[i], shifts[i])), true);  // e == 0: the pieces carry the 1/4
+        p[i] = residue_pieces(scaled_small(entry_bits_at(x[i], t[i])), true);  // e == 0: the pieces carry the 1/4
         e[i] = 0;
       }
       write_residue_planes<0, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
@@ -221,7 +222,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      const ScaledInteger sv = scaled_integer(x[i], shifts[i]);
+      const ScaledInteger sv = scaled_integer(x[i], entry_shift(x[i], t[i]));
       p[i] = residue_pieces(sv, false);
       e[i] = sv.exp;
     }
