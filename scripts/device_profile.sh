@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Nsight Compute figures of one emulated GEMM (carry build and .whl, as for
-# device_check.sh): bash scripts/device_profile.sh [N]
+# Nsight Compute figures of one emulated GEMM (carry .whl; the sm_90a kernels are built first
+# into $OZAKI_CACHE_DIR, default /root/ozaki-cache): bash scripts/device_profile.sh [N]
 # For each path, every kernel of one call is profiled with ncu's full section set
 # (clocks left alone, METHOD.md); the details and raw metric pages go to $OUT as CSV.
 #   KERNEL=REGEX bash scripts/device_profile.sh [N]
@@ -11,6 +11,10 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 N=${1:-8192}
 ncu --version | tail -1 | tee "$OUT/ncu_env.txt"
+# the kernels built first, outside ncu (a build under ncu crashed: 2026-12-02), into a cache
+# outside the carried tree
+export OZAKI_CACHE_DIR=${OZAKI_CACHE_DIR:-/root/ozaki-cache}
+(cd /tmp && OZAKI_BUILD_JOBS=${OZAKI_BUILD_JOBS:-14} $PY -m ozaki_cutlass build --arch sm_90a) 2>&1 | tail -1
 if [[ -n ${KERNEL:-} ]]; then
   # the first (--warm) call launches each matching kernel once per launch of the second
   launches=$(timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum -k "regex:$KERNEL" --csv \
