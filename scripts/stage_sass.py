@@ -28,6 +28,7 @@ from pathlib import Path
 from ozaki_cutlass.generator import Arch, StagesVariant
 from ozaki_cutlass.generator.render import render
 from ozaki_cutlass.generator.toolchain import nvcc_command, resolve_toolchain
+from ncu_mix import opcode  # scripts/, next to this one
 
 ARCHS = {"sm_90a": Arch.SM90A, "sm_80": Arch.SM80}
 #: nvcc_command's flags for a shared library, dropped for a cubin
@@ -43,13 +44,6 @@ class Kernel:
         self.registers: int | None = None
         self.spill_stores: int | None = None
         self.spill_loads: int | None = None
-
-
-def opcode(text: str) -> str:
-    """The opcode of one SASS instruction without its modifiers or predicate."""
-    words = text.split()
-    word = words[1] if words and words[0].startswith("@") and len(words) > 1 else (words[0] if words else "")
-    return word.split(".")[0]
 
 
 def parse_sass(text: str) -> dict[str, Kernel]:

@@ -1,8 +1,14 @@
 """scripts/stage_sass.py's parsing of cuobjdump and ptxas output (no nvcc or GPU needed)."""
 
+import pytest
+
 from script_modules import SCRIPTS, load_script
 
-sass = load_script(SCRIPTS / "stage_sass.py")
+
+@pytest.fixture
+def sass(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # it imports ncu_mix from its folder, as when run
+    return load_script(SCRIPTS / "stage_sass.py")
 
 SASS = """
 	code for sm_90a
@@ -28,7 +34,7 @@ ptxas info    : Used 8 registers
 """
 
 
-def test_kernels_instructions_and_ptxas_figures():
+def test_kernels_instructions_and_ptxas_figures(sass):
     kernels = sass.parse_sass(SASS)
     assert list(kernels) == ["_Z6kernelv", "_Z5otherv"]
     k = kernels["_Z6kernelv"]
@@ -39,7 +45,7 @@ def test_kernels_instructions_and_ptxas_figures():
     assert kernels["_Z5otherv"].registers == 8
 
 
-def test_only_backward_branches_are_loops():
+def test_only_backward_branches_are_loops(sass):
     k = sass.parse_sass(SASS)["_Z6kernelv"]
     (start, end, mix), = sass.loops(k)  # the forward BRA 0x60 is no loop
     assert (start, end) == (0x20, 0x40)
@@ -47,7 +53,7 @@ def test_only_backward_branches_are_loops():
     assert "loop 0x00020-0x00040: 3 instructions" in sass.report(k, 5)
 
 
-def test_the_cubin_command_drops_the_shared_library_flags():
+def test_the_cubin_command_drops_the_shared_library_flags(sass):
     line = ["nvcc", "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-I/inc",
             "-gencode=arch=compute_90a,code=sm_90a", "-L/lib", "s.cu", "-o", "libs.so", "-lcuda"]
     assert sass.cubin_command(line, "sm_90a", "s.cubin") == [
