@@ -369,12 +369,23 @@ bool check_csm(Fields& f, const std::string& tag) {
 }
 
 // coarse <hex x> <E> <coarse magnitude>              reference.coarse_magnitudes
+// Also the scan's form: coarse_from_scan of the scan's q = ceil_scaled_by(|x|, 2^(qb - E))
+// (0 for NaN and Inf, as the kernel makes it) at every qb from kCoarseBits to
+// kFastBoundBits.
 bool check_coarse(Fields& f, const std::string& tag) {
   const double x = f.hex();
   const int e = static_cast<int>(f.i()), want = static_cast<int>(f.i());
   if (!f.ok()) return false;
   count(tag);
   expect_eq(tag, "coarse_value", static_cast<int>(st::coarse_value(x, e)), want);
+  const double m = std::isfinite(x) ? std::fabs(x) : 0.0;
+  for (int qb = ozaki::kCoarseBits; qb <= ozaki::kFastBoundBits; ++qb) {
+    const uint32_t q = st::ceil_scaled_by(m, st::scale_factors(qb - e));
+    if (!expect_eq(tag, ("coarse_from_scan qb=" + std::to_string(qb)).c_str(),
+                   static_cast<int>(st::coarse_from_scan(q, qb)), want)) {
+      break;
+    }
+  }
   return true;
 }
 

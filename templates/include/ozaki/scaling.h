@@ -82,6 +82,15 @@ __host__ __device__ inline uint32_t ceil_scaled_by(double m, ScaleFactors f) {
   return q == 0 && m != 0.0 ? 1u : q;
 }
 
+// The coarse magnitude ceil(|x| 2^(kCoarseBits - E)) from the scan's q = ceil(|x| 2^(qb -
+// E)) (both as ceil_scaled_by gives them) where qb >= kCoarseBits: ceil(ceil(y) / N) =
+// ceil(y / N) for an integer N = 2^(qb - kCoarseBits) and y >= 0, and both are 1 where y is
+// below 1 and not 0 (q + 2^drop - 1 < 2^(qb + 1) <= 2^32 for qb <= kFastBoundBits < 32).
+__host__ __device__ inline uint32_t coarse_from_scan(uint32_t q, int qb) {
+  const int drop = qb - kCoarseBits;
+  return (q + ((1u << drop) - 1u)) >> drop;
+}
+
 // The end of reference.fast_shifts for one vector: Q = sum q^2, E its exponent.
 __host__ __device__ inline int32_t fast_shift_value(uint64_t sum_squares, int exponent, int qb,
                                                     int pb) {

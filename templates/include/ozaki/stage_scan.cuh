@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_runtime.h>
 
@@ -175,16 +176,33 @@ __device__ inline T team_reduce(T v, int team, T (&slots)[kTeamThreads / kWarp],
   return total;
 }
 
-// One pass over a thread's entries of the vector, kScanBatch loads at a time: f(u, x_u).
-template <bool kStreaming, class F>
+// One pass over a thread's entries of the vector, kScanBatch loads at a time: f(u, x_u),
+// x_u at x + u * step. kStep > 0 is step at compile time (es == 1, step = the team): whole
+// batches load at immediate offsets from one pointer and call f without a bound check, the
+// last part batch with them (nvcc made a 64-bit multiply and a check of every entry).
+template <bool kStreaming>
+__device__ inline double load_entry(const double* p) {
+  return kStreaming ? __ldcs(p) : __ldg(p);
+}
+
+template <bool kStreaming, int kStep, class F>
 __device__ inline void for_each_entry(const double* x, int64_t step, int n, F f) {
-  for (int b = 0; b < n; b += kScanBatch) {
+  int b = 0;
+  if constexpr (kStep > 0) {
+    for (; b + kScanBatch <= n; b += kScanBatch) {
+      const double* p = x + int64_t(b) * kStep;
+      double a[kScanBatch];
+#pragma unroll
+      for (int u = 0; u < kScanBatch; ++u) a[u] = load_entry<kStreaming>(p + u * kStep);
+#pragma unroll
+      for (int u = 0; u < kScanBatch; ++u) f(b + u, a[u]);
+    }
+  }
+  const int64_t s = kStep > 0 ? kStep : step;
+  for (; b < n; b += kScanBatch) {
     double a[kScanBatch];
 #pragma unroll
-    for (int u = 0; u < kScanBatch; ++u) {
-      const double* p = x + (b + u) * step;
-      a[u] = b + u < n ? (kStreaming ? __ldcs(p) : __ldg(p)) : 0.0;
-    }
+    for (int u = 0; u < kScanBatch; ++u) a[u] = b + u < n ? load_entry<kStreaming>(x + (b + u) * s) : 0.0;
 #pragma unroll
     for (int u = 0; u < kScanBatch; ++u) {
       if (b + u < n) f(b + u, a[u]);
@@ -194,10 +212,14 @@ __device__ inline void for_each_entry(const double* x, int64_t step, int n, F f)
 
 // kInner: with the contract's inner shifts (per-entry exponents and scales); the grid-
 // uniform `given` flag may still turn them off. kCoarse: c.out is written (CoarseOutput);
-// the blocks then also cover the padding vectors nvec .. c.rows_pad.
-template <bool kInner, bool kCoarse>
+// the blocks then also cover the padding vectors nvec .. c.rows_pad. kTeam > 0: the team
+// at compile time, for es == 1 (for_each_entry's kStep); 0: `team`, any es.
+template <bool kInner, bool kCoarse, int kTeam>
 __global__ void __launch_bounds__(kTeamThreads, 2)
-scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int team) {
+scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int runtime_team) {
+  static_assert(kTeam == 0 || (kTeam >= kWarp && kTeam <= kTeamThreads && (kTeam & (kTeam - 1)) == 0),
+                "a team is a power of two from a warp to a block");
+  const int team = kTeam > 0 ? kTeam : runtime_team;
   static_assert(!(kInner && kCoarse), "the coarse magnitudes are written without inner shifts only");
   __shared__ double s_f64[kTeamThreads / kWarp];
   __shared__ int32_t s_i32[kTeamThreads / kWarp];
@@ -235,7 +257,7 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int team) {
       int32_t nonfinite = 0;
       if (kInner && shifted) {
         int32_t top = kNoExponent;
-        for_each_entry<false>(x, step, n, [&](int u, double a) {
+        for_each_entry<false, 0>(x, step, n, [&](int u, double a) {
           if (!isfinite(a)) {
             ++nonfinite;
           } else if (a != 0.0) {
@@ -247,7 +269,7 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int team) {
         e = top == kNoExponent ? 0 : top;
       } else {
         double amax = 0.0;
-        for_each_entry<false>(x, step, n, [&](int, double a) {
+        for_each_entry<false, kTeam>(x, step, n, [&](int, double a) {
           const double m = fabs(a);
           if (m <= DBL_MAX) amax = fmax(amax, m);  // NaN and Inf fail the test
           else ++nonfinite;
@@ -264,7 +286,7 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int team) {
     // Pass 2: Q = sum q^2 and S1 = sum q, exact in uint64.
     uint64_t sum = 0, sum1 = 0;
     if (kInner && shifted) {
-      for_each_entry<true>(x, step, n, [&](int u, double a) {
+      for_each_entry<true, 0>(x, step, n, [&](int u, double a) {
         if (isfinite(a)) {
           const uint64_t q = ceil_scaled_magnitude(a, qb - e + __ldg(inner + int64_t(u) * team));
           sum += q * q;
@@ -273,19 +295,26 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int team) {
       });
     } else {
       // The coarse magnitude as the scan's q, with 2^(kCoarseBits - E): ceil_scaled_by is
-      // ceil_scaled_magnitude for results below 2^32 (coarse ones are at most 2^kCoarseBits).
+      // ceil_scaled_magnitude for results below 2^32 (coarse ones are at most 2^kCoarseBits);
+      // where qb >= kCoarseBits, from q itself by coarse_from_scan (integer operations).
       const ScaleFactors f = scale_factors(qb - e), fc = scale_factors(kCoarseBits - e);
-      for_each_entry<true>(x, step, n, [&](int u, double a) {
-        const double m = fabs(a);
-        uint32_t qc = 0;
-        if (m <= DBL_MAX) {
+      const auto pass = [&](auto from_q) {
+        for_each_entry<true, kTeam>(x, step, n, [&](int u, double a) {
+          const double m = fabs(a) <= DBL_MAX ? fabs(a) : 0.0;  // NaN and Inf: q = 0, no branch
           const uint32_t q = ceil_scaled_by(m, f);
           sum += uint64_t(q) * q;
           sum1 += q;
-          if (kCoarse) qc = ceil_scaled_by(m, fc);
-        }
-        if (kCoarse) cq[int64_t(u) * team] = static_cast<int8_t>(qc);
-      });
+          if constexpr (kCoarse) {
+            const uint32_t qc = decltype(from_q)::value ? coarse_from_scan(q, qb) : ceil_scaled_by(m, fc);
+            cq[int64_t(u) * team] = static_cast<int8_t>(qc);
+          }
+        });
+      };
+      if (!kCoarse || qb >= kCoarseBits) {
+        pass(std::true_type{});
+      } else {
+        pass(std::false_type{});
+      }
     }
     if (kCoarse && v < c.rows_pad) {  // the padding: entries k .. k_pad, or a whole padding vector
       for (int64_t l = (active ? xs.k : 0) + t; l < c.k_pad; l += team) c.out[v * c.k_pad + l] = 0;
@@ -343,19 +372,38 @@ inline int coarse(const double* x, int64_t nvec, int64_t k, int64_t vs, int64_t 
                   const int32_t* inner, const int32_t* exps, int8_t* out, int64_t rows_pad, int64_t k_pad,
                   cudaStream_t stream, Message& err);
 
+// scan_along_k_kernel<kInner, kCoarse, team> where es == 1 and no inner shifts, else <.., 0>.
+template <bool kInner, bool kCoarse>
+inline void launch_scan_team(const VectorSet& xs, const ScanOutputs& o, const CoarseOutput& c, int team,
+                             int64_t blocks, cudaStream_t stream) {
+  if constexpr (!kInner) {
+    if (xs.es == 1) {
+      switch (team) {
+        case 32: scan_along_k_kernel<false, kCoarse, 32><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team); return;
+        case 64: scan_along_k_kernel<false, kCoarse, 64><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team); return;
+        case 128: scan_along_k_kernel<false, kCoarse, 128><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team); return;
+        case 256: scan_along_k_kernel<false, kCoarse, 256><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team); return;
+        case 512: scan_along_k_kernel<false, kCoarse, 512><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team); return;
+        default: break;
+      }
+    }
+  }
+  scan_along_k_kernel<kInner, kCoarse, 0><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team);
+}
+
 template <bool kCoarse>
 inline void launch_scan_along_k(const VectorSet& xs, const ScanOutputs& o, const CoarseOutput& c,
                                 cudaStream_t stream) {
   const int team = scan_team(xs.k);
   const int64_t vectors = kCoarse && c.rows_pad > xs.nvec ? c.rows_pad : xs.nvec;
-  const int64_t blocks = resident_blocks(scan_along_k_kernel<false, kCoarse>, kTeamThreads, vectors,
+  const int64_t blocks = resident_blocks(scan_along_k_kernel<false, kCoarse, 0>, kTeamThreads, vectors,
                                          kTeamThreads / team);
   if constexpr (kCoarse) {  // without inner shifts only (with them the kernel spills)
-    scan_along_k_kernel<false, true><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team);
+    launch_scan_team<false, true>(xs, o, c, team, blocks, stream);
   } else if (xs.inner != nullptr) {
-    scan_along_k_kernel<true, kCoarse><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team);
+    launch_scan_team<true, kCoarse>(xs, o, c, team, blocks, stream);
   } else {
-    scan_along_k_kernel<false, kCoarse><<<blocks, kTeamThreads, 0, stream>>>(xs, o, c, team);
+    launch_scan_team<false, kCoarse>(xs, o, c, team, blocks, stream);
   }
 }
 
