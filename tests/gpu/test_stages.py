@@ -159,6 +159,17 @@ def test_scan_coarse_no_vectors(st, dev):
 def test_accurate_shifts(st, rng, dev, m, k, n, bound):
     """Both bound matrices: the int64 sum over k chunks, and one chunk's int32 GEMM output
     read in place with a padded leading dimension."""
+    _check_accurate_shifts(st, rng, dev, m, k, n, bound, n + 5)
+
+
+@pytest.mark.parametrize("m,k,n", [(64, 24, 128), (130, 16, 260), (3, 5, 4), (2000, 9, 132)])
+def test_accurate_shifts_vector_loads(st, rng, dev, m, k, n):
+    """An int32 bound with n and its leading dimension multiples of 4: the kernels of 16-byte
+    loads (four columns each), the same shifts."""
+    _check_accurate_shifts(st, rng, dev, m, k, n, "int32", n + 4)
+
+
+def _check_accurate_shifts(st, rng, dev, m, k, n, bound, ld):
     a, b = _hostile(rng, m, k, n)
     consts = crt_constants(13)
     pb = consts.bound_exponent
@@ -174,7 +185,6 @@ def test_accurate_shifts(st, rng, dev, m, k, n, bound):
         st.accurate_shifts(d.put(g.astype(np.int64)), m, n, *args)
     else:
         assert g.max() < 2**31
-        ld = n + 5
         padded = np.full((m, ld), -7, np.int32)  # the padding must not be read
         padded[:, :n] = g
         st.accurate_shifts_i32(d.put(padded), ld, m, n, *args)

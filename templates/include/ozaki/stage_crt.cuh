@@ -314,8 +314,8 @@ __device__ inline void combine_residue_bytes(const CrtArgs& a, const CrtConstant
           // 2^52 bias (an FP64 add): the limb sums' FMAs keep the FP64 pipe about as busy
           // as instruction issue, and each residue is the same exact double either way.
           crt_add_value_limbs<kLimbs>(consts, g, static_cast<double>(w & 0xffu), limb_sums[0]);
-          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> 8) & 0xffu), limb_sums[1]);
-          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>((w >> 16) & 0xffu), limb_sums[2]);
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(__byte_perm(w, 0u, 0x4441)), limb_sums[1]);
+          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(__byte_perm(w, 0u, 0x4442)), limb_sums[2]);
           crt_add_value_limbs<kLimbs>(consts, g, static_cast<double>(w >> 24), limb_sums[3]);
         }
       }
