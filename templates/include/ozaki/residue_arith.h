@@ -64,6 +64,7 @@ inline constexpr float kTwo23 = 8388608.0f;         // 2^23
 inline constexpr uint32_t kTwo23Bits = 0x4B000000u; // bits of 2^23
 inline constexpr uint32_t kRoundMagicBits = 0x4B400000u;  // bits of 1.5 * 2^23
 inline constexpr uint32_t kSignBit = 0x80000000u;        // a float's, or a double's high word's
+inline constexpr uint32_t kOneBits = 0x3f800000u;        // bits of 1.0f
 static_assert(kRoundMagicBits % 256 == 0, "residue_word reads s from the low byte");
 
 __host__ __device__ inline float fma_rn_f(float a, float b, float c) {
@@ -134,26 +135,24 @@ __host__ __device__ inline FloatModulus float_modulus(uint32_t m) {
 inline constexpr int kWideMaxExp = 16;
 
 struct WideModulus {
-  float neg_m;  // -m
   float inv;    // fl(1 / m)
   float d1;     // 2^21 mods m (centered)
   float d2;     // 2^33 mods m
   float d3;     // 2^45 mods m
   float d4;     // 2^57 mods m
   uint32_t minus_m;  // -m mod 2^32
-  float pad0;        // 32 bytes: two 16-byte shared-memory loads
+  float pad0, pad1;  // 32 bytes: two 16-byte shared-memory loads
 };
 
 __host__ __device__ inline WideModulus wide_modulus(uint32_t m) {
   WideModulus k;
-  k.neg_m = -static_cast<float>(m);
   k.inv = 1.0f / static_cast<float>(m);
   k.d1 = static_cast<float>(centered(pow2_mod(21, m), m));
   k.d2 = static_cast<float>(centered(pow2_mod(33, m), m));
   k.d3 = static_cast<float>(centered(pow2_mod(45, m), m));
   k.d4 = static_cast<float>(centered(pow2_mod(57, m), m));
   k.minus_m = 0u - m;
-  k.pad0 = 0.0f;
+  k.pad0 = k.pad1 = 0.0f;
   return k;
 }
 
@@ -172,8 +171,7 @@ __host__ __device__ inline uint32_t residue_word(float yq, const Modulus& k) {
 }
 
 // x - m rint(x / m) for an integer |x| < 2^22: exact, in [-m/2, m/2].
-template <class Modulus>
-__host__ __device__ inline float reduce_near(float x, const Modulus& k) {
+__host__ __device__ inline float reduce_near(float x, const FloatModulus& k) {
   const float t = fma_rn_f(x, k.inv, kRoundMagic);
   const float q = add_rn_f(t, -kRoundMagic);
   return fma_rn_f(q, k.neg_m, x);
@@ -347,7 +345,7 @@ struct SignedPiece {
   float sign;    // +-1
   float offset;  // -sign * 2^23
   __host__ __device__ explicit SignedPiece(uint32_t sign_bit)
-      : sign(float_from_bits(sign_bit | 0x3f800000u)), offset(float_from_bits(sign_bit ^ 0xCB000000u)) {}
+      : sign(float_from_bits(sign_bit | kOneBits)), offset(float_from_bits(sign_bit ^ (kSignBit | kTwo23Bits))) {}
   template <uint32_t kMask>
   __host__ __device__ float of(uint32_t x) const {
     return fma_rn_f(float_from_bits(piece_bits<kMask>(x)), sign, offset);
