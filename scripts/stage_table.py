@@ -21,7 +21,8 @@ What each stage must move (8-byte doubles, N moduli, op(A) m x k, op(B) k x n):
               pass: read A and B
   scan        exponents, non-finite counts, bound terms: read A and B
   coarse      accurate mode's coarse magnitudes: read A and B, write one byte per entry
-  scan and coarse  the two from one kernel (scan_coarse: scan_along_k_kernel<0, 1>): as coarse
+  scan and coarse  the two from one kernel (scan_coarse: scan_along_k_kernel<0, 1[, team]>):
+              as coarse
   coarse gemm accurate mode's bound, compute-bound: 2 m n k INT8 operations at the rate
   shifts      the bound's row and column passes: read the m x n int32 bound
   residues    read A and B, write N byte planes of each
@@ -36,6 +37,7 @@ import argparse
 import csv
 import io
 import json
+import re
 import statistics
 import sys
 
@@ -43,7 +45,9 @@ INT8_TOPS = 1500.0  # the INT8 rate the H200's 700 W cap allows (docs/benchmarks
 
 STAGES = ("pack", "inner", "scan", "scan and coarse", "contract", "coarse", "coarse gemm", "shifts", "residues",
           "int8 gemm", "combine")
-_BY_NAME = (("pack_kernel", "pack"), ("inner_", "inner"), ("scan_along_k_kernel<0, 1>", "scan and coarse"),
+# (pattern, stage), the first whose pattern occurs in the kernel's name; scan_along_k_kernel's
+# second template argument is kCoarse (its team, where there is one, follows it)
+_BY_NAME = (("pack_kernel", "pack"), ("inner_", "inner"), (r"scan_along_k_kernel<\w+, (1|true)\b", "scan and coarse"),
             ("scan_", "scan"),
             ("equilibrate_kernel", "contract"), ("certificate_kernel", "contract"),
             ("fast_shifts_kernel", "contract"), ("coarse_kernel", "coarse"),
@@ -54,8 +58,8 @@ _BY_NAME = (("pack_kernel", "pack"), ("inner_", "inner"), ("scan_along_k_kernel<
 def stage_of(kernel: str, seen_residues: bool) -> str:
     """The stage of one kernel of a call, by name; a GEMM before any residues kernel is the
     accurate bound's coarse GEMM."""
-    for key, stage in _BY_NAME:
-        if key in kernel:
+    for pattern, stage in _BY_NAME:
+        if re.search(pattern, kernel):
             return stage
     return "int8 gemm" if seen_residues else "coarse gemm"
 

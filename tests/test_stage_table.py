@@ -60,11 +60,13 @@ def test_stages_and_their_floors(st):
     assert got["int8 gemm"]["floor_gb"] is None
 
 
-def test_scan_writing_the_coarse_magnitudes_is_its_own_stage(st):
-    """scan_coarse's kernel (scan_along_k_kernel<0, 1>) moves what scan and coarse move
-    together; the scan alone (<0, 0>) stays the scan."""
-    lines = [HEAD, *rows(0, "void stages::scan_along_k_kernel<0, 1>(stages::VectorSet)", 1_000_000, "2", "0"),
-             *rows(1, "void stages::scan_along_k_kernel<0, 0>(stages::VectorSet)", 1_000_000, "2", "0")]
+@pytest.mark.parametrize("coarse, alone", [("<0, 1>", "<0, 0>"), ("<0, 1, 128>", "<0, 0, 512>"),
+                                           ("<1, 1, 0>", "<1, 0, 0>")])
+def test_scan_writing_the_coarse_magnitudes_is_its_own_stage(st, coarse, alone):
+    """scan_coarse's kernel (scan_along_k_kernel<kInner, 1[, team]>) moves what scan and
+    coarse move together; the scan alone (kCoarse 0) stays the scan."""
+    lines = [HEAD, *rows(0, f"void stages::scan_along_k_kernel{coarse}(stages::VectorSet)", 1_000_000, "2", "0"),
+             *rows(1, f"void stages::scan_along_k_kernel{alone}(stages::VectorSet)", 1_000_000, "2", "0")]
     got = {r["stage"]: r for r in st.stage_rows({"m": 1000, "n": 2000, "k": 500, "moduli": 15},
                                                  st.parse_ncu("\n".join(lines)), 4.0)}
     assert list(got) == ["scan", "scan and coarse"]
