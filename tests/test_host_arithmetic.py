@@ -503,9 +503,9 @@ def gen_routes(rng, out):
 
 
 def gen_wide_pieces(rng, out):
-    """The wide pieces' extremes (residue_arith.h, e <= 16, V < 2^69): every piece at its
-    largest (all-ones mantissas), single bits at each piece's edges, random mantissas, both
-    signs, every e, against every table modulus."""
+    """The wide pieces' extremes (residue_arith.h, e <= 16, V < 2^69; four pieces where e <=
+    4, V < 2^57): every piece at its largest (all-ones mantissas), single bits at each
+    piece's edges, random mantissas, both signs, every e, against every table modulus."""
     mantissas = [2**53 - 1, 2**52, 2**52 + 1, int("10" * 26 + "1", 2), int("01" * 26 + "1", 2) | 2**52]
     mantissas += [2**52 | int(rng.integers(0, 2**52)) for _ in range(4)]
     for e in range(0, 17):

@@ -145,7 +145,8 @@ int sym_mod(int64_t y, int64_t m) {
 }
 
 // The fastmod path of P_residues for one value and modulus: the general (any e) route,
-// where e <= kWideMaxExp the wide pieces, and where e == 0 the e == 0 route. Returns false
+// where e <= kWideMaxExp the five wide pieces (and where e <= kWide4MaxExp the four), and
+// where e == 0 the e == 0 route. Returns false
 // (and reports) on mismatch.
 // V = value 2^exp (exp <= kWideMaxExp) in two words, by plain shifts: the checker's own
 // form of the kernel's wide_integer.
@@ -168,11 +169,20 @@ bool check_fastmod_residue(const std::string& tag, const st::ScaledInteger& sv, 
     return false;
   }
   if (sv.exp <= st::kWideMaxExp) {
-    const int wide = st::residue_byte(st::residue_wide(st::wide_pieces(wide_words(sv)), st::wide_modulus(m)));
+    const st::WidePieces w = st::wide_pieces(wide_words(sv));
+    const int wide = st::residue_byte(st::residue_wide<5>(w, st::wide_modulus(m)));
     if (wide != want) {
-      mismatch(tag, "residue_wide m=" + std::to_string(m) + " e=" + std::to_string(sv.exp) + ": got " +
+      mismatch(tag, "residue_wide<5> m=" + std::to_string(m) + " e=" + std::to_string(sv.exp) + ": got " +
                         std::to_string(wide) + ", want " + std::to_string(want));
       return false;
+    }
+    if (sv.exp <= st::kWide4MaxExp) {
+      const int wide4 = st::residue_byte(st::residue_wide<4>(w, st::wide_modulus(m)));
+      if (w.w4 != 0.0f || wide4 != want) {
+        mismatch(tag, "residue_wide<4> m=" + std::to_string(m) + " e=" + std::to_string(sv.exp) + ": got " +
+                          std::to_string(wide4) + ", want " + std::to_string(want) + " (w4 must be 0)");
+        return false;
+      }
     }
   }
   if (sv.exp == 0) {

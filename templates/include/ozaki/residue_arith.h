@@ -33,6 +33,9 @@
 // four exact FFMAs (w0 carries the 1/4: every partial sum is below 2^22 + 1/4, 24 bits),
 // then residue_word directly: 7 operations per modulus, no table, against 10 and a
 // table load of the path above, and the same residue (the symmetric residue of V).
+// Where e <= kWide4MaxExp (V < 2^57) w4 is 0: three FFMAs and residue_word, 6 operations
+// per modulus as on the e == 0 route (residue_wide<4>). Scaled integers of 54-57 bits are
+// what accurate mode's shifts give at k <= 8192 (every warp of a 4096^3 call: e <= 3).
 
 #pragma once
 
@@ -131,8 +134,10 @@ __host__ __device__ inline FloatModulus float_modulus(uint32_t m) {
   return k;
 }
 
-// The per-modulus constants of the wide pieces (0 < e <= kWideMaxExp).
+// The per-modulus constants of the wide pieces (0 < e <= kWideMaxExp; w4 = 0 where
+// e <= kWide4MaxExp, V < 2^57).
 inline constexpr int kWideMaxExp = 16;
+inline constexpr int kWide4MaxExp = 4;
 
 struct WideModulus {
   float inv;    // fl(1 / m)
@@ -387,12 +392,15 @@ __host__ __device__ inline WidePieces wide_pieces(const WideInteger& v) {
   return out;
 }
 
-// The stored residue from the wide pieces (exp <= kWideMaxExp).
+// The stored residue from the wide pieces: kPieces 5 where exp <= kWideMaxExp, 4 where
+// exp <= kWide4MaxExp (w4 = 0, left out: the same x, which is never zero).
+template <int kPieces>
 __host__ __device__ inline uint32_t residue_wide(const WidePieces& w, const WideModulus& k) {
+  static_assert(kPieces == 4 || kPieces == 5, "four or five wide pieces");
   float x = fma_rn_f(w.w1, k.d1, w.w0);
   x = fma_rn_f(w.w2, k.d2, x);
   x = fma_rn_f(w.w3, k.d3, x);
-  x = fma_rn_f(w.w4, k.d4, x);
+  if constexpr (kPieces == 5) x = fma_rn_f(w.w4, k.d4, x);
   return residue_word(x, k);
 }
 

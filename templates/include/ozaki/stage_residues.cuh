@@ -24,7 +24,8 @@ namespace stages {
 // Per modulus: the float constants (FloatModulus, WideModulus) and the table f(e) = 2^e
 // mods m for e < kPow2Table, built in shared memory by every block (persistent grid: a few
 // per SM). Each warp takes one path for its 32 x 16 entries, by its largest e: 0 (four
-// pieces with the 1/4), <= kWideMaxExp (five wide pieces, no table), else the table.
+// pieces with the 1/4), <= kWide4MaxExp (four wide pieces, no table), <= kWideMaxExp
+// (five), else the table.
 
 // Karatsuba's parts (residues_kernel<true>): each vector's entries 2l and 2l + 1 are Re and
 // Im of complex entry l (Im first where im_first: Bhat's odd columns hold Im b at their even
@@ -90,8 +91,9 @@ __device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t 
 }
 
 // The nmod 16-byte stores of one chunk whose warp has every e <= kWideMaxExp (and one
-// e > 0): the wide pieces, four FFMAs and residue_word per entry and modulus.
-template <bool kParts>
+// e > 0): the wide pieces, kPieces - 1 FFMAs and residue_word per entry and modulus
+// (kPieces 4: every e <= kWide4MaxExp).
+template <bool kParts, int kPieces>
 __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces (&w)[kChunk], int8_t* dst,
                                          bool active, const WideModulus* s_wide, const uint32_t* s_m) {
   for (int g = 0; g < a.nmod; ++g) {
@@ -99,8 +101,8 @@ __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces 
     uint32_t words[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      words[q] = pack_bytes(residue_wide(w[4 * q], k), residue_wide(w[4 * q + 1], k), residue_wide(w[4 * q + 2], k),
-                            residue_wide(w[4 * q + 3], k));
+      words[q] = pack_bytes(residue_wide<kPieces>(w[4 * q], k), residue_wide<kPieces>(w[4 * q + 1], k),
+                            residue_wide<kPieces>(w[4 * q + 2], k), residue_wide<kPieces>(w[4 * q + 3], k));
     }
     if (active) store_residue_words<kParts>(a, words, g, dst, s_m);
   }
@@ -206,7 +208,11 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
       WidePieces w[kChunk];
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(wide_integer(entry_bits_at(x[i], t[i])));
-      write_wide_planes<kParts>(a, w, dst, active, s_wide, s_m);
+      if (emax <= kWide4MaxExp) {
+        write_wide_planes<kParts, 4>(a, w, dst, active, s_wide, s_m);
+      } else {
+        write_wide_planes<kParts, 5>(a, w, dst, active, s_wide, s_m);
+      }
       continue;
     }
     Pieces p[kChunk];
