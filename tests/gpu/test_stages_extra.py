@@ -101,6 +101,26 @@ def test_residues_plain_matches_strided(st, rng, dev):
     assert np.array_equal(g1[:, :, :k], _want_residues(a, mu, consts.moduli))
 
 
+def test_residues_wide_routes(st, rng, dev):
+    """Each route by the warp's largest e, at its edges: rows whose scaled integers reach
+    exactly 2^(53 + e) - 2^e for e = 0 .. 17 in runs of four rows (e == 0; four wide
+    pieces, e <= 4; five, e <= 16; the 2^e table above), both signs."""
+    count, k = 15, 600
+    es = np.repeat(np.arange(18), 4)
+    m = es.size
+    consts = crt_constants(count)
+    a = rng.uniform(-1.0, 1.0, (m, k))
+    a[:, 0] = 1.0 - 2.0**-53              # mantissa 2^53 - 1: V = (2^53 - 1) 2^e
+    a[1::2, 7] = -(1.0 - 2.0**-53)
+    mu = (53 + es).astype(np.int32)
+    d = dev
+    out = d.empty(count * m * 608)
+    st.residues(d.put(a), m, k, k, 1, d.put(mu), count, d.put(np.array(consts.moduli, np.int32)),
+                out.ptr, m, 608, 0)
+    got = d.get(out, np.int8, (count, m, 608))
+    assert np.array_equal(got[:, :, :k], _want_residues(a, mu, consts.moduli))
+
+
 @pytest.mark.parametrize("rows_pad,k_pad,row_stride,plane_stride", [
     (8, 32, 32, 8 * 32 - 1),     # planes overlap the last row
     (8, 32, 16, 8 * 32),         # row_stride < k_pad
