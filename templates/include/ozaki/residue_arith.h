@@ -35,7 +35,8 @@
 // table load of the path above, and the same residue (the symmetric residue of V).
 // Where e <= kWide4MaxExp (V < 2^57) w4 is 0: three FFMAs and residue_word, 6 operations
 // per modulus as on the e == 0 route (residue_wide<4>). Scaled integers of 54-57 bits are
-// what accurate mode's shifts give at k <= 8192 (every warp of a 4096^3 call: e <= 3).
+// what accurate mode's shifts give at k <= 8192 (every warp of a 4096^3 call: e <= 4;
+// scripts/residue_routes.py).
 
 #pragma once
 
