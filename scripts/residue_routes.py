@@ -25,6 +25,7 @@ import numpy as np
 from ozaki_cutlass import reference
 from ozaki_cutlass.numerics.accuracy import random_matrix
 from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.tools.arguments import moduli_count, positive_int, shape, spread
 
 HEADER = ("templates", "include", "ozaki", "residue_arith.h")  # under the repository's root
 CHUNK, WARP = 16, 32  # entries per thread, threads per warp (stage_common.cuh's kChunk, kWarp)
@@ -36,15 +37,6 @@ def header_constant(name: str, text: str) -> int:
     if found is None:
         raise SystemExit(f"{name} not found in {'/'.join(HEADER)}")
     return int(found.group(1))
-
-
-def shape(text: str) -> tuple[int, int, int]:
-    parts = [int(p) for p in text.lower().split("x")]
-    if len(parts) == 1:
-        parts *= 3
-    if len(parts) != 3 or min(parts) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: N or MxNxK with positive sizes")
-    return parts[0], parts[1], parts[2]
 
 
 def warp_exponents(ints: np.ndarray) -> np.ndarray:
@@ -75,14 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shapes", type=shape, nargs="+",
                     default=[shape(s) for s in ("4096", "8192", "16384", "8192x8192x2048", "2048x2048x16384",
                                                 "16384x1024x16384", "4096x4096x65536")])
-    ap.add_argument("--moduli", type=int, default=15)
+    ap.add_argument("--moduli", type=moduli_count, default=15)
     ap.add_argument("--mode", choices=("accurate", "fast"), default="accurate")
-    ap.add_argument("--phi", type=float, default=0.5)
-    ap.add_argument("--rows", type=int, default=512, help="m and n cut to this many (default 512)")
+    ap.add_argument("--phi", type=spread, default=0.5)
+    ap.add_argument("--rows", type=positive_int, default=512, help="m and n cut to this many (default 512)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    if args.rows < 1:
-        ap.error("--rows must be positive")
     text = Path(__file__).resolve().parents[1].joinpath(*HEADER).read_text()
     wide4, wide5 = header_constant("kWide4MaxExp", text), header_constant("kWideMaxExp", text)
     consts = crt_constants(args.moduli)
