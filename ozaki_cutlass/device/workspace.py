@@ -1,5 +1,6 @@
 """Device memory and streams that the emulation reuses from call to call: a workspace per
-(GPU, stream), and the fork/join of a second stream."""
+(GPU, stream), with the graphs of the calls that read it, and the fork/join of a second
+stream."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from ..numerics.moduli import MODULI_TABLE
 from . import driver
+from .graphs import Replays
 
 __all__ = ["Workspace", "WorkspacePool", "WORKSPACES", "Fork"]
 
@@ -17,14 +19,18 @@ class Workspace:
     """Grow-only device buffers by name, one set per (context, stream): reused across
     calls so a steady loop of gemm calls allocates nothing. ``lock`` is held while a call
     enqueues its work: two threads on one stream then enqueue whole calls one after the
-    other, and stream order keeps each call's buffers to itself."""
+    other, and stream order keeps each call's buffers to itself. ``replays`` holds the
+    graphs of calls on this stream (device.graphs), which read these buffers: every
+    buffer freed or replaced clears it."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self._buffers: dict[str, driver.DeviceBuffer] = {}
         self._moduli: driver.DeviceBuffer | None = None
         self._side = None
+        self._capture = None
         self._reads: dict[int, driver.PinnedRead] = {}
+        self.replays = Replays()
 
     @property
     def nbytes(self) -> int:
@@ -38,6 +44,7 @@ class Workspace:
         again on demand."""
         with self.lock:
             held = self.nbytes
+            self.replays.clear()
             if held:
                 driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
                 for buf in self._buffers.values():
@@ -54,6 +61,13 @@ class Workspace:
             self._side = (int(driver.new_stream()), driver.check(cu.cuEventCreate(flags), "cuEventCreate"),
                           driver.check(cu.cuEventCreate(flags), "cuEventCreate"))
         return self._side
+
+    def capture_stream(self) -> int:
+        """A stream (non-blocking) on which calls are captured into graphs and nothing
+        runs; created on first use, kept."""
+        if self._capture is None:
+            self._capture = int(driver.new_stream())
+        return self._capture
 
     def pinned_read(self, count: int) -> driver.PinnedRead:
         """The workspace's page-locked read of ``count`` doubles (the contract's certificate),
@@ -76,12 +90,14 @@ class Workspace:
         for name in names:
             buf = self._buffers.pop(name, None)
             if buf is not None:
+                self.replays.clear()
                 buf.close()
 
     def get(self, name: str, nbytes: int) -> int:
         buf = self._buffers.get(name)
         if buf is None or buf.nbytes < nbytes:
             if buf is not None:
+                self.replays.clear()
                 buf.close()
                 del self._buffers[name]
             try:
