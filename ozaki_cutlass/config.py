@@ -8,6 +8,8 @@
 |                       | staged path (default 8192; the same bits either way)                 |
 | `OZAKI_SPECULATE`     | `0`: a contract call waits for its own choice before it runs (the    |
 |                       | same bits either way)                                                |
+| `OZAKI_GRAPHS`        | `0`: never replay a repeated call's launches as a CUDA graph (the    |
+|                       | same bits either way)                                                |
 
 The build's settings (`OZAKI_NVCC`, `CUDA_HOME`, `CUTLASS_PATH`, `OZAKI_CACHE_DIR`,
 `OZAKI_BUILD_JOBS`, `XDG_CACHE_HOME`) belong to the generator, which runs without the
@@ -21,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["overlap", "speculate", "tuning_table", "tuning_table_setting", "karatsuba_min",
+__all__ = ["overlap", "speculate", "graphs", "tuning_table", "tuning_table_setting", "karatsuba_min",
            "KARATSUBA_MIN_DEFAULT"]
 
 #: paths.karatsuba: measured 2-3.5 % faster than the realified product at 8192^3 on an
@@ -68,3 +70,9 @@ def speculate() -> bool:
     """`OZAKI_SPECULATE`: anything but `0` (or unset) lets a contract call run the choice its
     key's last two calls agreed on while its own certificate is read (execute.py)."""
     return os.environ.get("OZAKI_SPECULATE", "") != "0"
+
+
+def graphs() -> bool:
+    """`OZAKI_GRAPHS`: anything but `0` (or unset) lets a repeated emulated call replay its
+    launches as a CUDA graph (device.graphs, execute.py)."""
+    return os.environ.get("OZAKI_GRAPHS", "") != "0"

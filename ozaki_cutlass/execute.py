@@ -13,11 +13,12 @@ from .call import Call
 from .device import driver
 from .device.arch import visible_arch
 from .device.arrays import DeviceArray, allocate_like, current_stream, upload
+from .device.graphs import is_capturing
 from .device.workspace import WORKSPACES
 from .numerics.contract import Choice, warn
 from .paths.contract import GUESSES, Guesses, start_contract
 from .paths.fused import run_fused
-from .paths.launch import KernelSet, Launch, PhaseTimer, resolve_kernels
+from .paths.launch import KernelSet, Launch, PhaseTimer, replay_key, resolve_kernels
 from .paths.native import NO_LAYOUT, decide, native_plan, run_native
 from .paths.prologue import run_prologue
 from .paths.scale import zero_result
@@ -128,14 +129,14 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
             zero_result(kern.stages, launch, ws)
             return None
         if target is None:
-            run(kern, launch, ws, timer, overlap)
+            _run_or_replay(run, kern, launch, ws, timer, overlap)
             return None
         pending = start_contract(kern.stages, launch.A, launch.B, launch.m, launch.n, launch.k, launch.stream, ws,
                                  overlap)
         key = (device, launch.m, launch.n, launch.k, target, launch.mode, may_fall_back)
         guess = GUESSES.guess(key) if launch.beta == 0.0 and config.speculate() else None
         if guess is not None:
-            run(kern, _chosen(launch, guess, pending.prescan_for(guess.equilibrated)), ws, timer, overlap)
+            _run(run, kern, _chosen(launch, guess, pending.prescan_for(guess.equilibrated)), ws, timer, overlap)
         choice = pending.choose(target, launch.mode, may_fall_back)
         GUESSES.record(key, choice)
         hit = guess is not None and Guesses.same(guess, choice)
@@ -145,8 +146,34 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
             return choice
         warn(choice)
         if not hit:
-            run(kern, _chosen(launch, choice, pending.prescan_for(choice.equilibrated)), ws, timer, overlap)
+            _run(run, kern, _chosen(launch, choice, pending.prescan_for(choice.equilibrated)), ws, timer, overlap)
         return choice
+
+
+def _run(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: bool) -> None:
+    """The path's whole run: its launches, then its finish (paths.launch.Finish)."""
+    finish = run(kern, launch, ws, timer, overlap)
+    if finish is not None:
+        finish(launch)
+
+
+def _run_or_replay(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: bool) -> None:
+    """``run`` the call, or, where a call with the same operands, shape and settings came
+    before, replay its launches up to the finish as a CUDA graph (device.graphs.Replays)
+    and launch the call's own finish (its O, C, alpha, beta) after: the same bits. Not
+    with ``timings`` (the phases' events), under the caller's own capture of the stream,
+    or with ``OZAKI_GRAPHS=0``."""
+    key = None if timer.enabled or not config.graphs() else replay_key(kern, launch, overlap)
+    if key is None or is_capturing(launch.stream):
+        _run(run, kern, launch, ws, timer, overlap)
+        return
+
+    def work(stream: int):
+        return run(kern, launch if stream == launch.stream else dataclasses.replace(launch, stream=stream), ws,
+                   timer, overlap)
+
+    _, finish = ws.replays.run(key, launch.stream, ws.capture_stream, work)
+    finish(launch)
 
 
 def _chosen(launch: Launch, choice: Choice, prescan) -> Launch:

@@ -9,7 +9,7 @@ from ozaki_cutlass import dispatch
 # settings that change what it chooses or computes, never taken from the developer's
 # environment, and where nvcc and the built kernels are, which CPU tests pass themselves
 # and GPU tests take as given (they build and load real kernels).
-SETTINGS = ("OZAKI_TUNING_TABLE", "OZAKI_OVERLAP", "OZAKI_KARATSUBA_MIN", "OZAKI_SPECULATE")
+SETTINGS = ("OZAKI_TUNING_TABLE", "OZAKI_OVERLAP", "OZAKI_KARATSUBA_MIN", "OZAKI_SPECULATE", "OZAKI_GRAPHS")
 TOOLCHAIN = ("OZAKI_NVCC", "OZAKI_CACHE_DIR", "OZAKI_BUILD_JOBS")
 
 # Test modules read settings at collection too (tests/gpu/test_pipeline.py loads the

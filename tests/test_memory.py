@@ -83,6 +83,7 @@ def fake_gpu(monkeypatch):
     from ozaki_cutlass.paths import fused, launch
 
     ws = RecordingWorkspace()
+    monkeypatch.setenv("OZAKI_GRAPHS", "0")  # every call runs its orchestration (replays: tests/test_replays.py)
     cu = types.SimpleNamespace(CUresult=types.SimpleNamespace(CUDA_SUCCESS=0), CUstream=lambda s: s,
                                cuCtxGetCurrent=lambda: (0, 1), cuEventRecord=lambda *a: (0,),
                                cuStreamWaitEvent=lambda *a: (0,), cuMemsetD8Async=lambda *a: (0,))

@@ -13,7 +13,7 @@ from ..device.workspace import Workspace
 from ..kernels.gemm import load_group_gemm
 from ..numerics.moduli import crt_constants, group_sizes, partial_bytes
 from ..operands.stages import round_up
-from .launch import KernelSet, Launch, PhaseTimer, group_variant
+from .launch import Finish, KernelSet, Launch, PhaseTimer, group_variant
 from .scale import nonfinite_source, residues, scale
 
 __all__ = ["run_fused", "runs"]
@@ -24,7 +24,7 @@ def runs(sizes: list[int]) -> list[tuple[int, int]]:
     return [(size, len(list(run))) for size, run in itertools.groupby(sizes)]
 
 
-def run_fused(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> None:
+def run_fused(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> Finish:
     st, m, n, count, sh = kern.stages, L.m, L.n, L.moduli, L.stream
     consts = crt_constants(count)
     kp = round_up(L.k, kern.variant.tile_k)
@@ -48,5 +48,8 @@ def run_fused(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, over
         first += size * groups
         offset += partial_bytes(size) * plane * groups
     timer.mark("int8_gemm")
-    st.combine_unscale(x, sizes, m, n, n_pad, plane, consts, sc.mu, sc.nu, L.alpha, L.beta, *L.c_input,
-                       L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)
+
+    def finish(C: Launch) -> None:
+        st.combine_unscale(x, sizes, m, n, n_pad, plane, consts, sc.mu, sc.nu, C.alpha, C.beta, *C.c_input,
+                           C.O.ptr, C.O.rs, C.O.cs, nonfinite_source(C, sc), C.stream)
+    return finish

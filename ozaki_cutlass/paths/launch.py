@@ -1,10 +1,11 @@
 """What every path takes: the call made ready for the GPU (:class:`Launch`), the kernels
 chosen for it (:class:`KernelSet`, from :func:`resolve_kernels`) and the phase timer
-behind ``timings=``."""
+behind ``timings=``; what every path gives back (:data:`Finish`)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import dispatch
@@ -16,7 +17,7 @@ from ..kernels.library import build_missing
 from ..kernels.prologue import PrologueGemm, load_prologue_gemm
 from ..kernels.stages import Stages, load_stages
 
-__all__ = ["PHASES", "Launch", "KernelSet", "PhaseTimer", "resolve_kernels"]
+__all__ = ["PHASES", "Launch", "KernelSet", "PhaseTimer", "Finish", "resolve_kernels", "replay_key"]
 
 PHASES = ("scale", "residues", "int8_gemm", "crt", "total")
 
@@ -71,6 +72,28 @@ class KernelSet:
         if self.gemm is None:
             self.gemm = load_int8_gemm(default_variant(self.variant.arch))
         return self.gemm
+
+
+#: What a path's run gives back: its last kernel (the combine or the CRT), the one that
+#: reads C and writes O with alpha and beta, not yet launched; ``finish(L)`` launches it
+#: for the call ``L`` (its O, C, alpha, beta and stream; everything else as in the run).
+#: A replayed call (device.graphs) launches the graph of the rest, then its own finish.
+Finish = Callable[[Launch], None]
+
+
+def replay_key(kern: KernelSet, L: Launch, overlap: bool) -> tuple | None:
+    """Everything that fixes the launches of ``kern``'s run of ``L`` up to its finish (the
+    key under which device.graphs.Replays keeps their graph; the workspace and the stream
+    are the Replays' own; O, C, alpha and beta are the finish's), or None where a call is
+    not replayed: prepared operands, the contract's scan, a complex call's realified
+    product, the prologue prototype."""
+    if L.prepared or L.prescan is not None or L.realified or kern.path == "prologue":
+        return None
+    return (kern.path, kern.variant, overlap, L.m, L.n, L.k, L.moduli, L.mode, _where(L.A), _where(L.B))
+
+
+def _where(X: Matrix) -> tuple:
+    return (X.ptr, X.rs, X.cs, X.itemsize)
 
 
 def resolve_kernels(variant: GemmVariant | None, path: str | None, arch: Arch, problem: dispatch.Problem,

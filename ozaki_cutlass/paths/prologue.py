@@ -16,13 +16,13 @@ from __future__ import annotations
 from ..device.workspace import Workspace
 from ..numerics.moduli import K_CHUNK, crt_constants
 from ..operands.stages import round_up
-from .launch import KernelSet, Launch, PhaseTimer
+from .launch import Finish, KernelSet, Launch, PhaseTimer
 from .scale import nonfinite_source, scale
 
 __all__ = ["run_prologue"]
 
 
-def run_prologue(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> None:
+def run_prologue(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> Finish:
     """``kern.prologue`` is the loaded PrologueGemm, ``kern.gemm`` the plain INT8 GEMM for
     accurate mode's coarse bound. Timer phases: scale, prologue_gemm (residues + INT8
     GEMM), crt."""
@@ -44,5 +44,8 @@ def run_prologue(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, o
         kern.prologue(m, n, n_pad, k, k0, kl, consts.moduli, a_ptr, a_vs, a_es, sc.mu, b_ptr, b_vs, b_es, sc.nu,
                       c32 + 4 * ch * count * plane, n_pad, plane, sh)
     timer.mark("prologue_gemm")
-    st.crt_unscale(c32, count, m, n, n_pad, plane, nchunks, count * plane, consts, sc.mu, sc.nu,
-                   L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)
+
+    def finish(C: Launch) -> None:
+        st.crt_unscale(c32, count, m, n, n_pad, plane, nchunks, count * plane, consts, sc.mu, sc.nu,
+                       C.alpha, C.beta, *C.c_input, C.O.ptr, C.O.rs, C.O.cs, nonfinite_source(C, sc), C.stream)
+    return finish

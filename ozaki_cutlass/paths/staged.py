@@ -8,13 +8,15 @@ from ..device.workspace import Workspace
 from ..numerics.moduli import K_CHUNK, crt_constants
 from ..operands.stages import round_up
 from .karatsuba import karatsuba_applies, run_karatsuba
-from .launch import KernelSet, Launch, PhaseTimer
+from .launch import Finish, KernelSet, Launch, PhaseTimer
 from .scale import nonfinite_source, residues, scale
 
 __all__ = ["run_staged", "int8_products"]
 
 
-def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> None:
+def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, overlap: bool) -> Finish | None:
+    """The staged run up to its CRT (the finish); None where Karatsuba's products ran with
+    their own CRT (a complex call's realified product: never replayed)."""
     st, m, n, count, sh = kern.stages, L.m, L.n, L.moduli, L.stream
     consts = crt_constants(count)
     kp = round_up(L.k, 16)
@@ -22,7 +24,7 @@ def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, ove
     sc = scale(kern, L, n_pad, ws, overlap)
     timer.mark("scale")
     if karatsuba_applies(L, sc) and run_karatsuba(kern, L, ws, timer, sc, consts, overlap):
-        return
+        return None
     made = {name for name, p in L.prepared.items() if p.residues}
     ra = L.prepared["a"].residues if "a" in made else ws.get("ra", count * m * kp)
     rb = L.prepared["b"].residues if "b" in made else ws.get("rb", count * n_pad * kp)
@@ -30,8 +32,11 @@ def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, ove
     timer.mark("residues")
     c32, chunk_stride = int8_products(kern, ws, m, n_pad, kp, count, count, ra, rb, sh)
     timer.mark("int8_gemm")
-    st.crt_unscale(c32, count, m, n, n_pad, m * n_pad, -(-kp // K_CHUNK), chunk_stride, consts, sc.mu, sc.nu,
-                   L.alpha, L.beta, *L.c_input, L.O.ptr, L.O.rs, L.O.cs, nonfinite_source(L, sc), sh)
+
+    def finish(C: Launch) -> None:
+        st.crt_unscale(c32, count, m, n, n_pad, m * n_pad, -(-kp // K_CHUNK), chunk_stride, consts, sc.mu, sc.nu,
+                       C.alpha, C.beta, *C.c_input, C.O.ptr, C.O.rs, C.O.cs, nonfinite_source(C, sc), C.stream)
+    return finish
 
 
 def int8_products(kern: KernelSet, ws: Workspace, m: int, n_pad: int, kp: int, planes: int, slots: int, ra: int,

@@ -1,0 +1,166 @@
+"""A repeated call replays its launches as a CUDA graph (device.graphs): the same bits as
+the reference on every call, new values in the same buffers, after the workspace
+changes, under the caller's own capture. The policy on the CPU: tests/test_replays.py."""
+
+import numpy as np
+import pytest
+
+import ozaki_cutlass
+from ozaki_cutlass import reference
+from ozaki_cutlass.device.workspace import WORKSPACES
+from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
+
+pytestmark = pytest.mark.gpu
+
+cp = pytest.importorskip("cupy")
+
+
+def counts(stream) -> dict:
+    return dict(WORKSPACES.get(0, stream.ptr).replays.counts)
+
+
+def delta(before, after) -> dict:
+    return {key: after[key] - before[key] for key in after}
+
+
+@pytest.fixture
+def stream():
+    s = cp.cuda.Stream(non_blocking=True)
+    yield s
+    s.synchronize()
+
+
+@pytest.mark.parametrize("path", ["staged", "fused"])
+@pytest.mark.parametrize("mode", ["fast", "accurate"])
+def test_repeated_calls_replay_with_the_reference_bits(rng, stream, path, mode):
+    m, n, k = 129, 77, 300
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    c = random_matrix(m, n, 1.0, rng)
+    want = reference.gemm(a, b, c=c, alpha=-1.5, beta=0.25, moduli=15, mode=mode)
+    before = counts(stream)
+    with stream:  # every array's work on the call's stream
+        da, db, dc = cp.asarray(a), cp.asarray(b), cp.asarray(c)
+        out = cp.empty((m, n))
+        for _ in range(4):
+            out.fill(cp.nan)
+            got = ozaki_cutlass.gemm(da, db, c=dc, alpha=-1.5, beta=0.25, moduli=15, mode=mode, path=path, out=out)
+            assert got is out and same_bits(cp.asnumpy(out), want)
+    assert delta(before, counts(stream)) == {"direct": 1, "captured": 1, "replayed": 2}
+
+
+def test_new_values_in_the_same_buffers(rng, stream):
+    """A graph reads the arrays when it runs: values written in place, NaN and Inf
+    among them, give the new product (the pattern is decided on the device)."""
+    m, n, k = 64, 96, 200
+    before = counts(stream)
+    with stream:
+        da, db = cp.empty((m, k)), cp.empty((k, n))
+        out = cp.empty((m, n))
+        for i in range(5):
+            a, b = random_matrix(m, k, 0.5 + i, rng), random_matrix(k, n, 0.5 + i, rng)
+            if i == 3:
+                a[5, 7], b[11, 40] = np.nan, -np.inf
+            da.set(a)
+            db.set(b)
+            ozaki_cutlass.gemm(da, db, moduli=16, out=out)
+            assert same_bits(cp.asnumpy(out), reference.gemm(a, b, moduli=16)), i
+    assert delta(before, counts(stream)) == {"direct": 1, "captured": 1, "replayed": 3}
+
+
+def test_after_the_workspace_grows_or_is_freed(rng, stream):
+    """A larger call replaces workspace buffers the graphs read; empty_cache frees them:
+    the graphs go, and the calls after are right (and captured again)."""
+    small = [random_matrix(50, 70, 1.0, rng), random_matrix(70, 40, 1.0, rng)]
+    large = [random_matrix(300, 900, 1.0, rng), random_matrix(900, 200, 1.0, rng)]
+    dsmall, dlarge = [cp.asarray(x) for x in small], [cp.asarray(x) for x in large]
+    want_small, want_large = reference.gemm(*small, moduli=15), reference.gemm(*large, moduli=15)
+    replays = WORKSPACES.get(0, stream.ptr).replays
+    with stream:
+        out_s, out_l = cp.empty((50, 40)), cp.empty((300, 200))
+        for _ in range(3):
+            ozaki_cutlass.gemm(*dsmall, moduli=15, out=out_s, path="fused")
+        assert len(replays) == 1
+        ozaki_cutlass.gemm(*dlarge, moduli=15, out=out_l, path="fused")
+        assert len(replays) == 0
+        for _ in range(3):
+            out_s.fill(cp.nan)
+            ozaki_cutlass.gemm(*dsmall, moduli=15, out=out_s, path="fused")
+            assert same_bits(cp.asnumpy(out_s), want_small)
+        assert len(replays) == 1
+        ozaki_cutlass.empty_cache()
+        assert len(replays) == 0
+        for _ in range(3):
+            out_l.fill(cp.nan)
+            ozaki_cutlass.gemm(*dlarge, moduli=15, out=out_l, path="fused")
+            assert same_bits(cp.asnumpy(out_l), want_large)
+
+
+def test_the_default_stream_and_new_outputs(rng):
+    """Calls on CuPy's current stream (the legacy default one), a new result each time:
+    the graph stops before the finish, which writes each call's own output."""
+    a, b = random_matrix(90, 120, 2.0, rng), random_matrix(120, 60, 2.0, rng)
+    da, db = cp.asarray(a), cp.asarray(b)
+    want = reference.gemm(a, b, moduli=14, mode="fast")
+    before = counts(cp.cuda.get_current_stream())
+    results = [ozaki_cutlass.gemm(da, db, moduli=14, mode="fast") for _ in range(8)]  # all alive: 8 outputs
+    assert len({r.data.ptr for r in results}) == 8
+    for r in results:
+        assert same_bits(cp.asnumpy(r), want)
+    assert delta(before, counts(cp.cuda.get_current_stream())) == {"direct": 1, "captured": 1, "replayed": 6}
+
+
+@pytest.mark.parametrize("path", ["staged", "fused"])
+def test_each_call_its_own_output_c_and_scalars(rng, stream, path):
+    """One graph, then per call the finish with that call's out, c, alpha and beta
+    (beta == 0: c unread), strided outputs among them."""
+    m, n, k = 70, 50, 90
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    cases = [(1.0, 0.0, None), (-2.0, 0.5, random_matrix(m, n, 1.0, rng)), (0.75, -1.0, random_matrix(m, n, 3.0, rng)),
+             (3.0, 0.0, None), (1.0, 1.0, random_matrix(m, n, 0.5, rng))]
+    before = counts(stream)
+    with stream:
+        da, db = cp.asarray(a), cp.asarray(b)
+        for i, (alpha, beta, c) in enumerate(cases):
+            big = cp.full((m + 3, 2 * n), cp.nan)
+            out = big[1:m + 1, ::2] if i % 2 else cp.full((m, n), cp.nan)
+            ozaki_cutlass.gemm(da, db, c=None if c is None else cp.asarray(c), alpha=alpha, beta=beta, moduli=15,
+                               path=path, out=out)
+            want = reference.gemm(a, b, c=c, alpha=alpha, beta=beta, moduli=15)
+            assert same_bits(cp.asnumpy(out), want), (i, alpha, beta)
+    assert delta(before, counts(stream)) == {"direct": 1, "captured": 1, "replayed": 3}
+
+
+def test_under_the_callers_own_capture(rng, stream):
+    """The caller captures its stream around our calls: they run directly into the
+    caller's graph, which then gives the right product on every launch."""
+    m, n, k = 48, 40, 100
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    with stream:
+        da, db, out = cp.asarray(a), cp.asarray(b), cp.empty((m, n))
+        for _ in range(2):  # the workspace sized, the key seen: a capture would come next
+            ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        stream.synchronize()
+        before = counts(stream)
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeRelaxed)
+        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        graph = stream.end_capture()
+        assert delta(before, counts(stream)) == {"direct": 0, "captured": 0, "replayed": 0}
+        for i in range(3):
+            a2, b2 = random_matrix(m, k, 1.0 + i, rng), random_matrix(k, n, 1.0 + i, rng)
+            da.set(a2)
+            db.set(b2)
+            out.fill(cp.nan)
+            graph.launch(stream)
+            assert same_bits(cp.asnumpy(out), reference.gemm(a2, b2, moduli=15)), i
+
+
+def test_graphs_off(rng, stream, monkeypatch):
+    monkeypatch.setenv("OZAKI_GRAPHS", "0")
+    a, b = random_matrix(30, 40, 1.0, rng), random_matrix(40, 20, 1.0, rng)
+    before = counts(stream)
+    with stream:
+        da, db, out = cp.asarray(a), cp.asarray(b), cp.empty((30, 20))
+        for _ in range(3):
+            ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+            assert same_bits(cp.asnumpy(out), reference.gemm(a, b, moduli=15))
+    assert delta(before, counts(stream)) == {"direct": 0, "captured": 0, "replayed": 0}
