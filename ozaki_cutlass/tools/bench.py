@@ -15,7 +15,9 @@ alternating rounds (CUDA events around each whole call, warm-up first, medians),
 breakdown from ``timings=``, the error of sampled rows against a double-double product,
 whether every path gave the same bits, and energy: GFLOP per joule from NVML's
 total-energy counter over a loop of the same call lasting ``--energy-seconds`` (1 s) or
-more. Method and results: docs/benchmarks.md.
+more. The timed calls repeat one call on the same arrays, so from its second call on a path
+replays its launches as a CUDA graph (ozaki_cutlass.device.graphs) unless ``OZAKI_GRAPHS=0``;
+the header and the JSON say which. Method and results: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from .. import config
 from ..api import gemm
 from ..device import cublas, driver, energy
 from ..device.cublas_emulation import forget_emulation
@@ -231,6 +234,8 @@ def bench_main(args) -> int:
                                        f"libcublas {'.'.join(map(str, cublas.version()))}, strategy eager, "
                                        "dynamic mantissa control"))
     print(energy_line)
+    print("graphs: " + ("a path's repeated call replays its launches as a CUDA graph (OZAKI_GRAPHS=0: off)"
+                        if config.graphs() else "off (OZAKI_GRAPHS=0): every call launches its kernels from Python"))
     print(f"{'shape':>19} {'path':>10} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
           f"{'crt':>7} {'total ms':>9} {'err':>9} {'GF/J':>7}  kernel", flush=True)
     for m, n, k in shapes:
@@ -291,7 +296,7 @@ def bench_main(args) -> int:
     record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "phi": args.phi,
               "moduli": moduli, "mode": args.mode, "arrays": arrays.name, "native": arrays.native_label,
               "cublas": _cublas_version(), "cublas_emulation": emulation_why or "measured",
-              "energy": energy_line, "energy_seconds": args.energy_seconds, "rows": rows,
+              "energy": energy_line, "energy_seconds": args.energy_seconds, "graphs": config.graphs(), "rows": rows,
               "complex_and_batched_rows": kind_rows}
     if args.json:
         with open(args.json, "w") as f:
