@@ -83,6 +83,19 @@ def test_direct_then_captured_then_replayed():
     assert w.replays.counts == {"direct": 1, "captured": 1, "replayed": 3}
 
 
+def test_replay_launches_only_a_held_graph():
+    """What the replay lane (paths.replay_lane) calls: a key without a graph launches
+    nothing and is not remembered; a held one launches as run() would."""
+    w = World()
+    assert w.replays.replay("k", MAIN) == (False, None)
+    assert w.log == [] and w.call("k")[0] == "direct"  # the miss left no trace: a first call
+    w.call("k")
+    w.log.clear()
+    assert w.replays.replay("k", 5) == (True, ("finish of", "k"))
+    assert w.log == [("launch", 5, (("k", CAPTURE),))]
+    assert w.replays.counts == {"direct": 1, "captured": 1, "replayed": 1}
+
+
 def test_keys_are_apart():
     w = World()
     w.call("a")

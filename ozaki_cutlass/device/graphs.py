@@ -97,12 +97,9 @@ class Replays:
         stream ``s`` given (``stream`` for a direct run, ``capture_stream()`` while it is
         captured) and returns what the caller needs after them. Returns ("direct",
         "captured" or "replayed", that return: a replay hands back the captured run's)."""
-        held = self._graphs.get(key)
-        if held is not None:
-            self._graphs.move_to_end(key)
-            held[0].launch(stream)
-            self.counts["replayed"] += 1
-            return "replayed", held[1]
+        launched, result = self.replay(key, stream)
+        if launched:
+            return "replayed", result
         if not self._seen.get(key, False):
             result = work(stream)  # a key is remembered only after a run that raised nothing
             self._remember(key, key not in self._seen)
@@ -128,6 +125,18 @@ class Replays:
         graph.launch(stream)
         self.counts["captured"] += 1
         return "captured", result
+
+    def replay(self, key: Hashable, stream: int) -> tuple[bool, Any]:
+        """Launch ``key``'s graph on ``stream`` where one is held, as :meth:`run` does for a
+        key it replays: (True, what its captured run returned); else (False, None), and
+        nothing is launched (the key's next :meth:`run` decides)."""
+        held = self._graphs.get(key)
+        if held is None:
+            return False, None
+        self._graphs.move_to_end(key)
+        held[0].launch(stream)
+        self.counts["replayed"] += 1
+        return True, held[1]
 
     def _remember(self, key: Hashable, capturable: bool) -> None:
         self._seen[key] = capturable
