@@ -8,6 +8,7 @@ so row-major, column-major and leading-dimension layouts all work without copies
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,6 +92,34 @@ def _from_cai(x, name: str, kind: str, dtype=_F64) -> Matrix:
         raise ValueError(f"{name} has __cuda_array_interface__ stream {stream!r}: the protocol allows None or "
                          "a positive stream handle (1: the legacy default stream)")
     return Matrix(ptr, rows, cols, rs or 1, cs or 1, kind, device, x, stream, size)
+
+
+def lane_function(kind: type, cupy_lane, torch_lane, no_lane):
+    """The function a lane of ``gemm`` (paths.fast_lane, paths.replay_lane) runs on arrays
+    of type ``kind``: ``cupy_lane`` with the cupy module as its first argument,
+    ``torch_lane`` with PyTorch's C++ readers of the current device and of a device's
+    current raw stream as its first two (no Python objects made: the public calls cost a
+    lane microseconds), or ``no_lane`` (another type, or one that only names a framework
+    that is not installed)."""
+    root = kind.__module__.partition(".")[0]
+    if root == "cupy":
+        try:
+            import cupy
+        except ImportError:
+            return no_lane
+        return functools.partial(cupy_lane, cupy) if issubclass(kind, cupy.ndarray) else no_lane
+    if root == "torch":
+        try:
+            import torch
+        except ImportError:
+            return no_lane
+        if not issubclass(kind, torch.Tensor):
+            return no_lane
+        current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+        current_stream = getattr(torch._C, "_cuda_getCurrentRawStream",
+                                 lambda i: torch.cuda.current_stream(i).cuda_stream)
+        return functools.partial(torch_lane, current_device, current_stream)
+    return no_lane
 
 
 def dtype_of(x) -> np.dtype | None:

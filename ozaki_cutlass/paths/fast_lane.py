@@ -12,13 +12,12 @@ host time than the framework's own matmul (measured: scripts/native_call_cost.py
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..device import cublas, driver
-from ..device.arrays import Matrix
+from ..device.arrays import Matrix, lane_function
 from ..device.layouts import plan_dgemm
 from ..dispatch.policy import DECISIONS
 from .native import decision_key
@@ -44,29 +43,13 @@ def fast_lane(a, b, alpha: float, mode: str):
         return None
     lane = _FRAMEWORK_LANES.get(kind)
     if lane is None:
-        lane = _FRAMEWORK_LANES.setdefault(kind, _framework_lane(kind))
+        lane = _FRAMEWORK_LANES.setdefault(kind, lane_function(kind, _cupy_lane, _torch_lane, _none))
     return lane(a, b, alpha, mode)
 
 
-def _framework_lane(kind: type):
-    """The fast lane function for arrays of type ``kind``: CuPy's, PyTorch's, or none."""
-    root = kind.__module__.partition(".")[0]
-    if root == "cupy":
-        import cupy
-
-        if issubclass(kind, cupy.ndarray):
-            return functools.partial(_cupy_lane, cupy)
-    if root == "torch":
-        import torch
-
-        if issubclass(kind, torch.Tensor):
-            # PyTorch's own matmul reads the current device and stream through these (C++,
-            # no Python objects made); the public calls cost the lane microseconds
-            current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-            current_stream = getattr(torch._C, "_cuda_getCurrentRawStream",
-                                     lambda i: torch.cuda.current_stream(i).cuda_stream)
-            return functools.partial(_torch_lane, current_device, current_stream)
-    return lambda a, b, alpha, mode: None
+def _none(a, b, alpha, mode):
+    """No lane: the general path takes every call."""
+    return None
 
 
 def _cupy_lane(cupy, a, b, alpha, mode):
