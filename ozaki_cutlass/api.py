@@ -5,11 +5,14 @@ A call is validated once into a frozen :class:`~ozaki_cutlass.call.Call`
 DGEMM (cuBLASLt), or the emulation on the staged, fused or prologue path, each of which
 mirrors ``ozaki_cutlass.reference`` bit for bit. The common auto-policy call on a shape
 already decided native takes the native fast lane first
-(``ozaki_cutlass.paths.fast_lane``).
+(``ozaki_cutlass.paths.fast_lane``); a repeated call with an explicit moduli count whose
+launches the general path replays as a CUDA graph, the replay lane
+(``ozaki_cutlass.paths.replay_lane``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,7 @@ from .options import as_scalar
 from .paths.contract import run_contract
 from .paths.fast_lane import fast_lane
 from .paths.launch import resolve_kernels
+from .paths.replay_lane import lane_settings, replay_lane
 from .reference import contract as reference_contract
 
 __all__ = ["gemm", "contract", "empty_cache", "memory_held"]
@@ -103,6 +107,14 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
         result = fast_lane(a, b, alpha, mode or "fast")
         if result is not None:
             return result
+    lane = None  # the replay lane's key of a repeated explicit-moduli call (paths.replay_lane)
+    settings = None if complex_scalars else lane_settings(
+        c=c, out=out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
+        kernel=kernel, path=path, policy=policy, stream=stream, timings=timings, accuracy=accuracy)
+    if settings is not None:
+        lane, result = replay_lane(a, b, alpha, settings)
+        if result is not None:
+            return result
     if ndim_of(a) == 3 or ndim_of(b) == 3:
         return batched_gemm(gemm, a, b, c=c, out=out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
                             stream=stream, timings=timings, moduli=moduli, mode=mode, kernel=kernel, path=path,
@@ -117,7 +129,7 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
     call = validate(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
                     out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings,
                     accuracy=accuracy)
-    return execute(call)
+    return execute(dataclasses.replace(call, lane=lane) if lane is not None else call)
 
 
 _COMPLEX = (complex, np.complexfloating)

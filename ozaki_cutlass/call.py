@@ -64,6 +64,7 @@ class Call:
     device: int
     prepared: dict = field(default_factory=dict)  # "a"/"b" -> Prepared
     realified: bool = False  # a complex call's realified product (set by complex_gemm)
+    lane: tuple | None = None  # the replay lane's key of the caller's arrays (set by gemm; paths.replay_lane)
 
     @property
     def may_fall_back(self) -> bool:

@@ -21,6 +21,7 @@ from .paths.fused import run_fused
 from .paths.launch import KernelSet, Launch, PhaseTimer, replay_key, resolve_kernels
 from .paths.native import NO_LAYOUT, decide, native_plan, run_native
 from .paths.prologue import run_prologue
+from .paths.replay_lane import learn
 from .paths.scale import zero_result
 from .paths.staged import run_staged
 from .paths.staged_batch import run_staged_batch
@@ -71,7 +72,8 @@ def execute(call: Call):
             fallback = None
             if call.target is not None and call.may_fall_back:
                 fallback = native_plan(A, B, C, O, call.beta)
-            choice = _emulate(kern, launch, call.device, timer, call.target, fallback is not None)
+            lane = call.lane if call.lane is not None and _unordered(call, sh) else None
+            choice = _emulate(kern, launch, call.device, timer, call.target, fallback is not None, lane)
             if choice is not None and choice.native:
                 native, why, plan = True, choice.reason, fallback
         if native:
@@ -109,11 +111,18 @@ def _ordered(A, B, C, trans_a: bool, trans_b: bool, sh: int):
     return A, B
 
 
+def _unordered(call: Call, sh: int) -> bool:
+    """Whether the call's operands ask for no wait before ``sh`` (no CUDA array interface
+    stream, or ``sh`` itself): what a replay lane may skip (paths.replay_lane)."""
+    return all(X.stream is None or driver.canonical_stream(X.stream) == driver.canonical_stream(sh) for X in (call.A, call.B))
+
+
 def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, target: float | None,
-             may_fall_back: bool) -> Choice | None:
+             may_fall_back: bool, lane: tuple | None = None) -> Choice | None:
     """Run the emulation of ``launch``; under the accuracy contract (``target`` set) choose
     its moduli count and mode first and return the Choice (without running anything when
-    it falls back to native DGEMM: the caller runs that).
+    it falls back to native DGEMM: the caller runs that). ``lane``: the call's replay lane
+    key, under which a replayed call is kept for later ones (paths.replay_lane).
 
     While the contract's certificate is on its way to the host, the choice the last two
     calls of the same key agreed on (paths.contract.Guesses) already runs, where C is not
@@ -129,7 +138,9 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
             zero_result(kern.stages, launch, ws)
             return None
         if target is None:
-            _run_or_replay(run, kern, launch, ws, timer, overlap)
+            how, key = _run_or_replay(run, kern, launch, ws, timer, overlap)
+            if lane is not None and how != "direct":
+                learn(lane, ws, key, launch, overlap, device)
             return None
         pending = start_contract(kern.stages, launch.A, launch.B, launch.m, launch.n, launch.k, launch.stream, ws,
                                  overlap)
@@ -157,23 +168,25 @@ def _run(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: b
         finish(launch)
 
 
-def _run_or_replay(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: bool) -> None:
+def _run_or_replay(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: bool) -> tuple[str, object]:
     """``run`` the call, or, where a call with the same operands, shape and settings came
     before, replay its launches up to the finish as a CUDA graph (device.graphs.Replays)
     and launch the call's own finish (its O, C, alpha, beta) after: the same bits. Not
     with ``timings`` (the phases' events), under the caller's own capture of the stream,
-    or with ``OZAKI_GRAPHS=0``."""
+    or with ``OZAKI_GRAPHS=0``. Returns how it ran ("direct", "captured", "replayed") and
+    the graph's key (None where it ran directly without one)."""
     key = None if timer.enabled or not config.graphs() else replay_key(kern, launch, overlap)
     if key is None or is_capturing(launch.stream):
         _run(run, kern, launch, ws, timer, overlap)
-        return
+        return "direct", None
 
     def work(stream: int):
         return run(kern, launch if stream == launch.stream else dataclasses.replace(launch, stream=stream), ws,
                    timer, overlap)
 
-    _, finish = ws.replays.run(key, launch.stream, ws.capture_stream, work)
+    how, finish = ws.replays.run(key, launch.stream, ws.capture_stream, work)
     finish(launch)
+    return how, key
 
 
 def _chosen(launch: Launch, choice: Choice, prescan) -> Launch:

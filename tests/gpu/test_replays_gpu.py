@@ -164,3 +164,97 @@ def test_graphs_off(rng, stream, monkeypatch):
             ozaki_cutlass.gemm(da, db, moduli=15, out=out)
             assert same_bits(cp.asnumpy(out), reference.gemm(a, b, moduli=15))
     assert delta(before, counts(stream)) == {"direct": 0, "captured": 0, "replayed": 0}
+
+
+# -- the replay lane (paths.replay_lane): later calls straight to the graph --------------
+
+@pytest.fixture
+def general(monkeypatch):
+    """How many calls took the general path (ozaki_cutlass.api.execute)."""
+    from ozaki_cutlass import api
+
+    seen = []
+    real = api.execute
+    monkeypatch.setattr(api, "execute", lambda call: seen.append(call) or real(call))
+    return seen
+
+
+@pytest.mark.parametrize("path", ["staged", "fused"])
+def test_the_lane_takes_calls_after_the_first_replay(rng, stream, general, path):
+    """Direct, captured (the lane learned), then through the lane: each call a new
+    result and its own alpha, the reference's bits on every call."""
+    a, b = random_matrix(100, 140, 1.0, rng), random_matrix(140, 70, 1.0, rng)
+    before = counts(stream)
+    with stream:
+        da, db = cp.asarray(a), cp.asarray(b)
+        results = []
+        for i in range(6):
+            alpha = (1.0, -0.5, 3.0)[i % 3]
+            results.append((alpha, ozaki_cutlass.gemm(da, db, alpha=alpha, moduli=15, path=path)))
+        assert len(general) == 2
+        assert len({r.data.ptr for _, r in results}) == 6
+        for alpha, r in results:
+            assert same_bits(cp.asnumpy(r), reference.gemm(a, b, alpha=alpha, moduli=15)), alpha
+    assert delta(before, counts(stream)) == {"direct": 1, "captured": 1, "replayed": 4}
+
+
+def test_the_lane_reads_new_values_in_place(rng, stream, general):
+    m, n, k = 64, 96, 200
+    with stream:
+        da, db = cp.empty((m, k)), cp.empty((k, n))
+        for i in range(5):
+            a, b = random_matrix(m, k, 0.5 + i, rng), random_matrix(k, n, 0.5 + i, rng)
+            if i == 3:
+                a[5, 7], b[11, 40] = np.inf, np.nan
+            da.set(a)
+            db.set(b)
+            got = ozaki_cutlass.gemm(da, db, moduli=16, mode="fast")
+            assert same_bits(cp.asnumpy(got), reference.gemm(a, b, moduli=16, mode="fast")), i
+    assert len(general) == 2
+
+
+def test_what_sends_a_call_back_to_the_general_path(rng, stream, general, monkeypatch):
+    """Other settings, other arrays, another stream, the graphs freed (empty_cache) or
+    turned off: the general path, with the right bits; the lane is learned again."""
+    a, b = random_matrix(80, 90, 1.0, rng), random_matrix(90, 60, 1.0, rng)
+    want = reference.gemm(a, b, moduli=15)
+    with stream:
+        da, db = cp.asarray(a), cp.asarray(b)
+        db2 = db.copy()
+
+        def call(n_general, x=da, y=db, **kw):
+            got = ozaki_cutlass.gemm(x, y, **({"moduli": 15} | kw))
+            assert len(general) == n_general
+            return cp.asnumpy(got)
+
+        for i in range(3):
+            call(min(i + 1, 2))
+        assert same_bits(call(2), want)
+        assert same_bits(call(3, mode="accurate"), want)        # mode spelled out: another key
+        assert same_bits(call(4, y=db2), want)                  # other arrays, the same values
+        ozaki_cutlass.empty_cache()
+        assert same_bits(call(5), want)                         # the graph is gone: run directly
+        call(6)                                                 # captured: learned again
+        assert same_bits(call(6), want)
+        monkeypatch.setenv("OZAKI_GRAPHS", "0")
+        assert same_bits(call(7), want)
+        monkeypatch.delenv("OZAKI_GRAPHS")
+        assert same_bits(call(7), want)
+    other = cp.cuda.Stream(non_blocking=True)
+    with other:
+        assert same_bits(call(8), want)                         # another stream: another key
+    other.synchronize()
+
+
+def test_torch_through_the_lane(rng, general):
+    torch = pytest.importorskip("torch")
+    a, b = random_matrix(70, 50, 1.0, rng), random_matrix(50, 40, 1.0, rng)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    want = reference.gemm(a, b, alpha=2.0, moduli=15)
+    for _ in range(4):
+        got = ozaki_cutlass.gemm(ta, tb, alpha=2.0, moduli=15, path="fused")
+        assert isinstance(got, torch.Tensor) and same_bits(got.cpu().numpy(), want)
+    assert len(general) == 2
+    ta.requires_grad_(True)  # the same tensor, now refused: by the general path, as before
+    with pytest.raises(TypeError, match="requires grad"):
+        ozaki_cutlass.gemm(ta, tb, alpha=2.0, moduli=15, path="fused")

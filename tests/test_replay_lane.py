@@ -1,0 +1,165 @@
+"""The replay lane (paths.replay_lane) on the CPU: which calls may take it, what a replayed
+call leaves for later ones (execute._emulate), and what a call through the lane launches
+(the graph, then its own finish on a new output), with the graph and the workspace
+replaced. The GPU's side, with the reference's bits: tests/gpu/test_replays_gpu.py."""
+
+import threading
+import types
+
+import pytest
+
+from ozaki_cutlass import dispatch, execute
+from ozaki_cutlass.device.graphs import Replays
+from ozaki_cutlass.dispatch.policy import DECISIONS
+from ozaki_cutlass.paths import replay_lane as RL
+from ozaki_cutlass.paths.launch import PhaseTimer
+
+from test_replays import CAPTURE, KERN, MAIN, FakeGraph, launch
+
+LANE = ("replay", "a key of the caller's arrays")
+
+SETTINGS = dict(c=None, out=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=15, mode=None,
+                kernel=None, path=None, policy="auto", stream=None, timings=None, accuracy=None)
+
+
+def test_the_calls_that_may_take_the_lane():
+    assert RL.lane_settings(**SETTINGS) == (15, None, None, "auto")
+    assert RL.lane_settings(**(SETTINGS | dict(mode="fast", path="fused", policy="emulate", alpha=-2.0))) == (
+        15, "fast", "fused", "emulate")
+
+
+@pytest.mark.parametrize("change", [
+    dict(moduli=None), dict(moduli=15.0), dict(moduli=True), dict(c=object()), dict(out=object()),
+    dict(alpha=0.0), dict(beta=0.5), dict(trans_a=True), dict(trans_b="N"), dict(trans_a=0), dict(kernel="k"),
+    dict(stream=0), dict(timings={}), dict(accuracy="dgemm"), dict(policy="native"),
+])
+def test_the_calls_that_take_the_general_path(change):
+    """The contract's calls, those that read c or write out, zero_result's (alpha 0), and
+    any setting the lane's key does not hold in the form the general path accepted."""
+    assert RL.lane_settings(**(SETTINGS | change)) is None
+
+
+def test_arrays_of_no_framework_have_no_lane():
+    class Array:
+        pass
+
+    assert RL.replay_lane(Array(), Array(), 1.0, (15, None, None, "auto")) == (None, None)
+    assert RL.replay_lane(Array(), object(), 1.0, (15, None, None, "auto")) == (None, None)
+
+
+# -- what a replayed call leaves ---------------------------------------------------------
+
+@pytest.fixture
+def world(monkeypatch):
+    """execute._emulate on a workspace whose graphs are recorded, its path replaced; the
+    lanes of this test only."""
+    DECISIONS.clear()
+    log = []
+    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE)
+    ws.replays = Replays(capture_graph=lambda stream, work: (FakeGraph(log, [stream]), work(stream)))
+
+    def run(kern, L, ws, timer, overlap):
+        log.append(("run", L.stream))
+        return lambda C: log.append(("finish", C.stream, C.O.ptr, C.O.rs, C.O.cs, C.alpha, C.A.ptr, C.k))
+
+    monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(execute, "_RUNS", {"fused": run})
+    monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
+    capturing = [False]
+    monkeypatch.setattr(RL, "is_capturing", lambda stream: capturing[0])
+
+    def call(lane=LANE, **kw):
+        log.clear()
+        execute._emulate(KERN, launch(stream=MAIN, **kw), 3, PhaseTimer(MAIN, False), None, False, lane)
+        return list(log)
+
+    def through_lane(alpha=1.0, ptr=11 << 32):
+        log.clear()
+        entry = DECISIONS.lanes.get(LANE)
+        allocated = []
+
+        def allocate():
+            allocated.append(ptr)
+            return "result", ptr
+        result = None if entry is None else RL._replay(entry, alpha, allocate)
+        return result, allocated, list(log)
+
+    yield types.SimpleNamespace(call=call, through_lane=through_lane, ws=ws, log=log, capturing=capturing)
+    DECISIONS.clear()
+
+
+def test_a_direct_run_leaves_no_lane(world):
+    world.call()
+    assert LANE not in DECISIONS.lanes
+
+
+@pytest.mark.parametrize("calls", [2, 3])
+def test_a_captured_or_replayed_call_leaves_its_lane(world, calls):
+    for _ in range(calls):
+        world.call()
+    entry = DECISIONS.lanes[LANE]
+    L = launch(stream=MAIN)
+    assert (entry.ws, entry.device, entry.stream, entry.overlap) == (world.ws, 3, MAIN, True)
+    assert entry.key in world.ws.replays._graphs
+    # the call's launch without the arrays (the lane must not keep the caller's alive)
+    assert entry.launch.A == L.A and entry.launch.B == L.B and entry.launch.O.ptr == L.O.ptr
+    assert entry.launch.A.owner is entry.launch.B.owner is entry.launch.O.owner is None
+
+
+def test_calls_without_a_lane_key_leave_none(world):
+    for _ in range(3):
+        world.call(lane=None)
+    assert not DECISIONS.lanes
+
+
+def test_through_the_lane_the_graph_then_the_calls_own_finish(world):
+    world.call()
+    world.call()
+    before = dict(world.ws.replays.counts)
+    result, allocated, log = world.through_lane(alpha=-2.5)
+    assert result == "result" and allocated == [11 << 32]
+    L = launch()
+    assert log == [("launch", MAIN, (CAPTURE,)), ("finish", MAIN, 11 << 32, L.O.rs, L.O.cs, -2.5, L.A.ptr, L.k)]
+    assert world.ws.replays.counts["replayed"] == before["replayed"] + 1
+
+
+def test_a_graph_gone_sends_the_call_to_the_general_path(world):
+    """Nothing is launched or allocated; the general path's next replay learns the lane again."""
+    world.call()
+    world.call()
+    world.ws.replays.clear()  # a workspace buffer freed or replaced
+    assert world.through_lane() == (None, [], [])
+    world.call()
+    world.call()
+    assert world.through_lane()[0] == "result"
+
+
+@pytest.mark.parametrize("setting, value", [("OZAKI_GRAPHS", "0"), ("OZAKI_OVERLAP", "0")])
+def test_settings_that_send_the_call_to_the_general_path(world, monkeypatch, setting, value):
+    """Graphs turned off, or the overlap setting other than when the lane was learned
+    (the fixture's calls ran with it on, the default)."""
+    world.call()
+    world.call()
+    monkeypatch.setenv(setting, value)
+    assert world.through_lane() == (None, [], [])
+
+
+def test_under_the_callers_capture_the_general_path(world):
+    world.call()
+    world.call()
+    world.capturing[0] = True
+    assert world.through_lane() == (None, [], [])
+
+
+def test_forgetting_the_tables_forgets_the_lanes(world):
+    world.call()
+    world.call()
+    dispatch.forget_tables()
+    assert LANE not in DECISIONS.lanes
+
+
+def test_a_type_that_only_names_a_framework_has_no_lane():
+    """A class whose module says cupy or torch where neither is installed (test doubles)."""
+    for module in ("cupy._core", "torch"):
+        kind = type("Array", (), {"__module__": module})
+        assert RL.replay_lane(kind(), kind(), 1.0, ()) == (None, None)
