@@ -112,7 +112,7 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
         c=c, out=out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
         kernel=kernel, path=path, policy=policy, stream=stream, timings=timings, accuracy=accuracy)
     if settings is not None:
-        lane, result = replay_lane(a, b, alpha, settings)
+        lane, result = replay_lane(a, b, out, alpha, settings)
         if result is not None:
             return result
     if ndim_of(a) == 3 or ndim_of(b) == 3:

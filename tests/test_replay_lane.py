@@ -26,10 +26,12 @@ def test_the_calls_that_may_take_the_lane():
     assert RL.lane_settings(**SETTINGS) == (15, None, None, "auto")
     assert RL.lane_settings(**(SETTINGS | dict(mode="fast", path="fused", policy="emulate", alpha=-2.0))) == (
         15, "fast", "fused", "emulate")
+    # an out is part of the arrays' key (replay_lane), not of the settings
+    assert RL.lane_settings(**(SETTINGS | dict(out=object()))) == (15, None, None, "auto")
 
 
 @pytest.mark.parametrize("change", [
-    dict(moduli=None), dict(moduli=15.0), dict(moduli=True), dict(c=object()), dict(out=object()),
+    dict(moduli=None), dict(moduli=15.0), dict(moduli=True), dict(c=object()),
     dict(alpha=0.0), dict(beta=0.5), dict(trans_a=True), dict(trans_b="N"), dict(trans_a=0), dict(kernel="k"),
     dict(stream=0), dict(timings={}), dict(accuracy="dgemm"), dict(policy="native"),
 ])
@@ -43,8 +45,9 @@ def test_arrays_of_no_framework_have_no_lane():
     class Array:
         pass
 
-    assert RL.replay_lane(Array(), Array(), 1.0, (15, None, None, "auto")) == (None, None)
-    assert RL.replay_lane(Array(), object(), 1.0, (15, None, None, "auto")) == (None, None)
+    assert RL.replay_lane(Array(), Array(), None, 1.0, (15, None, None, "auto")) == (None, None)
+    assert RL.replay_lane(Array(), object(), None, 1.0, (15, None, None, "auto")) == (None, None)
+    assert RL.replay_lane(Array(), Array(), object(), 1.0, (15, None, None, "auto")) == (None, None)
 
 
 # -- what a replayed call leaves ---------------------------------------------------------
@@ -162,4 +165,4 @@ def test_a_type_that_only_names_a_framework_has_no_lane():
     """A class whose module says cupy or torch where neither is installed (test doubles)."""
     for module in ("cupy._core", "torch"):
         kind = type("Array", (), {"__module__": module})
-        assert RL.replay_lane(kind(), kind(), 1.0, ()) == (None, None)
+        assert RL.replay_lane(kind(), kind(), None, 1.0, ()) == (None, None)

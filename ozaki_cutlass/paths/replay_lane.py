@@ -7,14 +7,16 @@ key) decides again what the earlier call of the same arrays and settings decided
 the GPU of a call timed alone waits for it (docs/benchmarks.md, "A call alone and calls
 back to back"). The lane keeps, per key of what a framework gives cheaply (CuPy arrays or
 PyTorch CUDA tensors: shape, strides, dtype, GPU and address of a and b, the current
-stream, and the settings), what such a call replayed: its workspace, its graph's key and
-its launch. A later call of the same key launches that graph and then its own finish
-(its new output and its alpha) under the workspace's lock: the kernels and arguments of
+stream, the output's where one is given, and the settings), what such a call replayed:
+its workspace, its graph's key and its launch. A later call of the same key launches that
+graph and then its own finish (into its output, a new one where none is given, with its
+alpha) under the workspace's lock: the kernels and arguments of
 the general path's replay, so the same bits.
 
 Taken only by calls with an ``int`` ``moduli``, ``policy`` "auto" or "emulate", alpha != 0,
-beta == 0 and no c, out, transposes, kernel, stream, timings or accuracy, and only once
-the general path has replayed the same call (the lane is learned there: ``learn``).
+beta == 0 and no c, transposes, kernel, stream, timings or accuracy (``out`` may be given:
+its shape, strides and address are part of the key), and only once the general path has
+replayed the same call (the lane is learned there: ``learn``).
 The general path takes the call where the graph has gone since (a workspace buffer freed
 or replaced, the graph evicted), where ``OZAKI_GRAPHS=0`` or ``OZAKI_OVERLAP`` changed,
 where the stream is being captured, where another GPU is current or a tensor requires
@@ -59,23 +61,24 @@ def lane_settings(*, c, out, alpha: float, beta: float, trans_a, trans_b, moduli
                   stream, timings, accuracy) -> tuple | None:
     """The settings part of a lane key for a gemm call (alpha and beta already real
     numbers), or None where the call takes no lane."""
-    if (type(moduli) is not int or c is not None or out is not None or kernel is not None or stream is not None
+    if (type(moduli) is not int or c is not None or kernel is not None or stream is not None
             or timings is not None or accuracy is not None or trans_a is not False or trans_b is not False
             or beta != 0.0 or alpha == 0.0 or policy not in ("auto", "emulate")):
         return None
     return (moduli, mode, path, policy)
 
 
-def replay_lane(a, b, alpha: float, settings: tuple) -> tuple[tuple | None, object]:
-    """(the lane key of ``a``, ``b`` and ``settings``, None where these arrays have none;
-    the call's result through the lane, None where the general path takes the call)."""
+def replay_lane(a, b, out, alpha: float, settings: tuple) -> tuple[tuple | None, object]:
+    """(the lane key of ``a``, ``b``, ``out`` (None: a new result) and ``settings``, None
+    where these arrays have none; the call's result through the lane, None where the
+    general path takes the call)."""
     kind = type(a)
-    if type(b) is not kind:
+    if type(b) is not kind or (out is not None and type(out) is not kind):
         return None, None
     lane = _FRAMEWORKS.get(kind)
     if lane is None:
         lane = _FRAMEWORKS.setdefault(kind, lane_function(kind, _cupy_lane, _torch_lane, _none))
-    return lane(a, b, alpha, settings)
+    return lane(a, b, out, alpha, settings)
 
 
 def learn(key: tuple, ws: Workspace, replay_key: Hashable, L: Launch, overlap: bool, device: int) -> None:
@@ -90,8 +93,9 @@ def _bare(X: Matrix) -> Matrix:
 
 
 def _replay(entry: Replay, alpha: float, allocate):
-    """The call through ``entry`` (``allocate()``: a new m x n float64 result of the
-    framework and its device pointer), or None where its graph is not there to launch."""
+    """The call through ``entry`` (``allocate()``: the result, the caller's out or a new
+    m x n float64 array of the framework, and its device pointer), or None where its
+    graph is not there to launch."""
     if not config.graphs() or config.overlap() != entry.overlap or is_capturing(entry.stream):
         return None
     L = entry.launch
@@ -104,43 +108,50 @@ def _replay(entry: Replay, alpha: float, allocate):
     return result
 
 
-def _none(a, b, alpha, settings):
+def _none(a, b, out, alpha, settings):
     """No lane: the general path takes every call."""
     return None, None
 
 
-def _cupy_lane(cupy, a, b, alpha, settings):
+def _cupy_lane(cupy, a, b, out, alpha, settings):
     da, db = a.data, b.data
     device = da.device_id
     if cupy.cuda.runtime.getDevice() != device:  # the stream read below is the current GPU's
         return None, None
+    o = None if out is None else (out.shape, out.strides, out.dtype.char, out.data.device_id, out.data.ptr)
     key = (_TAG, a.shape, a.strides, a.dtype.char, device, da.ptr, b.shape, b.strides, b.dtype.char,
-           db.device_id, db.ptr, cupy.cuda.get_current_stream().ptr, settings)
+           db.device_id, db.ptr, o, cupy.cuda.get_current_stream().ptr, settings)
     entry = DECISIONS.lanes.get(key)
     if entry is None:
         return key, None
 
     def allocate():
-        out = cupy.ndarray((entry.launch.m, entry.launch.n), np.float64)  # cupy.empty without its Python frame
-        return out, out.data.ptr
+        if out is not None:
+            return out, o[4]
+        result = cupy.ndarray((entry.launch.m, entry.launch.n), np.float64)  # cupy.empty without its Python frame
+        return result, result.data.ptr
     return key, _replay(entry, alpha, allocate)
 
 
-def _torch_lane(current_device, current_stream, a, b, alpha, settings):
+def _torch_lane(current_device, current_stream, a, b, out, alpha, settings):
     try:  # get_device(): the CUDA ordinal, -1 on the CPU
         device = a.get_device()
+        o = None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr())
         key = (_TAG, a.shape, a.stride(), a.dtype, device, a.data_ptr(), b.shape, b.stride(), b.dtype,
-               b.get_device(), b.data_ptr())
+               b.get_device(), b.data_ptr(), o)
     except RuntimeError:  # a tensor without strides (sparse): the general path says what is wrong
         return None, None
     if device < 0 or current_device() != device:  # the stream read below is the current GPU's
         return None, None
     key += (current_stream(device), settings)
     entry = DECISIONS.lanes.get(key)
-    if entry is None or a.requires_grad or b.requires_grad:  # the general path refuses grad
+    # the general path refuses tensors that require grad
+    if entry is None or a.requires_grad or b.requires_grad or (out is not None and out.requires_grad):
         return key, None
 
     def allocate():
-        out = a.new_empty((entry.launch.m, entry.launch.n))  # a's dtype (float64) and GPU
-        return out, out.data_ptr()
+        if out is not None:
+            return out, o[4]
+        result = a.new_empty((entry.launch.m, entry.launch.n))  # a's dtype (float64) and GPU
+        return result, result.data_ptr()
     return key, _replay(entry, alpha, allocate)

@@ -198,6 +198,29 @@ def test_the_lane_takes_calls_after_the_first_replay(rng, stream, general, path)
     assert delta(before, counts(stream)) == {"direct": 1, "captured": 1, "replayed": 4}
 
 
+def test_the_lane_writes_into_the_callers_out(rng, stream, general):
+    """A given out (a strided view among them) is part of the key: the lane writes into
+    it and returns it; another out is another key."""
+    m, n, k = 60, 45, 130
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    with stream:
+        da, db = cp.asarray(a), cp.asarray(b)
+        big = cp.empty((m + 2, 2 * n))
+        for j, out in enumerate((cp.empty((m, n)), big[1:m + 1, ::2])):
+            for i in range(4):
+                out.fill(cp.nan)
+                alpha = 1.0 + i
+                got = ozaki_cutlass.gemm(da, db, alpha=alpha, moduli=15, out=out)
+                assert got is out and same_bits(cp.asnumpy(out), reference.gemm(a, b, alpha=alpha, moduli=15))
+            # the general path's direct and captured calls; the second out's first call
+            # replays the graph already held (a and b unchanged), which learns its lane
+            assert len(general) == (2, 3)[j]
+        column = db[:, :1].copy()
+        for _ in range(3):  # refused on every call: never learned
+            with pytest.raises(ValueError, match="out overlaps a"):
+                ozaki_cutlass.gemm(da, column, moduli=15, out=da[:, :1])
+
+
 def test_the_lane_reads_new_values_in_place(rng, stream, general):
     m, n, k = 64, 96, 200
     with stream:
