@@ -361,6 +361,17 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
     assert "cuBLAS FP64 emulation: libcublas 13.1.1, strategy eager" in printed
     assert "48x40x32 cuBLAS-emu" in printed and "55 mantissa bits (7 INT8 slices)" in printed
     assert len((tmp_path / "b.csv").read_text().splitlines()) == 1 + 5
+    # the fake's arrays are neither CuPy's nor PyTorch's: graphs, no replay lane
+    record = json.loads(out.read_text())
+    assert record["graphs"] is True and record["replay_lane"] is False
+    assert "graphs: a path's repeated call replays" in printed and "the replay lane takes CuPy" in printed
+
+
+def test_the_header_says_where_the_replay_lane_runs():
+    from ozaki_cutlass.tools import bench
+
+    assert bench.graphs_line("cupy").endswith("from its third call through the replay lane (no checks in front)")
+    assert "replay lane takes CuPy or PyTorch arrays only" in bench.graphs_line("own")
 
 
 def test_kind_points_are_the_problems_the_dispatcher_decides():

@@ -16,8 +16,10 @@ breakdown from ``timings=``, the error of sampled rows against a double-double p
 whether every path gave the same bits, and energy: GFLOP per joule from NVML's
 total-energy counter over a loop of the same call lasting ``--energy-seconds`` (1 s) or
 more. The timed calls repeat one call on the same arrays, so from its second call on a path
-replays its launches as a CUDA graph (ozaki_cutlass.device.graphs) unless ``OZAKI_GRAPHS=0``;
-the header and the JSON say which. Method and results: docs/benchmarks.md.
+replays its launches as a CUDA graph (ozaki_cutlass.device.graphs) unless ``OZAKI_GRAPHS=0``,
+and on CuPy arrays from its third call on through the replay lane
+(ozaki_cutlass.paths.replay_lane); the header and the JSON say which. Method and results:
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -66,6 +68,19 @@ CUBLAS_ROW, CUBLAS_PATH = "cublas", "cublas_emulation"
 CSV_FIELDS = ("m", "n", "k", "path", "kernel", "ms", "tflops", "ratio_to_native", "scale_ms",
               "residues_ms", "int8_gemm_ms", "crt_ms", "error", "native_error", "bit_identical",
               "gflop_per_joule", "watts", "mantissa_bits")
+
+
+#: The bench's array kinds whose repeated calls go through the replay lane (paths.replay_lane
+#: takes CuPy arrays and PyTorch tensors; the bench's own arrays take the general path).
+LANE_ARRAYS = ("cupy",)
+
+
+def graphs_line(arrays_name: str) -> str:
+    """The header's word on replays, graphs on, for the bench's arrays ``arrays_name``."""
+    line = "a path's repeated call replays its launches as a CUDA graph (OZAKI_GRAPHS=0: off)"
+    if arrays_name in LANE_ARRAYS:
+        return line + ", from its third call through the replay lane (no checks in front)"
+    return line + "; the replay lane takes CuPy or PyTorch arrays only"
 
 
 def _energy_fields(e) -> dict:
@@ -234,8 +249,8 @@ def bench_main(args) -> int:
                                        f"libcublas {'.'.join(map(str, cublas.version()))}, strategy eager, "
                                        "dynamic mantissa control"))
     print(energy_line)
-    print("graphs: " + ("a path's repeated call replays its launches as a CUDA graph (OZAKI_GRAPHS=0: off)"
-                        if config.graphs() else "off (OZAKI_GRAPHS=0): every call launches its kernels from Python"))
+    print("graphs: " + (graphs_line(arrays.name) if config.graphs()
+                        else "off (OZAKI_GRAPHS=0): every call launches its kernels from Python"))
     print(f"{'shape':>19} {'path':>10} {'TF/s':>7} {'x native':>8} {'scale':>7} {'resid':>7} {'int8':>8} "
           f"{'crt':>7} {'total ms':>9} {'err':>9} {'GF/J':>7}  kernel", flush=True)
     for m, n, k in shapes:
@@ -296,7 +311,8 @@ def bench_main(args) -> int:
     record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "phi": args.phi,
               "moduli": moduli, "mode": args.mode, "arrays": arrays.name, "native": arrays.native_label,
               "cublas": _cublas_version(), "cublas_emulation": emulation_why or "measured",
-              "energy": energy_line, "energy_seconds": args.energy_seconds, "graphs": config.graphs(), "rows": rows,
+              "energy": energy_line, "energy_seconds": args.energy_seconds, "graphs": config.graphs(),
+              "replay_lane": config.graphs() and arrays.name in LANE_ARRAYS, "rows": rows,
               "complex_and_batched_rows": kind_rows}
     if args.json:
         with open(args.json, "w") as f:
