@@ -33,7 +33,8 @@ def test_the_calls_that_may_take_the_lane():
 @pytest.mark.parametrize("change", [
     dict(moduli=None), dict(moduli=15.0), dict(moduli=True), dict(c=object()),
     dict(alpha=0.0), dict(beta=0.5), dict(trans_a=True), dict(trans_b="N"), dict(trans_a=0), dict(kernel="k"),
-    dict(stream=0), dict(timings={}), dict(accuracy="dgemm"), dict(policy="native"),
+    dict(stream=0), dict(timings={}), dict(accuracy="dgemm"), dict(policy="native"), dict(mode=["fast"]),
+    dict(path=["fused"]), dict(policy=["auto"]),
 ])
 def test_the_calls_that_take_the_general_path(change):
     """The contract's calls, those that read c or write out, zero_result's (alpha 0), and

@@ -63,8 +63,9 @@ def lane_settings(*, c, out, alpha: float, beta: float, trans_a, trans_b, moduli
     numbers), or None where the call takes no lane."""
     if (type(moduli) is not int or c is not None or kernel is not None or stream is not None
             or timings is not None or accuracy is not None or trans_a is not False or trans_b is not False
-            or beta != 0.0 or alpha == 0.0 or policy not in ("auto", "emulate")):
-        return None
+            or beta != 0.0 or alpha == 0.0 or policy not in ("auto", "emulate")
+            or not (mode is None or type(mode) is str) or not (path is None or type(path) is str)):
+        return None  # (a mode or path of another type, unhashable say: the general path says what is wrong)
     return (moduli, mode, path, policy)
 
 
