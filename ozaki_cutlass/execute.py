@@ -114,7 +114,8 @@ def _ordered(A, B, C, trans_a: bool, trans_b: bool, sh: int):
 def _unordered(call: Call, sh: int) -> bool:
     """Whether the call's operands ask for no wait before ``sh`` (no CUDA array interface
     stream, or ``sh`` itself): what a replay lane may skip (paths.replay_lane)."""
-    return all(X.stream is None or driver.canonical_stream(X.stream) == driver.canonical_stream(sh) for X in (call.A, call.B))
+    main = driver.canonical_stream(sh)
+    return all(X.stream is None or driver.canonical_stream(X.stream) == main for X in (call.A, call.B))
 
 
 def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, target: float | None,
