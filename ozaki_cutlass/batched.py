@@ -188,14 +188,15 @@ class _Lane:
         if self.kind == "cupy":
             import cupy
 
-            if cupy.cuda.runtime.getDevice() != self.device:
+            if cupy.cuda.runtime.getDevice() != self.device or driver.current_context() != self.context:
                 return None
             out = cupy.empty(self.shape, dtype=complex if self.ops else float)
             pointers, stream = (a.data.ptr, b.data.ptr, out.data.ptr), cupy.cuda.get_current_stream().ptr
         else:
             import torch
 
-            if torch.cuda.current_device() != self.device or a.requires_grad or b.requires_grad:
+            if (torch.cuda.current_device() != self.device or a.requires_grad or b.requires_grad
+                    or driver.current_context() != self.context):
                 return None
             out = torch.empty(self.shape, dtype=torch.complex128 if self.ops else torch.float64, device=a.device)
             pointers, stream = (a.data_ptr(), b.data_ptr(), out.data_ptr()), torch.cuda.current_stream().cuda_stream

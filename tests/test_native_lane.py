@@ -5,6 +5,7 @@ is asked). The real library runs in tests/gpu/test_native.py."""
 
 import ctypes
 import math
+import types
 
 import numpy as np
 
@@ -101,6 +102,41 @@ def test_torch_strides_are_elements(lanes):
     k = ((6, 4), (4, 1), "float64", 0, (4, 5), (5, 1), "float64", 0, "accurate")
     lane = lanes._new_lane(k, 8, True)
     assert lane is not None and lane.lt[0].ldb == 4 and lane.lt[0].lda == 5
+
+
+class _FakeCupy:
+    """What the CuPy lane reads of CuPy: the current GPU (0), a new array, the current stream."""
+
+    class ndarray:
+        def __init__(self, shape, dtype):
+            self.shape, self.data = shape, types.SimpleNamespace(ptr=0x9000, device_id=0)
+
+    cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
+                                 get_current_stream=lambda: types.SimpleNamespace(ptr=0x51))
+
+
+def _fake_cupy_array(shape, ptr):
+    strides = (8 * shape[1], 8)
+    return types.SimpleNamespace(shape=shape, strides=strides, dtype=np.dtype("d"),
+                                 data=types.SimpleNamespace(ptr=ptr, device_id=0))
+
+
+@pytest.mark.parametrize("current", [7, 9, 0])
+def test_the_lane_runs_only_under_the_gpus_primary_context(lanes, monkeypatch, current):
+    """A context of the caller's own (9), or none (0), current: the general path, which
+    makes the primary context (7) current, takes the call; nothing is allocated or run."""
+    runs = []
+    monkeypatch.setattr(fast_lane.cublas, "lt_dgemm",
+                        lambda plan, context: types.SimpleNamespace(run=lambda *args: runs.append(args)))
+    monkeypatch.setattr(fast_lane.cublas, "handles", lambda context: ("handles", context))
+    monkeypatch.setattr(fast_lane.driver, "current_context", lambda: current)
+    decide(6, 5, 4, True)
+    a, b = _fake_cupy_array((6, 4), 0x1000), _fake_cupy_array((4, 5), 0x2000)
+    out = fast_lane._cupy_lane(_FakeCupy, a, b, 2.0, "accurate")
+    if current == 7:
+        assert out.shape == (6, 5) and runs == [(("handles", 7), 0x2000, 0x1000, 0x9000, 2.0, 0.0, 0x51)]
+    else:
+        assert out is None and runs == []
 
 
 def test_unknown_array_types_have_no_lane():

@@ -17,6 +17,7 @@ from ozaki_cutlass.paths.launch import PhaseTimer
 from test_replays import CAPTURE, KERN, MAIN, FakeGraph, launch
 
 LANE = ("replay", "a key of the caller's arrays")
+PRIMARY = 0x7000  # the GPU's primary context in these tests
 
 SETTINGS = dict(c=None, out=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, moduli=15, mode=None,
                 kernel=None, path=None, policy="auto", stream=None, timings=None, accuracy=None)
@@ -71,6 +72,9 @@ def world(monkeypatch):
     monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     capturing = [False]
     monkeypatch.setattr(RL, "is_capturing", lambda stream: capturing[0])
+    context = [PRIMARY]   # the context current on the thread
+    monkeypatch.setattr(RL.driver, "primary_context", lambda ordinal: PRIMARY)
+    monkeypatch.setattr(RL.driver, "current_context", lambda: context[0])
 
     def call(lane=LANE, **kw):
         log.clear()
@@ -88,7 +92,8 @@ def world(monkeypatch):
         result = None if entry is None else RL._replay(entry, alpha, allocate)
         return result, allocated, list(log)
 
-    yield types.SimpleNamespace(call=call, through_lane=through_lane, ws=ws, log=log, capturing=capturing)
+    yield types.SimpleNamespace(call=call, through_lane=through_lane, ws=ws, log=log, capturing=capturing,
+                                context=context)
     DECISIONS.clear()
 
 
@@ -103,7 +108,7 @@ def test_a_captured_or_replayed_call_leaves_its_lane(world, calls):
         world.call()
     entry = DECISIONS.lanes[LANE]
     L = launch(stream=MAIN)
-    assert (entry.ws, entry.device, entry.stream, entry.overlap) == (world.ws, 3, MAIN, True)
+    assert (entry.ws, entry.device, entry.stream, entry.overlap, entry.context) == (world.ws, 3, MAIN, True, PRIMARY)
     assert entry.key in world.ws.replays._graphs
     # the call's launch without the arrays (the lane must not keep the caller's alive)
     assert entry.launch.A == L.A and entry.launch.B == L.B and entry.launch.O.ptr == L.O.ptr
@@ -153,6 +158,18 @@ def test_under_the_callers_capture_the_general_path(world):
     world.call()
     world.capturing[0] = True
     assert world.through_lane() == (None, [], [])
+
+
+@pytest.mark.parametrize("current", [0x7100, 0])
+def test_under_another_context_the_general_path(world, current):
+    """A context of the caller's own current, or none: the graph belongs to the primary
+    context, which the general path makes current for the call."""
+    world.call()
+    world.call()
+    world.context[0] = current
+    assert world.through_lane() == (None, [], [])
+    world.context[0] = PRIMARY
+    assert world.through_lane()[0] == "result"
 
 
 def test_forgetting_the_tables_forgets_the_lanes(world):

@@ -157,7 +157,7 @@ def version() -> tuple[int, int, int]:
 
 def current_context() -> int:
     """The CUDA context current on this thread (the GPU a handle is made for); CudaError if none."""
-    current = int(driver.check(driver.bindings().cuCtxGetCurrent(), "cuCtxGetCurrent"))
+    current = driver.current_context()
     if current == 0:
         raise driver.CudaError("cuBLAS: no CUDA context is current on this thread "
                               "(ozaki_cutlass.device.driver.ensure_context makes the device's primary one current)")

@@ -30,7 +30,8 @@ class OutOfMemoryError(MemoryError):
 _DRIVER = None
 
 __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "driver_refusal", "bindings", "check",
-           "ensure_context", "primary_context", "on_device", "read_back", "PinnedRead", "copy_async", "pointer_device",
+           "ensure_context", "current_context", "primary_context", "on_device", "read_back", "PinnedRead",
+           "copy_async", "pointer_device",
            "canonical_stream",
            "order_after",
            "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
@@ -116,6 +117,12 @@ def ensure_context(ordinal: int = 0):
     _CONTEXTS[ordinal] = ctx
     check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
+
+
+def current_context() -> int:
+    """The CUDA context current on this thread as an int, 0 where none (one driver query:
+    the lanes compare it with the primary context their launches were made for)."""
+    return int(check(bindings().cuCtxGetCurrent(), "cuCtxGetCurrent"))
 
 
 def primary_context(ordinal: int) -> int | None:

@@ -3,7 +3,9 @@ already decided native goes straight to cuBLASLt.
 
 The call: two CuPy arrays or two PyTorch CUDA tensors, float64, no c, out, transposes,
 stream or timings. Anything else, and the first call of a shape (which records the
-decision, ``ozaki_cutlass.paths.native.decide``), take the general path. Keys hold only
+decision, ``ozaki_cutlass.paths.native.decide``), take the general path, and so does a
+call where another GPU, or a context other than the GPU's primary one (which CuPy and
+PyTorch make current), is current: the general path switches to it. Keys hold only
 what each framework gives cheaply (shapes, strides, dtype, GPU, mode); the lane for one is
 worked out once, and kept with the decisions (``dispatch.policy.DECISIONS``) until
 ``ozaki_cutlass.dispatch.forget_tables()``. So calling ozaki_cutlass.gemm costs no more
@@ -58,8 +60,8 @@ def _cupy_lane(cupy, a, b, alpha, mode):
     lane = _LANES.get(key, False)
     if lane is False:
         lane = _new_lane(key, 1, key[2] == key[6] == "d")
-    # only on the current GPU (the general path switches GPUs)
-    if lane is None or cupy.cuda.runtime.getDevice() != key[3]:
+    # only on the current GPU, its primary context current (the general path switches to it)
+    if lane is None or cupy.cuda.runtime.getDevice() != key[3] or driver.current_context() != lane.context:
         return None
     out = cupy.ndarray(lane.shape, np.float64)  # cupy.empty without its Python frame
     pa, pb = (db.ptr, da.ptr) if lane.swap else (da.ptr, db.ptr)
@@ -79,7 +81,8 @@ def _torch_lane(current_device, current_stream, a, b, alpha, mode):
 
         lane = _new_lane(key, 8, key[2] is key[6] is torch.float64 and key[3] >= 0)
     # a tensor that requires grad: the general path refuses it (no gradient is recorded)
-    if lane is None or current_device() != key[3] or a.requires_grad or b.requires_grad:
+    if (lane is None or current_device() != key[3] or a.requires_grad or b.requires_grad
+            or driver.current_context() != lane.context):
         return None
     out = a.new_empty(lane.shape)  # a's dtype (float64) and GPU
     pa, pb = (b.data_ptr(), a.data_ptr()) if lane.swap else (a.data_ptr(), b.data_ptr())

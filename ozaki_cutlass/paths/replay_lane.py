@@ -19,8 +19,9 @@ its shape, strides and address are part of the key), and only once the general p
 replayed the same call (the lane is learned there: ``learn``).
 The general path takes the call where the graph has gone since (a workspace buffer freed
 or replaced, the graph evicted), where ``OZAKI_GRAPHS=0`` or ``OZAKI_OVERLAP`` changed,
-where the stream is being captured, where another GPU is current or a tensor requires
-grad. Lanes are kept with the auto policy's decisions (``dispatch.policy.DECISIONS``) and
+where the stream is being captured, where another GPU or a context other than the GPU's
+primary one (which CuPy and PyTorch make current) is current, or a tensor requires grad.
+Lanes are kept with the auto policy's decisions (``dispatch.policy.DECISIONS``) and
 forgotten with them (``ozaki_cutlass.dispatch.forget_tables``).
 """
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import config
+from ..device import driver
 from ..device.arrays import Matrix, lane_function
 from ..device.graphs import is_capturing
 from ..device.workspace import Workspace
@@ -54,6 +56,7 @@ class Replay:
     launch: Launch   # the call's launch, holding no array (each call gives its O and alpha)
     overlap: bool    # config.overlap() when it ran (part of the graph's key)
     device: int
+    context: int     # the GPU's primary context (the graph's), which must be current to launch it
     stream: int
 
 
@@ -85,8 +88,11 @@ def replay_lane(a, b, out, alpha: float, settings: tuple) -> tuple[tuple | None,
 def learn(key: tuple, ws: Workspace, replay_key: Hashable, L: Launch, overlap: bool, device: int) -> None:
     """Keep, under lane key ``key``, what the call ``L`` that just replayed (or captured and
     launched) the graph ``replay_key`` of workspace ``ws`` needs to be replayed again."""
+    context = driver.primary_context(device)
+    if context is None:  # (not after a launch on the GPU; no lane rather than a wrong one)
+        return
     bare = dataclasses.replace(L, A=_bare(L.A), B=_bare(L.B), O=_bare(L.O))
-    DECISIONS.remember_lane(key, Replay(ws, replay_key, bare, overlap, device, L.stream))
+    DECISIONS.remember_lane(key, Replay(ws, replay_key, bare, overlap, device, context, L.stream))
 
 
 def _bare(X: Matrix) -> Matrix:
@@ -97,7 +103,8 @@ def _replay(entry: Replay, alpha: float, allocate):
     """The call through ``entry`` (``allocate()``: the result, the caller's out or a new
     m x n float64 array of the framework, and its device pointer), or None where its
     graph is not there to launch."""
-    if not config.graphs() or config.overlap() != entry.overlap or is_capturing(entry.stream):
+    if (not config.graphs() or config.overlap() != entry.overlap or is_capturing(entry.stream)
+            or driver.current_context() != entry.context):
         return None
     L = entry.launch
     with entry.ws.lock:

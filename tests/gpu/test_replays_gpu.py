@@ -281,3 +281,44 @@ def test_torch_through_the_lane(rng, general):
     ta.requires_grad_(True)  # the same tensor, now refused: by the general path, as before
     with pytest.raises(TypeError, match="requires grad"):
         ozaki_cutlass.gemm(ta, tb, alpha=2.0, moduli=15, path="fused")
+
+
+def test_no_lane_launches_under_a_context_of_the_callers_own(rng, stream):
+    """A context the caller created is current: the three lanes (replay, native, native
+    batched) answer None without launching, since their graph and cuBLAS handles are the
+    primary context's; once the primary context is current again they take the call."""
+    from cuda.bindings import driver as cu
+
+    from ozaki_cutlass import dispatch
+    from ozaki_cutlass.dispatch.policy import DECISIONS
+    from ozaki_cutlass.paths.fast_lane import fast_lane
+    from ozaki_cutlass.paths.replay_lane import replay_lane
+
+    dispatch.forget_tables()
+    a, b = random_matrix(90, 70, 1.0, rng), random_matrix(70, 50, 1.0, rng)
+    settings = (15, None, None, "auto")
+    with stream:
+        da, db = cp.asarray(a), cp.asarray(b)
+        a3, b3 = cp.asarray(np.stack([a] * 3)), cp.asarray(np.stack([b] * 3))
+        for _ in range(3):
+            ozaki_cutlass.gemm(da, db, moduli=15)
+            ozaki_cutlass.gemm(da, db, policy="native")
+            ozaki_cutlass.gemm(a3, b3, policy="native")
+        batched = [lane for key, lane in DECISIONS.lanes.items() if key[0] == "batched" and lane is not None]
+        assert len(batched) == 1
+
+        def lanes():
+            return (replay_lane(da, db, None, 1.0, settings)[1], fast_lane(da, db, 1.0, "fast"),
+                    batched[0].run(a3, b3, 1.0))
+
+        err, own = cu.cuCtxCreate(None, 0, 0)   # made current
+        assert int(err) == 0
+        try:
+            assert lanes() == (None, None, None)
+        finally:
+            cu.cuCtxPopCurrent()
+            cu.cuCtxDestroy(own)
+        replayed, native, native_batched = lanes()
+    assert same_bits(cp.asnumpy(replayed), reference.gemm(a, b, moduli=15))
+    assert cp.array_equal(native, ozaki_cutlass.gemm(da, db, policy="native"))
+    assert cp.array_equal(native_batched, ozaki_cutlass.gemm(a3, b3, policy="native"))
