@@ -123,3 +123,58 @@ def test_the_arrays_label_native_dgemm_by_their_call():
 
     for arrays in (measure.CupyArrays, measure.OwnArrays):
         assert arrays.native_label == f"cuBLAS DGEMM via {arrays.native_call}"
+
+
+def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
+    """The candidates are timed at --moduli and --mode; the winner is timed against native
+    DGEMM as the auto policy runs it (the accuracy contract: no moduli or mode), and that
+    time decides the bucket. Everything the GPU would do is faked."""
+    from ozaki_cutlass.device.arch import Arch
+    from ozaki_cutlass.dispatch import Candidate
+    from ozaki_cutlass.generator import catalog
+
+    fast, slow = catalog(Arch.SM90A, "i8_sm90a_*_pcrt_g1", full=True, epilogue=None)[:2]
+    cands = [Candidate(path="fused", variant=fast), Candidate(path="fused", variant=slow)]
+    timed, against_native = [], []
+
+    class Arrays:
+        native_call, native_label = "a fake", "a fake native"
+
+        def stream(self):
+            return 0
+
+        def pair(self, m, n, k, phi, seed):
+            return ("a", m, k), ("b", k, n)
+
+        def native(self, a, b):
+            raise AssertionError("only timed through the fake time_alternately")
+
+        def release(self):
+            pass
+
+    def event_times(calls, warmup, reps, stream):
+        timed.extend(call.keywords for call in calls)
+        return [[1.0 + i] * reps for i in range(len(calls))], None
+
+    def time_alternately(first, second, warmup, reps, stream):
+        against_native.append(first.keywords)
+        return 3.0, 2.5   # the default call slower than native: a native bucket
+
+    monkeypatch.setattr(tune, "missing_tools", lambda command, plot: None)
+    monkeypatch.setattr(tune, "arrays_for", lambda choice: Arrays())
+    monkeypatch.setattr(tune.driver, "ensure_context", lambda *args: None)
+    monkeypatch.setattr(tune.driver, "event_times", event_times)
+    monkeypatch.setattr(tune, "visible_arch", lambda *args: Arch.SM90A)
+    monkeypatch.setattr(tune, "tune_candidates", lambda arch, variants, table: cands)
+    monkeypatch.setattr(tune, "_unbuilt", lambda candidate, moduli: [])
+    monkeypatch.setattr(tune, "discarding", lambda a, b, **kw: None)
+    monkeypatch.setattr(tune, "time_alternately", time_alternately)
+    monkeypatch.setattr(tune, "_gpu_identity", lambda *args: ("a GPU", "a driver"))
+    out = tmp_path / "tuning.json"
+    assert cli.main(["tune", "--sizes", "64", "--moduli", "15", "--mode", "accurate", "--reps", "2",
+                     "--out", str(out)]) == 0
+    assert [kw["moduli"] for kw in timed] == [15, 15] and {kw["mode"] for kw in timed} == {"accurate"}
+    assert against_native == [{"kernel": fast, "path": "fused"}]
+    entries = json.loads(out.read_text())["entries"]
+    assert entries[0]["path"] == "native" and entries[1]["kernel"] == fast.name
+    assert (entries[1]["ms"], entries[1]["native_ms"]) == (3.0, 2.5)
