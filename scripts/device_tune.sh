@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The shipped tuning table's two steps on the lent H200 (carry .whl; the candidates build
-# on first use, or keep them built under OZAKI_CACHE_DIR on a warm machine):
+# The shipped tuning table's two steps on the lent H200 (carry .whl; the script builds the
+# candidates first, cached under OZAKI_CACHE_DIR on a warm machine):
 #   bash scripts/device_tune.sh              -> $OUT/tuning.json, tune-real.txt, tune-zgemm.txt
 #   BENCH=1 bash scripts/device_tune.sh      and then the benchmark with it -> bench.{json,csv,png}
 # 1. real calls, 15 moduli, accurate mode: the square sizes and the rectangular shapes,

@@ -288,8 +288,9 @@ def bucket_entries(arch: str, box: dict, flops: float, timings: list, best_ms: f
     """One size bucket's table entries from its candidates' ``timings`` [(ms, Candidate)]:
     a "native" entry first where native DGEMM measured faster, then the fastest candidate
     (``best_ms`` and ``native_ms``: the default call on it, under the accuracy contract,
-    and native DGEMM, timed in alternation; the auto policy reads this entry), then the fastest of each other path, without ``native_ms``, for calls
-    that ask for that path (path="staged" gets the tuned staged kernel, not the default)."""
+    and native DGEMM, timed in alternation; the auto policy reads this entry), then the
+    fastest of each other path, without ``native_ms``, for calls that ask for that path
+    (path="staged" gets the tuned staged kernel, not the default)."""
     _, best = min(timings, key=lambda t: t[0])
     entries = []
     if native_ms <= best_ms:  # the auto policy's native bucket
