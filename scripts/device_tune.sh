@@ -16,7 +16,7 @@ VARIANTS=('i8_sm90a_256x128x128_c1x2_coop_s0_*_g1_sw8' i8_sm90a_128x128x128_c1x2
 # tune builds nothing: the built-in candidates (the default build) and the variants named
 { $PY -m ozaki_cutlass build --arch sm_90a && $PY -m ozaki_cutlass build --arch sm_90a --variants "${VARIANTS[@]}"; } \
   > "$OUT/build.txt" 2>&1 || { tail -30 "$OUT/build.txt"; exit 1; }
-timeout 300 $PY -m ozaki_cutlass tune --sizes 1024 2048 4096 8192 16384 \
+timeout 420 $PY -m ozaki_cutlass tune --sizes 1024 2048 4096 8192 16384 \
   --shapes 16384x16384x1024 4096x4096x65536 65536x1024x4096 8192x8192x2048 2048x2048x16384 16384x1024x16384 \
   --variants "${VARIANTS[@]}" --out "$OUT/real.json" > "$OUT/tune-real.txt" 2>&1 || { tail -30 "$OUT/tune-real.txt"; exit 1; }
 OZAKI_TUNING_TABLE="$OUT/real.json" timeout 200 $PY -m ozaki_cutlass tune --sizes --zgemm 16384 --mode fast \

@@ -134,7 +134,7 @@ def test_bucket_entries_keep_the_best_kernel_of_each_path():
     fused = next(c for c in dispatch.builtin_candidates(Arch.SM90A) if c.path == "fused")
     timings = [(12.0, staged[0]), (10.5, staged[1]), (9.0, fused), (11.0, staged[2])]
     box = {"m": [1000, 3000], "n": [1000, 3000], "k": [1000, 3000], "measured": [2048, 2048, 2048]}
-    entries = bucket_entries("sm_90a", box, 2.0 * 2048**3, timings, 9.2, 8.0)
+    entries = bucket_entries("sm_90a", box, 2.0 * 2048**3, timings, fused, 9.2, 8.0)
     assert [(e["path"], e.get("kernel")) for e in entries] == [
         ("native", None), ("fused", fused.variant.name), ("staged", staged[1].variant.name)]
     assert entries[1]["native_ms"] == 8.0 and entries[1]["ms"] == 9.2 and "native_ms" not in entries[2]
@@ -145,7 +145,7 @@ def test_bucket_entries_keep_the_best_kernel_of_each_path():
     assert dispatch.choose(problem, table=table).variant == fused.variant
     assert dispatch.choose(problem, table=table, path="staged").variant == staged[1].variant
     # emulation faster: no native entry, the winner's native_ms says so
-    entries = bucket_entries("sm_90a", box, 1.0, timings[:2], 10.4, 11.0)
+    entries = bucket_entries("sm_90a", box, 1.0, timings[:2], staged[1], 10.4, 11.0)
     assert [e["path"] for e in entries] == ["staged"] and entries[0]["kernel"] == staged[1].variant.name
     assert not dispatch.prefer_native(problem, "accurate", table={"entries": entries})[0]
 

@@ -125,16 +125,12 @@ def test_the_arrays_label_native_dgemm_by_their_call():
         assert arrays.native_label == f"cuBLAS DGEMM via {arrays.native_call}"
 
 
-def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
-    """The candidates are timed at --moduli and --mode; the winner is timed against native
-    DGEMM as the auto policy runs it (the accuracy contract: no moduli or mode), and that
-    time decides the bucket. Everything the GPU would do is faked."""
+def _fake_tune(monkeypatch, cands, times, default_moduli):
+    """tune with everything the GPU would do faked: ``times(keywords)`` gives each timed
+    call's ms by its gemm keywords; the contract picks ``default_moduli``. Returns the
+    keywords of the timed calls, and of the calls timed against native."""
     from ozaki_cutlass.device.arch import Arch
-    from ozaki_cutlass.dispatch import Candidate
-    from ozaki_cutlass.generator import catalog
 
-    fast, slow = catalog(Arch.SM90A, "i8_sm90a_*_pcrt_g1", full=True, epilogue=None)[:2]
-    cands = [Candidate(path="fused", variant=fast), Candidate(path="fused", variant=slow)]
     timed, against_native = [], []
 
     class Arrays:
@@ -154,7 +150,7 @@ def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
 
     def event_times(calls, warmup, reps, stream):
         timed.extend(call.keywords for call in calls)
-        return [[1.0 + i] * reps for i in range(len(calls))], None
+        return [[times(call.keywords)] * reps for call in calls], None
 
     def time_alternately(first, second, warmup, reps, stream):
         against_native.append(first.keywords)
@@ -169,7 +165,27 @@ def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
     monkeypatch.setattr(tune, "_unbuilt", lambda candidate, moduli: [])
     monkeypatch.setattr(tune, "discarding", lambda a, b, **kw: None)
     monkeypatch.setattr(tune, "time_alternately", time_alternately)
+    monkeypatch.setattr(tune, "contract_moduli", lambda a, b: default_moduli)
     monkeypatch.setattr(tune, "_gpu_identity", lambda *args: ("a GPU", "a driver"))
+    return timed, against_native
+
+
+def _g1_kernels():
+    from ozaki_cutlass.device.arch import Arch
+    from ozaki_cutlass.generator import catalog
+
+    return catalog(Arch.SM90A, "i8_sm90a_*_pcrt_g1", full=True, epilogue=None)[:2]
+
+
+def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
+    """Where the contract cannot be asked (None), the candidates are ranked at --moduli and
+    --mode alone; the winner is timed against native DGEMM as the auto policy runs it (the
+    accuracy contract: no moduli or mode), and that time decides the bucket."""
+    from ozaki_cutlass.dispatch import Candidate
+
+    fast, slow = _g1_kernels()
+    cands = [Candidate(path="fused", variant=fast), Candidate(path="fused", variant=slow)]
+    timed, against_native = _fake_tune(monkeypatch, cands, lambda kw: 1.0 if kw["kernel"] == fast else 2.0, None)
     out = tmp_path / "tuning.json"
     assert cli.main(["tune", "--sizes", "64", "--moduli", "15", "--mode", "accurate", "--reps", "2",
                      "--out", str(out)]) == 0
@@ -178,3 +194,29 @@ def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
     entries = json.loads(out.read_text())["entries"]
     assert entries[0]["path"] == "native" and entries[1]["kernel"] == fast.name
     assert (entries[1]["ms"], entries[1]["native_ms"]) == (3.0, 2.5)
+
+
+def test_the_auto_kernel_is_ranked_by_the_default_call(tmp_path, monkeypatch, capsys):
+    """The kernel fastest at --moduli is not the auto policy's where another runs the
+    default call (the contract's count, here 16) faster: each candidate is timed both ways
+    in one alternation, the fastest default call heads the bucket, and a path's other
+    entries stay ranked at --moduli and --mode."""
+    from ozaki_cutlass.dispatch import Candidate, builtin_candidates
+    from ozaki_cutlass.device.arch import Arch
+
+    fast, slow = _g1_kernels()
+    staged = next(c for c in builtin_candidates(Arch.SM90A) if c.path == "staged")
+    cands = [Candidate(path="fused", variant=fast), Candidate(path="fused", variant=slow), staged]
+    ms = {(fast, True): 1.0, (slow, True): 2.0, (staged.variant, True): 1.5,
+          (fast, False): 4.0, (slow, False): 3.0, (staged.variant, False): 3.5}
+    timed, against_native = _fake_tune(monkeypatch, cands, lambda kw: ms[kw["kernel"], "moduli" in kw], 16)
+    out = tmp_path / "tuning.json"
+    assert cli.main(["tune", "--sizes", "64", "--moduli", "15", "--mode", "accurate", "--reps", "2",
+                     "--out", str(out)]) == 0
+    assert [kw.get("moduli") for kw in timed] == [15, 15, 15, None, None, None]
+    assert against_native == [{"kernel": slow, "path": "fused"}]
+    entries = json.loads(out.read_text())["entries"]
+    assert [(e["path"], e.get("kernel")) for e in entries] == [
+        ("native", None), ("fused", slow.name), ("staged", staged.variant.name)]
+    assert entries[2]["ms"] == 1.5
+    assert "as the default call (16 moduli)" in capsys.readouterr().out

@@ -16,7 +16,7 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..api import gemm
+from ..api import contract, gemm
 from ..device import driver
 from ..device.arch import visible_arch
 from ..dispatch import Candidate, builtin_candidates, candidates_from_table, load_table, path_of
@@ -27,7 +27,7 @@ from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int
 from .measure import arrays_for, discarding, missing_tools, time_alternately
 
 __all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune_candidates", "tune_main",
-           "bucket_entries", "parse_gpu_identity", "add_tune_parser", "unwritable", "write_table"]
+           "bucket_entries", "contract_moduli", "parse_gpu_identity", "add_tune_parser", "unwritable", "write_table"]
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,9 @@ def tune_candidates(arch, patterns, table) -> list:
 
 
 def tune_main(args) -> int:
-    """``ozaki-cutlass tune``: time every candidate kernel per size bucket, write the table
-    the dispatcher reads (JSON, with GPU, driver, date and command)."""
+    """``ozaki-cutlass tune``: time every candidate kernel per size bucket, at --moduli and
+    --mode and as the default call (the accuracy contract's count and mode), write the
+    table the dispatcher reads (JSON, with GPU, driver, date and command)."""
     unmatched = [g for g in args.variants or () if not catalog(None, g, full=True, epilogue=None)]
     if unmatched:  # before any GPU work
         log.error("--variants %s matches no variant (see `ozaki-cutlass list --full`)", " ".join(unmatched))
@@ -154,7 +155,12 @@ def tune_main(args) -> int:
         except RuntimeError as exc:   # batches on our own (2-D) arrays
             report.append((label, "no candidate", f"skipped: {exc}"))
             continue
-        runnable = []
+        # two rankings: each candidate at --moduli and --mode (the calls that name them, and a
+        # path's entry), and as the default call (the accuracy contract: its own moduli count
+        # and mode, which the auto policy runs; a kernel fast at one count can be slow at
+        # another); None: no default call to rank (it runs native, or cannot be asked)
+        default_moduli = contract_moduli(xa, xb)
+        runnable, defaults = [], []
         for c in cands:
             missing = unbuilt[c]
             if missing:
@@ -168,26 +174,45 @@ def tune_main(args) -> int:
                 report.append((label, c.describe(), f"skipped: {exc}"))
                 continue
             runnable.append((c, call))
+            if default_moduli is None:
+                continue
+            missing = _unbuilt(c, default_moduli) if default_moduli != moduli else []
+            if missing:  # the default call would build them (tune builds nothing)
+                report.append((label, f"{c.describe()} as the default call",
+                               f"skipped: not built at {default_moduli} moduli ({', '.join(missing)})"))
+                continue
+            default = functools.partial(discarding, xa, xb, kernel=c.variant, path=c.path)
+            try:
+                default()
+            except Exception as exc:  # noqa: BLE001
+                report.append((label, f"{c.describe()} as the default call", f"skipped: {exc}"))
+                continue
+            defaults.append((c, default))
         if not runnable:
             report.append((label, "no candidate", "skipped: none is built and runs here"))
             continue
-        # every candidate in alternation, round after round: they share the clock and
-        # thermal state (timed one after the other, a 16384 candidate's time swung by 40 %)
-        times, _ = driver.event_times([call for _, call in runnable], args.warmup, args.reps, stream)
-        timings = [(statistics.median(t), c) for (c, _), t in zip(runnable, times)]
+        # every call in alternation, round after round: they share the clock and thermal
+        # state (timed one after the other, a 16384 candidate's time swung by 40 %)
+        times, _ = driver.event_times([call for _, call in runnable + defaults], args.warmup, args.reps, stream)
+        medians = [statistics.median(t) for t in times]
+        timings = [(ms, c) for ms, (c, _) in zip(medians, runnable)]
+        default_timings = [(ms, c) for ms, (c, _) in zip(medians[len(runnable):], defaults)]
         report.extend((label, c.describe(), ms) for ms, c in timings)
-        _, best = min(timings, key=lambda t: t[0])
-        # the winner against native DGEMM, timed in alternation (no drift between them), as
-        # the auto policy runs it: the table's native decisions are read only by calls that
-        # name no moduli, kernel or path, which run the accuracy contract (its moduli count,
-        # mode and bound: slower than the candidates' calls at --moduli and --mode)
+        report.extend((label, f"{c.describe()} as the default call ({default_moduli} moduli)", ms)
+                      for ms, c in default_timings)
+        # the auto policy's kernel: the fastest default call (where there is none, the
+        # fastest at --moduli and --mode), timed against native DGEMM in alternation (no
+        # drift between them) as the auto policy runs it: the table's native decisions are
+        # read only by calls that name no moduli, kernel or path, which run the contract
+        _, best = min(default_timings or timings, key=lambda t: t[0])
         best_ms, native_ms = time_alternately(
             functools.partial(gemm, xa, xb, kernel=best.variant, path=best.path),
             functools.partial(arrays.native, xa, xb), args.warmup, args.reps, stream)
         report.append((label, f"{best.describe()}: the default call (accuracy contract), alternating with native",
                        best_ms))
         report.append((label, f"{native_line(make, arrays.native_call)}, alternating", native_ms))
-        entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best_ms, native_ms)
+        entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best, best_ms,
+                                  native_ms)
         del xa, xb
         arrays.release()
     gpu, driver_version = _gpu_identity()
@@ -196,9 +221,10 @@ def tune_main(args) -> int:
              "command": " ".join(["ozaki-cutlass"] + args.argv),
              "moduli": moduli, "mode": args.mode,
              "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
-             "against_native": ("a bucket's first kernel entry: ms of the default call (the accuracy contract) "
-                                "on that kernel, timed in alternation with native DGEMM (native_ms); the other "
-                                "kernels' ms: calls at the table's moduli and mode"),
+             "against_native": ("a bucket's first kernel entry: the candidate whose default call (the accuracy "
+                                "contract) ran fastest, with ms of that call timed in alternation with native "
+                                "DGEMM (native_ms); the other kernel entries: the fastest of each other path in "
+                                "calls at the table's moduli and mode, and their ms"),
              "entries": entries}
     if extended is not None:  # after the new entries: they are tried first
         table["entries"] = entries + extended.get("entries", [])
@@ -284,14 +310,15 @@ def write_table(path: Path, table: dict) -> None:
         os.close(folder)
 
 
-def bucket_entries(arch: str, box: dict, flops: float, timings: list, best_ms: float, native_ms: float) -> list[dict]:
-    """One size bucket's table entries from its candidates' ``timings`` [(ms, Candidate)]:
-    a "native" entry first where native DGEMM measured faster, then the fastest candidate
-    (``best_ms`` and ``native_ms``: the default call on it, under the accuracy contract,
-    and native DGEMM, timed in alternation; the auto policy reads this entry), then the
-    fastest of each other path, without ``native_ms``, for calls that ask for that path
-    (path="staged" gets the tuned staged kernel, not the default)."""
-    _, best = min(timings, key=lambda t: t[0])
+def bucket_entries(arch: str, box: dict, flops: float, timings: list, best, best_ms: float,
+                   native_ms: float) -> list[dict]:
+    """One size bucket's table entries: a "native" entry first where native DGEMM measured
+    faster, then ``best`` (the Candidate whose default call ran fastest; ``best_ms`` and
+    ``native_ms``: that call, under the accuracy contract, and native DGEMM, timed in
+    alternation; the auto policy reads this entry), then from ``timings`` [(ms, Candidate)]
+    at the table's moduli and mode the fastest of each other path, without ``native_ms``,
+    for calls that ask for that path (path="staged" gets the tuned staged kernel, not the
+    default)."""
     entries = []
     if native_ms <= best_ms:  # the auto policy's native bucket
         entries.append({"arch": arch, "path": "native"} | box | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
@@ -302,6 +329,17 @@ def bucket_entries(arch: str, box: dict, flops: float, timings: list, best_ms: f
         entries.append({"arch": arch, "path": path, "kernel": c.variant.name} | box
                        | {"ms": ms, "tflops": flops / ms / 1e9})
     return entries
+
+
+def contract_moduli(a, b) -> int | None:
+    """The moduli count the default call runs on ``a`` and ``b`` (the accuracy contract's
+    choice, ozaki_cutlass.contract), or None where it runs native DGEMM or the contract
+    cannot be asked (batches)."""
+    try:
+        return contract(a, b).moduli
+    except (ValueError, TypeError) as exc:
+        log.info("no contract to ask about (%s): the candidates are ranked at --moduli alone", exc)
+        return None
 
 
 def _gpu_identity(ordinal: int = 0) -> tuple[str, str]:
