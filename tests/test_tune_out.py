@@ -220,3 +220,27 @@ def test_the_auto_kernel_is_ranked_by_the_default_call(tmp_path, monkeypatch, ca
         ("native", None), ("fused", slow.name), ("staged", staged.variant.name)]
     assert entries[2]["ms"] == 1.5
     assert "as the default call (16 moduli)" in capsys.readouterr().out
+
+
+def test_each_point_is_reported_as_it_finishes(tmp_path, monkeypatch, capsys):
+    """A tune takes minutes: a header first, then each point's lines before the next point
+    is timed (not all at the end)."""
+    from ozaki_cutlass.dispatch import Candidate
+
+    fast, slow = _g1_kernels()
+    cands = [Candidate(path="fused", variant=fast), Candidate(path="fused", variant=slow)]
+    _fake_tune(monkeypatch, cands, lambda kw: 1.0, 16)
+    timed = tune.driver.event_times
+    printed = []
+
+    def event_times(calls, warmup, reps, stream):
+        printed.append(capsys.readouterr().out)  # what was out when this point's timing began
+        return timed(calls, warmup, reps, stream)
+
+    monkeypatch.setattr(tune.driver, "event_times", event_times)
+    assert cli.main(["tune", "--sizes", "64", "128", "--reps", "2", "--out", str(tmp_path / "t.json")]) == 0
+    first, second = printed
+    assert first.startswith("tune: 2 points, 2 candidates") and len(first.splitlines()) == 1
+    labels = [line.split()[0] for line in second.splitlines()]
+    assert labels and set(labels) == {"64"} and "the default call (accuracy contract)" in second
+    assert "wrote" in capsys.readouterr().out

@@ -145,15 +145,22 @@ def tune_main(args) -> int:
     moduli = resolve_moduli(args.moduli)
     cands = tune_candidates(arch, args.variants or (), load_table())
     unbuilt = {c: _unbuilt(c, moduli) for c in cands}  # looked up once, not per size
-    entries, report = [], []
+    entries = []
+
+    def report(label: str, name: str, ms) -> None:  # each line as soon as it is known: a tune takes minutes
+        print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}", flush=True)
+
     points = kind_points(args.zgemm, args.batched) + [
         (f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k), m, n, k, bucket, 2.0 * m * n * k, ("pair", m, n, k))
         for m, n, k, bucket in tune_points(args.sizes, args.shapes or ())]
+    print(f"tune: {len(points)} points, {len(cands)} candidates, each timed at {moduli} moduli ({args.mode}) and "
+          f"as the default call, in alternation ({args.warmup} warm-up, {args.reps} rounds); each point's lines "
+          "as it finishes", flush=True)
     for label, m, n, k, bucket, flops, (make, *size) in points:
         try:
             xa, xb = getattr(arrays, make)(*size, 0.5, args.seed + m + 7 * n + 13 * k)
         except RuntimeError as exc:   # batches on our own (2-D) arrays
-            report.append((label, "no candidate", f"skipped: {exc}"))
+            report(label, "no candidate", f"skipped: {exc}")
             continue
         # two rankings: each candidate at --moduli and --mode (the calls that name them, and a
         # path's entry), and as the default call (the accuracy contract: its own moduli count
@@ -164,32 +171,32 @@ def tune_main(args) -> int:
         for c in cands:
             missing = unbuilt[c]
             if missing:
-                report.append((label, c.describe(), f"skipped: not built ({', '.join(missing)})"))
+                report(label, c.describe(), f"skipped: not built ({', '.join(missing)})")
                 continue
             call = functools.partial(discarding, xa, xb, moduli=moduli, mode=args.mode, kernel=c.variant,
                                      path=c.path)
             try:
                 call()  # one untimed call: a candidate that cannot run at this shape is left out, said
             except Exception as exc:  # noqa: BLE001
-                report.append((label, c.describe(), f"skipped: {exc}"))
+                report(label, c.describe(), f"skipped: {exc}")
                 continue
             runnable.append((c, call))
             if default_moduli is None:
                 continue
             missing = _unbuilt(c, default_moduli) if default_moduli != moduli else []
             if missing:  # the default call would build them (tune builds nothing)
-                report.append((label, f"{c.describe()} as the default call",
-                               f"skipped: not built at {default_moduli} moduli ({', '.join(missing)})"))
+                report(label, f"{c.describe()} as the default call",
+                               f"skipped: not built at {default_moduli} moduli ({', '.join(missing)})")
                 continue
             default = functools.partial(discarding, xa, xb, kernel=c.variant, path=c.path)
             try:
                 default()
             except Exception as exc:  # noqa: BLE001
-                report.append((label, f"{c.describe()} as the default call", f"skipped: {exc}"))
+                report(label, f"{c.describe()} as the default call", f"skipped: {exc}")
                 continue
             defaults.append((c, default))
         if not runnable:
-            report.append((label, "no candidate", "skipped: none is built and runs here"))
+            report(label, "no candidate", "skipped: none is built and runs here")
             continue
         # every call in alternation, round after round: they share the clock and thermal
         # state (timed one after the other, a 16384 candidate's time swung by 40 %)
@@ -197,9 +204,10 @@ def tune_main(args) -> int:
         medians = [statistics.median(t) for t in times]
         timings = [(ms, c) for ms, (c, _) in zip(medians, runnable)]
         default_timings = [(ms, c) for ms, (c, _) in zip(medians[len(runnable):], defaults)]
-        report.extend((label, c.describe(), ms) for ms, c in timings)
-        report.extend((label, f"{c.describe()} as the default call ({default_moduli} moduli)", ms)
-                      for ms, c in default_timings)
+        for ms, c in timings:
+            report(label, c.describe(), ms)
+        for ms, c in default_timings:
+            report(label, f"{c.describe()} as the default call ({default_moduli} moduli)", ms)
         # the auto policy's kernel: the fastest default call (where there is none, the
         # fastest at --moduli and --mode), timed against native DGEMM in alternation (no
         # drift between them) as the auto policy runs it: the table's native decisions are
@@ -208,9 +216,9 @@ def tune_main(args) -> int:
         best_ms, native_ms = time_alternately(
             functools.partial(gemm, xa, xb, kernel=best.variant, path=best.path),
             functools.partial(arrays.native, xa, xb), args.warmup, args.reps, stream)
-        report.append((label, f"{best.describe()}: the default call (accuracy contract), alternating with native",
-                       best_ms))
-        report.append((label, f"{native_line(make, arrays.native_call)}, alternating", native_ms))
+        report(label, f"{best.describe()}: the default call (accuracy contract), alternating with native",
+                       best_ms)
+        report(label, f"{native_line(make, arrays.native_call)}, alternating", native_ms)
         entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best, best_ms,
                                   native_ms)
         del xa, xb
@@ -230,8 +238,6 @@ def tune_main(args) -> int:
         table["entries"] = entries + extended.get("entries", [])
         table["extends"] = {"path": str(args.extend)} | {key: extended[key] for key in
                                                           ("gpu", "driver", "date", "command") if key in extended}
-    for label, name, ms in report:
-        print(f"{label:>17}  {name:70s} {ms if isinstance(ms, str) else f'{ms:9.2f} ms'}")
     try:
         write_table(out, table)
     except OSError as exc:  # the measurements are not lost: on stdout instead
