@@ -17,9 +17,9 @@ real and complex calls alike. A table that is not of this shape
 naming the file and how to fix it.
 
 Entries with ``"path": "native"`` (no kernel) are where ``ozaki-cutlass tune`` measured
-cuBLAS DGEMM faster than every emulated candidate: the ``auto`` policy of
-``ozaki_cutlass.gemm`` (``ozaki_cutlass.dispatch.policy.prefer_native``) sends such shapes
-to native DGEMM.
+cuBLAS DGEMM faster than the default call on the bucket's best candidate: the ``auto``
+policy of ``ozaki_cutlass.gemm`` (``ozaki_cutlass.dispatch.policy.prefer_native``) sends
+such shapes to native DGEMM.
 """
 
 from __future__ import annotations
