@@ -244,3 +244,29 @@ def test_each_point_is_reported_as_it_finishes(tmp_path, monkeypatch, capsys):
     labels = [line.split()[0] for line in second.splitlines()]
     assert labels and set(labels) == {"64"} and "the default call (accuracy contract)" in second
     assert "wrote" in capsys.readouterr().out
+
+
+def test_a_candidate_not_built_at_the_contracts_count_is_left_out_of_its_ranking(tmp_path, monkeypatch, capsys):
+    """tune builds nothing: a candidate whose kernels at the default call's moduli count are
+    not built is timed at --moduli only, and said; where no default call is left, the
+    --moduli ranking decides the bucket, as without a contract."""
+    from ozaki_cutlass.dispatch import Candidate
+
+    fast, slow = _g1_kernels()
+    cands = [Candidate(path="fused", variant=fast), Candidate(path="fused", variant=slow)]
+    ms = {(fast, True): 1.0, (slow, True): 2.0, (fast, False): 4.0, (slow, False): 3.0}
+    timed, against_native = _fake_tune(monkeypatch, cands, lambda kw: ms[kw["kernel"], "moduli" in kw], 17)
+    missing = {slow: ["a sibling"]}
+    monkeypatch.setattr(tune, "_unbuilt", lambda c, moduli: missing.get(c.variant, []) if moduli == 17 else [])
+    out = tmp_path / "tuning.json"
+    assert cli.main(["tune", "--sizes", "64", "--reps", "2", "--out", str(out)]) == 0
+    assert [kw.get("moduli") for kw in timed] == [15, 15, None]
+    assert against_native == [{"kernel": fast, "path": "fused"}]  # the only default call timed
+    assert "skipped: not built at 17 moduli (a sibling)" in capsys.readouterr().out
+
+    missing[fast] = ["another"]
+    timed.clear()
+    against_native.clear()
+    assert cli.main(["tune", "--sizes", "64", "--reps", "2", "--out", str(out)]) == 0
+    assert [kw.get("moduli") for kw in timed] == [15, 15]
+    assert against_native == [{"kernel": fast, "path": "fused"}]  # fastest at --moduli
