@@ -144,7 +144,7 @@ def tune_main(args) -> int:
     arch = visible_arch()
     moduli = resolve_moduli(args.moduli)
     cands = tune_candidates(arch, args.variants or (), load_table())
-    unbuilt = {c: _unbuilt(c, moduli) for c in cands}  # looked up once, not per size
+    unbuilt = {(c, moduli): _unbuilt(c, moduli) for c in cands}  # looked up once per count, not per size
     entries = []
 
     def report(label: str, name: str, ms) -> None:  # each line as soon as it is known: a tune takes minutes
@@ -154,8 +154,8 @@ def tune_main(args) -> int:
         (f"{m}x{n}x{k}" if (m, n) != (k, k) else str(k), m, n, k, bucket, 2.0 * m * n * k, ("pair", m, n, k))
         for m, n, k, bucket in tune_points(args.sizes, args.shapes or ())]
     print(f"tune: {len(points)} points, {len(cands)} candidates, each timed at {moduli} moduli ({args.mode}) and "
-          f"as the default call, in alternation ({args.warmup} warm-up, {args.reps} rounds); each point's lines "
-          "as it finishes", flush=True)
+          f"as the default call where there is one, in alternation ({args.warmup} warm-up, {args.reps} rounds); "
+          "each point's lines as it finishes", flush=True)
     for label, m, n, k, bucket, flops, (make, *size) in points:
         try:
             xa, xb = getattr(arrays, make)(*size, 0.5, args.seed + m + 7 * n + 13 * k)
@@ -169,7 +169,7 @@ def tune_main(args) -> int:
         default_moduli = contract_moduli(xa, xb)
         runnable, defaults = [], []
         for c in cands:
-            missing = unbuilt[c]
+            missing = unbuilt[c, moduli]
             if missing:
                 report(label, c.describe(), f"skipped: not built ({', '.join(missing)})")
                 continue
@@ -183,10 +183,12 @@ def tune_main(args) -> int:
             runnable.append((c, call))
             if default_moduli is None:
                 continue
-            missing = _unbuilt(c, default_moduli) if default_moduli != moduli else []
+            if (c, default_moduli) not in unbuilt:
+                unbuilt[c, default_moduli] = _unbuilt(c, default_moduli)
+            missing = unbuilt[c, default_moduli]
             if missing:  # the default call would build them (tune builds nothing)
                 report(label, f"{c.describe()} as the default call",
-                               f"skipped: not built at {default_moduli} moduli ({', '.join(missing)})")
+                       f"skipped: not built at {default_moduli} moduli ({', '.join(missing)})")
                 continue
             default = functools.partial(discarding, xa, xb, kernel=c.variant, path=c.path)
             try:
@@ -216,8 +218,7 @@ def tune_main(args) -> int:
         best_ms, native_ms = time_alternately(
             functools.partial(gemm, xa, xb, kernel=best.variant, path=best.path),
             functools.partial(arrays.native, xa, xb), args.warmup, args.reps, stream)
-        report(label, f"{best.describe()}: the default call (accuracy contract), alternating with native",
-                       best_ms)
+        report(label, f"{best.describe()}: the default call (accuracy contract), alternating with native", best_ms)
         report(label, f"{native_line(make, arrays.native_call)}, alternating", native_ms)
         entries += bucket_entries(arch.value, bucket | {"measured": [m, n, k]}, flops, timings, best, best_ms,
                                   native_ms)
