@@ -619,6 +619,33 @@ bool check_crt(Fields& f, const std::string& tag) {
     st::crt_add_residue(c, g, static_cast<int32_t>(sum_a % mod), sums_a);
     st::crt_add_residue(c, g, static_cast<int32_t>(sum_b % mod), sums_b);
   }
+  // The same limb sums from byte products (the tensor-core combine, stage_crt.cuh): the
+  // weights' bytes, each byte's sum of products, limb_from_byte_sums.
+  for (int j = 0; j < c.limbs; ++j) {
+    uint32_t t[st::kLimbBytes] = {};
+    for (int g = 0; g < n; ++g) {
+      for (int b = 0; b < st::kLimbBytes; ++b) t[b] += st::crt_weight_byte(c, g, j, b) * static_cast<uint32_t>(r[g]);
+    }
+    if (!same_double(st::limb_from_byte_sums(t), sums_a[j])) {
+      mismatch(tag, "limb_from_byte_sums: limb " + std::to_string(j) + " got " +
+               hex_of(st::limb_from_byte_sums(t)) + ", want " + hex_of(sums_a[j]));
+      return true;
+    }
+  }
+  // ... and the 4 x 4 byte transpose that lays the residue bytes out for the MMA
+  uint32_t words[4] = {0, 0, 0, 0};
+  auto element = [&](int p, int e) { return static_cast<uint32_t>(r[(4 * p + e) % n]) & 0xffu; };
+  for (int p = 0; p < 4; ++p)
+    for (int e = 0; e < 4; ++e) words[p] |= element(p, e) << (8 * e);
+  st::transpose_bytes_4x4(words);
+  for (int p = 0; p < 4; ++p) {
+    for (int e = 0; e < 4; ++e) {
+      if (((words[e] >> (8 * p)) & 0xffu) != element(p, e)) {
+        mismatch(tag, "transpose_bytes_4x4: byte (" + std::to_string(p) + ", " + std::to_string(e) + ")");
+        return true;
+      }
+    }
+  }
   const double x = st::crt_finish(c, sums_a);
   if (!same_double(x, want_x)) {
     mismatch(tag, "crt_finish: got " + hex_of(x) + ", want " + hex_of(want_x));

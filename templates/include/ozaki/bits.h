@@ -62,4 +62,17 @@ OZAKI_HD uint64_t mulhi(uint64_t a, uint64_t b) {
 #endif
 }
 
+// PRMT: bytes of the pair (y, x) picked by the four low selector nibbles (0-3 bytes of x,
+// 4-7 bytes of y; the sign-replicating selectors are not used here).
+OZAKI_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t pair = (uint64_t(y) << 32) | x;
+  uint32_t r = 0;
+  for (int t = 0; t < 4; ++t) r |= uint32_t((pair >> (8 * ((s >> (4 * t)) & 7u))) & 0xffu) << (8 * t);
+  return r;
+#endif
+}
+
 }  // namespace ozaki

@@ -66,6 +66,49 @@ __host__ __device__ inline void crt_add_residue(const CrtConstants& k, int g, in
   }
 }
 
+// --- the limb sums from byte products (the combine on the tensor cores) ----------------
+// Each limb weight d_gj < 2^kLimbBits is kLimbBytes bytes, so
+//   S_j = sum_g d_gj r_g = sum_b 2^(8b) T_jb,   T_jb = sum_g byte_b(d_gj) r_g,
+// and every T_jb (kMaxModuli products of two bytes) is what an INT8 MMA of residue bytes
+// with weight bytes gives exactly. Recomposed in 64-bit integers, S_j is the same integer
+// below 2^53 as crt_add_value_limbs's sum, hence the same double: the same bits.
+inline constexpr int kLimbBytes = (kLimbBits + 7) / 8;
+static_assert(int64_t(kMaxModuli) * 255 * 255 < (int64_t(1) << 31),
+              "each byte-product sum T_jb must fit an int32 accumulator");
+
+// Byte b of limb j of modulus g's CRT weight (0 for b >= kLimbBytes).
+__host__ __device__ inline uint32_t crt_weight_byte(const CrtConstants& k, int g, int j, int b) {
+  if (b >= kLimbBytes) return 0;
+  return static_cast<uint32_t>(static_cast<uint64_t>(k.weight_limbs[g][j]) >> (8 * b)) & 0xffu;
+}
+
+// S_j from its byte sums t[b] = T_jb: exact, S_j < 2^53. Two byte sums make one 32-bit
+// word first (T_jb + 2^8 T_j,b+1 < 2^32), then the words are added at their places in 64 bits.
+static_assert(int64_t(kMaxModuli) * 255 * 255 * 257 < (int64_t(1) << 32),
+              "two byte-product sums must fit one 32-bit word");
+__host__ __device__ inline double limb_from_byte_sums(const uint32_t (&t)[kLimbBytes]) {
+  uint64_t s = 0;
+#pragma unroll
+  for (int b = 0; b < kLimbBytes; b += 2) {
+    const uint32_t pair = t[b] + (b + 1 < kLimbBytes ? t[b + 1] << 8 : 0u);
+    s += static_cast<uint64_t>(pair) << (8 * b);
+  }
+  return static_cast<double>(s);
+}
+
+// The 4 x 4 byte transpose: on entry byte e of w[p] is element (p, e); on return byte p of
+// w[e] is. Eight PRMTs.
+__host__ __device__ inline void transpose_bytes_4x4(uint32_t (&w)[4]) {
+  const uint32_t lo01 = byte_perm(w[0], w[1], 0x5140);  // (0,0) (1,0) (0,1) (1,1)
+  const uint32_t hi01 = byte_perm(w[0], w[1], 0x7362);  // (0,2) (1,2) (0,3) (1,3)
+  const uint32_t lo23 = byte_perm(w[2], w[3], 0x5140);
+  const uint32_t hi23 = byte_perm(w[2], w[3], 0x7362);
+  w[0] = byte_perm(lo01, lo23, 0x5410);
+  w[1] = byte_perm(lo01, lo23, 0x7632);
+  w[2] = byte_perm(hi01, hi23, 0x5410);
+  w[3] = byte_perm(hi01, hi23, 0x7632);
+}
+
 // reference.crt_reconstruct after the limb sums, in its exact operation order, for a limb
 // count known at compile time (the CRT kernels' instances: no branch per limb).
 template <int kLimbs>
