@@ -30,7 +30,7 @@ def ncu_text():
     lines += rows(1, "void cutlass::device_kernel<Coarse>(Params)", 500_000, "1", "0")
     lines += rows(2, "stages::residues_kernel(stages::ResidueArgs)", 2_000_000, "1", "1,500")
     lines += rows(3, "void cutlass::device_kernel<Gemm>(Params)", 9_000_000, "3", "0")
-    lines += rows(4, "void stages::crt_residue_bytes_kernel<4>(stages::CrtArgs)", 1_000_000, "1", "500")
+    lines += rows(4, "void stages::crt_residue_mma_kernel<4, 1>(stages::CrtArgs)", 1_000_000, "1", "500")
     return "\n".join(lines)
 
 

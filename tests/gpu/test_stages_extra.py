@@ -207,6 +207,35 @@ def test_combine_unscale(st, rng, count, ones, dev):
         assert np.array_equal(d.get(out2, np.float64, (m, n)).view(np.int64), want.view(np.int64))
 
 
+@pytest.mark.parametrize("count", [15, 16, 17, 20])
+@pytest.mark.parametrize("m,n,ldx", [(5, 300, 304), (3, 133, 133), (2, 128, 128)],
+                         ids=["items-and-a-tail", "byte-loads", "one-item"])
+def test_combine_residue_bytes_on_tensor_cores(st, rng, count, m, n, ldx, dev):
+    """The combine of one-byte residues (the tensor-core kernel: 128 entries of a row per
+    warp, 16 moduli per MMA chunk) against the reference's bits: several items per row and
+    a tail, rows whose stride rules out 16-byte loads, a single item; the largest residue
+    of every modulus in row 0 (the largest byte sums); with and without beta (the plain
+    store path and the general one)."""
+    consts = crt_constants(count)
+    mods = np.array(consts.moduli, np.int64)[:, None, None]
+    r = (rng.integers(0, 2**62, (count, m, n)) % mods).astype(np.int32)
+    r[:, 0, :] = (mods[:, 0, :] - 1).astype(np.int32)
+    parts = np.zeros((count, m, ldx), np.uint32)
+    parts[:, :, :n] = r
+    mu = rng.integers(-1100, 1100, m).astype(np.int32)
+    nu = rng.integers(-100, 100, n).astype(np.int32)
+    cin = random_matrix(m, n, 1.0, rng)
+    xr = R.crt_reconstruct(r, consts)
+    for beta in (0.0, -0.75):
+        want = R.unscale(xr, mu.astype(np.int64), nu.astype(np.int64), 1.25, beta, cin if beta else None)
+        out = dev.empty(8 * m * n)
+        st.combine_unscale(dev.put(stored_partials(parts, [1] * count)), [1] * count, m, n, ldx, m * ldx,
+                           consts, dev.put(mu), dev.put(nu), 1.25, beta, dev.put(cin) if beta else 0, n, 1,
+                           out.ptr, n, 1, None, 0)
+        got = dev.get(out, np.float64, (m, n))
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
 def test_combine_unscale_column_major_out(st, rng, dev):
     """Scalar loads/stores: odd ldx, column-major output, one group per modulus."""
     count = 7

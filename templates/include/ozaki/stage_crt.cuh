@@ -8,9 +8,7 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>  // std::integral_constant: the combine's fixed counts
 
-#include <cuda_pipeline.h>  // __pipeline_memcpy_async (cp.async): the combine's staged loads
 #include <cuda_runtime.h>
 
 #include "ozaki/abi.h"
@@ -123,20 +121,28 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
   }
 }
 
+// Whether a CRT launch's output is plain: no c term (beta == 0), 16-byte stores and
+// 16-byte loads of nu (store_entries<..., true>; the NaN/Inf flags are still checked).
+__host__ __device__ inline bool plain_output(const CrtArgs& a) {
+  return a.beta == 0.0 && a.vector_stores && reinterpret_cast<uintptr_t>(a.nu) % 16 == 0;
+}
+
 // The entries (i, j0 .. j0 + kEntries - 1) (those below n; kEntries 2 or 4) from their
 // limb sums: the NaN/Inf pattern, crt_output_limbs (reconstruction, alpha, beta c) and the
 // store. What holds for the whole launch (a non-finite source, beta != 0, nu's alignment) is
-// tested once for the kEntries entries, not once per entry.
-template <int kLimbs, int kEntries>
+// tested once for the kEntries entries, not once per entry. kPlain: the caller knows that
+// the launch is plain (plain_output) and that the kEntries entries are inside n, j0 a
+// multiple of kEntries; those tests compile away.
+template <int kLimbs, int kEntries, bool kPlain = false>
 __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& consts, int64_t i,
                                      int64_t j0, const double (&limb_sums)[kEntries][kMaxLimbs]) {
   static_assert(kEntries == 2 || kEntries == 4, "pairs of entries: 16-byte stores");
-  const bool full = j0 + kEntries <= a.n;
+  const bool full = kPlain || j0 + kEntries <= a.n;
   const int32_t mu = a.mu[i];
   int32_t nu[kEntries];
   bool loaded = false;
   if constexpr (kEntries == 4) {  // one 16-byte load where nu's 4 entries are aligned
-    if (full && j0 % 4 == 0 && reinterpret_cast<uintptr_t>(a.nu) % 16 == 0) {
+    if (kPlain || (full && j0 % 4 == 0 && reinterpret_cast<uintptr_t>(a.nu) % 16 == 0)) {
       const int4 v = *reinterpret_cast<const int4*>(a.nu + j0);
       nu[0] = v.x; nu[1] = v.y; nu[2] = v.z; nu[3] = v.w;
       loaded = true;
@@ -146,7 +152,7 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
 #pragma unroll
     for (int t = 0; t < kEntries; ++t) nu[t] = j0 + t < a.n ? a.nu[j0 + t] : 0;
   }
-  const bool with_c = a.beta != 0.0;
+  const bool with_c = !kPlain && a.beta != 0.0;
   // Whether row i or one of the columns is flagged: the row's count and the columns' in
   // one 16-byte load where aligned, so that finite inputs cost two loads per kEntries
   // entries, not one or two per entry (nonfinite_entry checks each entry's own flags).
@@ -171,7 +177,7 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
     y[t] = crt_output_limbs<kLimbs>(consts, limb_sums[t], pattern, mu + nu[t], a.alpha, a.beta, c_value);
   }
   double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
-  if (a.vector_stores && full) {
+  if (kPlain || (a.vector_stores && full)) {
 #pragma unroll
     for (int h = 0; h < kEntries / 2; ++h) {
       reinterpret_cast<double2*>(dst)[h] = make_double2(y[2 * h], y[2 * h + 1]);
@@ -185,7 +191,7 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
 }
 
 // One thread per 4 consecutive entries (i, j0 .. j0 + 3) of a row (kSource: kFromInt32 or
-// kFromPartials; residue bytes go to crt_residue_bytes_kernel). kLimbs = consts.limbs
+// kFromPartials; residue bytes go to crt_residue_mma_kernel). kLimbs = consts.limbs
 // (the launch picks the instance), so the limb loops carry no branches; the moduli go in
 // batches of kCrtBatch whose loads are issued together. The residues reach
 // crt_add_residue in modulus order whatever the load order.
@@ -273,125 +279,178 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
   }
 }
 
-// combine_unscale of one-modulus groups: the partials are the residues themselves, one byte
-// each, so nothing is reduced (43 % fewer instructions than crt_kernel on int32 outputs,
-// ncu at 8192^2). One thread per 8 consecutive entries (i, j0 .. j0 + 7) of a row; two
-// passes of 4 entries add the residues to the limb sums in modulus order and store, as
-// crt_kernel does; the same bits. (16 entries per thread kept 154 registers: one block per
-// SM, 12.5 % occupancy, slower than crt_kernel.)
+// combine_unscale of one-modulus groups on the tensor cores: the limb sums as byte products
+// (crt_arith.h's limb_from_byte_sums), by mma.sync m16n8k16 (u8 x u8 -> s32, exact), then
+// recomposed exactly: the same limb sums as crt_add_value_limbs's, so the same bits.
 //
-// The 8-byte words of every modulus's plane come through shared memory, one item ahead:
-// while a thread combines item idx it has item idx + stride's words in flight (cp.async,
-// no registers held). Loaded straight into registers, the loads of the next item waited
-// for the arithmetic of this one: at 25 % occupancy ncu saw 47 % of issue slots used and
-// 24 % of DRAM bandwidth (8192^2, 1.31 ms). A thread copies only its own words and reads
-// only those, so waiting for its own copies is enough (no barrier).
-inline constexpr int kResidueBytesPerThread = 8;
-inline constexpr int kResidueBytesThreads = 128;  // stages: 2 x planes x 128 x 8 bytes
+// A warp takes 128 consecutive entries of a row (an item). Lane (q, t) = (lane / 4,
+// lane % 4) loads entries 16q .. 16q + 15 of moduli 16c + 4t .. 16c + 4t + 3 (chunk c <
+// kChunks; 0 past the count), one 16-byte word each, and transposes them by 4 x 4 bytes
+// into A fragments: row q of MMA s (0..7) is entry 16q + 2s, row q + 8 entry 16q + 2s + 1,
+// the columns (k) the moduli. The constant B fragments hold the weights' bytes: column q of
+// n-tile u is byte 2u + q % 2 of limb q / 2. So lane (q, t)'s accumulators of MMA s are the
+// byte sums of limb t of entries 16q + 2s and 16q + 2s + 1: it recomposes S_t of its
+// group's 16 entries, and the group's 4 lanes swap them through shared memory, so that lane
+// (q, t) holds every limb of entries 16q + 4t .. 16q + 4t + 3 and stores them
+// (store_entries): a warp's 128 entries contiguous. The next item's words are loaded
+// before this item's MMAs.
+inline constexpr int kMmaCombineThreads = 128;
+inline constexpr int kMmaCombineItem = 128;  // entries of a row per warp and item
+inline constexpr int kMmaCombineBytes = 16;  // entries per lane, plane and item
 
-// cp.async of 8 bytes to a shared-window address (what __pipeline_memcpy_async issues,
-// without converting a generic pointer per copy); committed and awaited with
-// __pipeline_commit and __pipeline_wait_prior.
-__device__ inline void copy8_async(uint32_t shared_dst, const void* global_src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_dst), "l"(global_src) : "memory");
+// D += A B for m16n8k16 with u8 A (two words) and B (one word), s32 accumulators.
+__device__ inline void mma_u8_m16n8k16(int32_t (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+               "{%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a0), "r"(a1), "r"(b));
 }
 
-// Adds the 8 one-byte residues of entries j0 .. j0 + 7 of row i and stores them;
-// word(g, q) is modulus g's 4 bytes of entries j0 + 4q .. j0 + 4q + 3 (byte t: entry + t).
-template <int kLimbs, int kCount, class Word>
-__device__ inline void combine_residue_bytes(const CrtArgs& a, const CrtConstants& consts, int64_t i,
-                                             int64_t j0, Word word) {
-  const int count = kCount > 0 ? kCount : consts.count;
+// kChunks: 16 moduli per chunk (count <= 16 * kChunks).
+template <int kLimbs, int kChunks>
+__global__ void __launch_bounds__(kMmaCombineThreads)
+crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
+                       const __grid_constant__ CrtReduce red) {
+  constexpr int kWarps = kMmaCombineThreads / 32;
+  constexpr int kTiles = (kLimbBytes + 1) / 2;  // n-tiles of 8 columns: 2 bytes of 4 limbs
+  constexpr int kRows = kMmaCombineBytes;       // entries of a lane group
+  static_assert(kMaxLimbs <= 4 && kTiles <= 4, "a limb per lane of a group, 2 bytes per n-tile");
+  static_assert(kMmaCombineItem == 8 * kRows, "8 lane groups per item");
+  __shared__ double swap[kWarps][kMmaCombineItem][kMaxLimbs];
+  const int lane = threadIdx.x % 32;
+  const int q = lane / 4;
+  const int t = lane % 4;
+  const int count = consts.count;
+  uint32_t weights[kChunks][kTiles];
+  const unsigned char* planes[kChunks][4];
+  bool real[kChunks][4];  // modulus 16c + 4t + p < count (else its bytes are 0)
 #pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    if (j0 + 4 * q < a.n) {
-      double limb_sums[4][kMaxLimbs] = {};
+  for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
-      for (int g = 0; g < (kCount > 0 ? kCount : kMaxModuli); ++g) {
-        if (g < count) {
-          const uint32_t w = word(g, q);
-          // Bytes 0 and 3 go through the conversion unit (I2F), bytes 1 and 2 through the
-          // 2^52 bias (an FP64 add): the limb sums' FMAs keep the FP64 pipe about as busy
-          // as instruction issue, and each residue is the same exact double either way.
-          crt_add_value_limbs<kLimbs>(consts, g, static_cast<double>(w & 0xffu), limb_sums[0]);
-          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(__byte_perm(w, 0u, 0x4441)), limb_sums[1]);
-          crt_add_residue_limbs<kLimbs>(consts, g, static_cast<int32_t>(__byte_perm(w, 0u, 0x4442)), limb_sums[2]);
-          crt_add_value_limbs<kLimbs>(consts, g, static_cast<double>(w >> 24), limb_sums[3]);
-        }
+    for (int u = 0; u < kTiles; ++u) {
+      uint32_t w = 0;
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const int g = 16 * c + 4 * t + p;
+        if (g < count && q / 2 < kLimbs) w |= crt_weight_byte(consts, g, q / 2, 2 * u + q % 2) << (8 * p);
       }
-      store_entries<kLimbs>(a, consts, i, j0 + 4 * q, limb_sums);
+      weights[c][u] = w;
+    }
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const int g = 16 * c + 4 * t + p;
+      real[c][p] = g < count;
+      planes[c][p] = a.x + red.plane[g < count ? g : 0];
     }
   }
-}
-
-// kCount > 0: consts.count is kCount (the guards per modulus fold away, the stages hold
-// kCount planes); 0: any count up to kMaxModuli.
-template <int kLimbs, int kCount>
-__global__ void __launch_bounds__(kResidueBytesThreads, 4)
-crt_residue_bytes_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
-                         const __grid_constant__ CrtReduce red) {
-  constexpr int kPer = kResidueBytesPerThread;
-  constexpr int kPlanes = kCount > 0 ? kCount : kMaxModuli;
-  __shared__ uint2 words[2][kPlanes][kResidueBytesThreads];
-  const int64_t nv = (a.n + kPer - 1) / kPer;
-  const int64_t total = a.m * nv;
-  if (total == 0) return;  // no item (and no division by nv = 0 below)
-  const int count = kCount > 0 ? kCount : consts.count;
-  const int tid = threadIdx.x;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  // This thread's word of stage 0 and modulus 0 as a shared-window address, converted once:
-  // every other word of the thread is a constant offset from it.
-  const uint32_t s_word = static_cast<uint32_t>(__cvta_generic_to_shared(&words[0][0][tid]));
-  constexpr uint32_t kPlaneBytes = kResidueBytesThreads * sizeof(uint2);
-  constexpr uint32_t kStageBytes = kPlanes * kPlaneBytes;
-  // Starts the copies of item (i, j0)'s words into stage `buf` (none for an item past the
-  // end or a partial one, which is read byte by byte below); one commit group either way.
-  auto prefetch = [&](bool inside, int64_t i, int64_t j0, int buf) {
-    if (inside && a.vector_loads && j0 + kPer <= a.n) {
-      const unsigned char* src = a.x + i * a.ld + j0;
-      const uint32_t dst = s_word + buf * kStageBytes;
+  const bool plain = plain_output(a);
+  double (*const rows)[kMaxLimbs] = swap[threadIdx.x / 32];
+  const int64_t blocks = (a.n + kMmaCombineItem - 1) / kMmaCombineItem;  // items per row
+  const int64_t items = a.m * blocks;
+  const int64_t step = int64_t(gridDim.x) * kWarps;
+  const int64_t step_rows = step / blocks;
+  const int64_t step_cols = step - step_rows * blocks;
+  // The item this warp loads next, as (row, column block), stepped without a division.
+  int64_t item = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
+  int64_t i = item / blocks;
+  int64_t jb = item - i * blocks;
+  auto load = [&](uint4 (&w)[kChunks][4]) {
+    const int64_t j = jb * kMmaCombineItem + kRows * q;
+    const int64_t offset = i * a.ld + j;
+    if (item < items && a.vector_loads && j + kRows <= a.n) {
 #pragma unroll
-      for (int g = 0; g < kPlanes; ++g) {
-        if (g < count) copy8_async(dst + g * kPlaneBytes, src + red.plane[g]);
+      for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+          w[c][p] = real[c][p] ? __ldcs(reinterpret_cast<const uint4*>(planes[c][p] + offset))
+                               : make_uint4(0u, 0u, 0u, 0u);
+        }
       }
-    }
-    __pipeline_commit();
-  };
-  int buf = 0;
-  int64_t idx = blockIdx.x * int64_t(blockDim.x) + tid;
-  int64_t i = idx / nv;  // (i, j0): item idx's row and first column; the next item's come
-  int64_t j0 = (idx - i * nv) * kPer;  // from the one division per item in the loop
-  prefetch(idx < total, i, j0, buf);
-  for (; idx < total; idx += step, buf ^= 1) {
-    const int64_t next = idx + step;
-    const int64_t i_next = next / nv;
-    const int64_t j_next = (next - i_next * nv) * kPer;
-    prefetch(next < total, i_next, j_next, buf ^ 1);
-    __pipeline_wait_prior(1);  // this item's copies (the group before the one just started)
-    if (a.vector_loads && j0 + kPer <= a.n) {
-      const int b = buf;
-      combine_residue_bytes<kLimbs, kCount>(a, consts, i, j0, [&](int g, int q) {
-        const uint2 w = words[b][g][tid];
-        return q == 0 ? w.x : w.y;
-      });
     } else {
-      uint2 raw[kPlanes];
 #pragma unroll
-      for (int g = 0; g < kPlanes; ++g) {
-        if (g < count) {
-          const unsigned char* src = a.x + red.plane[g] + i * a.ld + j0;
-          uint32_t w[2] = {0, 0};
-          for (int t = 0; t < kPer && j0 + t < a.n; ++t) w[t / 4] |= uint32_t(src[t]) << (8 * (t % 4));
-          raw[g] = make_uint2(w[0], w[1]);
+      for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+          uint32_t v[4] = {0u, 0u, 0u, 0u};
+          if (item < items && real[c][p]) {
+            const unsigned char* src = planes[c][p] + offset;
+            for (int e = 0; e < kRows && j + e < a.n; ++e) v[e / 4] |= uint32_t(src[e]) << (8 * (e % 4));
+          }
+          w[c][p] = make_uint4(v[0], v[1], v[2], v[3]);
         }
       }
-      combine_residue_bytes<kLimbs, kCount>(a, consts, i, j0,
-                                            [&](int g, int q) { return q == 0 ? raw[g].x : raw[g].y; });
     }
-    i = i_next;
-    j0 = j_next;
+  };
+  uint4 words[kChunks][4];
+  load(words);
+  while (item < items) {
+    const int64_t row = i;
+    const int64_t j0 = jb * kMmaCombineItem;
+    item += step;  // the next item
+    i += step_rows;
+    jb += step_cols;
+    if (jb >= blocks) {
+      jb -= blocks;
+      ++i;
+    }
+    uint4 next[kChunks][4];
+    load(next);
+    double sums[kRows];  // S_t of the group's entries 16q + e
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      uint32_t x[kChunks][4];
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+          const uint4& w = words[c][p];
+          x[c][p] = h == 0 ? w.x : h == 1 ? w.y : h == 2 ? w.z : w.w;
+        }
+        transpose_bytes_4x4(x[c]);  // x[c][e]: entry 16q + 4h + e's moduli 16c + 4t ..
+      }
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        uint32_t bytes[2][kLimbBytes];
+#pragma unroll
+        for (int u = 0; u < kTiles; ++u) {
+          int32_t d[4] = {0, 0, 0, 0};
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) mma_u8_m16n8k16(d, x[c][2 * v], x[c][2 * v + 1], weights[c][u]);
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            if (2 * u < kLimbBytes) bytes[r][2 * u] = static_cast<uint32_t>(d[2 * r]);
+            if (2 * u + 1 < kLimbBytes) bytes[r][2 * u + 1] = static_cast<uint32_t>(d[2 * r + 1]);
+          }
+        }
+        sums[4 * h + 2 * v] = limb_from_byte_sums(bytes[0]);
+        sums[4 * h + 2 * v + 1] = limb_from_byte_sums(bytes[1]);
+      }
+    }
+    // The group's 16 rows of 4 limbs, row e at 16q + (e ^ q): a lane's writes of one e fall
+    // in 4 different 32-byte slots across the groups (2 wavefronts per 256 bytes).
+#pragma unroll
+    for (int e = 0; e < kRows; ++e) rows[kRows * q + (e ^ q)][t] = sums[e];
+    __syncwarp();
+    double limb_sums[4][kMaxLimbs] = {};
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const double* src = rows[kRows * q + ((4 * t + r) ^ q)];
+#pragma unroll
+      for (int l = 0; l < kLimbs; ++l) limb_sums[r][l] = src[l];
+    }
+    __syncwarp();  // every lane read its rows before the next item's writes
+    const int64_t j = j0 + 4 * lane;
+    if (plain && j + 4 <= a.n) {
+      store_entries<kLimbs, 4, true>(a, consts, row, j, limb_sums);
+    } else if (j < a.n) {
+      store_entries<kLimbs, 4>(a, consts, row, j, limb_sums);
+    }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int p = 0; p < 4; ++p) words[c][p] = next[c][p];
+    }
   }
-  __pipeline_wait_prior(0);  // no copy outlives the block
 }
 
 // --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
@@ -456,30 +515,17 @@ template <int kSource, int kLimbs>
 inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, const CrtReduce& red,
                               cudaStream_t stream) {
   if constexpr (kSource == kFromResidueBytes) {
-    const int64_t work = args.m * ((args.n + kResidueBytesPerThread - 1) / kResidueBytesPerThread);
-    // The counts the accuracy contract and the benches run most (15 moduli: accurate
-    // mode's bench count; 16 and 17: the contract's default call) with the count at compile
-    // time, each in the instance of the limbs it takes (kLimbsOfCount, rendered from
-    // templates/constants.py); any other count with the count read at run time.
+    const int64_t items = args.m * ((args.n + kMmaCombineItem - 1) / kMmaCombineItem);
     auto launch = [&](auto kernel) {
-      const int64_t blocks = resident_blocks(kernel, kResidueBytesThreads, work, kResidueBytesThreads);
-      kernel<<<blocks, kResidueBytesThreads, 0, stream>>>(args, consts, red);
+      const int64_t blocks = resident_blocks(kernel, kMmaCombineThreads, items, kMmaCombineThreads / 32);
+      kernel<<<blocks, kMmaCombineThreads, 0, stream>>>(args, consts, red);
     };
-    auto fixed = [&](auto count) {
-      constexpr int kCount = decltype(count)::value;
-      if constexpr (kLimbsOfCount[kCount] == kLimbs) {
-        if (consts.count == kCount) {
-          launch(crt_residue_bytes_kernel<kLimbs, kCount>);
-          return true;
-        }
-      }
-      return false;
-    };
-    if (fixed(std::integral_constant<int, 15>{}) || fixed(std::integral_constant<int, 16>{}) ||
-        fixed(std::integral_constant<int, 17>{})) {
-      return;
+    static_assert(kMaxModuli <= 32, "two chunks of 16 moduli at most");
+    if (consts.count <= 16) {
+      launch(crt_residue_mma_kernel<kLimbs, 1>);
+    } else {
+      launch(crt_residue_mma_kernel<kLimbs, 2>);
     }
-    launch(crt_residue_bytes_kernel<kLimbs, 0>);
   } else {
     const int64_t work = args.m * ((args.n + 3) / 4);
     const int64_t blocks = resident_blocks(crt_kernel<kSource, kLimbs>, kThreads, work, kThreads);
@@ -617,8 +663,8 @@ inline int combine_unscale(const void* x_bytes, int ngroups, const int32_t* grou
   // every group of one modulus: the partials are the residues themselves
   const bool residue_bytes = ngroups == consts->count;
   // 16-byte loads of 4 uint32 partials, 4-byte loads of 4 one-byte partials; residue
-  // bytes: 8-byte loads of 8
-  const bool vector_loads = aligned16(x) && ldx % (residue_bytes ? kResidueBytesPerThread : 4) == 0 &&
+  // bytes: 16-byte loads of 16 (crt_residue_mma_kernel)
+  const bool vector_loads = aligned16(x) && ldx % (residue_bytes ? kMmaCombineBytes : 4) == 0 &&
                             (ngroups == 1 || group_stride % 16 == 0);
   const bool vector_stores = out_cs == 1 && out_rs % 2 == 0 && aligned16(out);
   if (int s = check_nonfinite(what, nf, err)) return s;

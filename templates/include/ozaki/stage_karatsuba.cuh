@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include <cuda_pipeline.h>  // __pipeline_memcpy_async (cp.async): the staged loads
 #include <cuda_runtime.h>
 
 #include "ozaki/karatsuba_arith.h"
@@ -42,9 +43,9 @@ __device__ inline int2 load_pair(const int32_t* p, bool two, bool vector) {
 // of complex column jc.
 //
 // One k chunk (karatsuba_crt_kernel): one thread per complex entry (i, jc), its 3 x count
-// words (P1, P2, P3 per modulus) copied into shared memory one entry ahead (cp.async), as
-// crt_residue_bytes_kernel does: while a thread reduces entry idx, entry idx + stride's
-// words are in flight and hold no registers. A thread copies and reads only its own words
+// words (P1, P2, P3 per modulus) copied into shared memory one entry ahead (cp.async):
+// while a thread reduces entry idx, entry idx + stride's words are in flight and hold no
+// registers. A thread copies and reads only its own words
 // (no barrier). The stages hold 2 x 3 x count words per thread (dynamic shared memory):
 // 24 KB per block of 64 threads at 16 moduli, 9 blocks per SM. (Two complex entries per
 // thread and stages sized for kMaxModuli left 7 warps per SM, latency-bound at 1.85 TB/s;
