@@ -170,7 +170,7 @@ def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str
         arch = visible_arch(call.device)
         if arch is None:
             raise driver.NoGpuError(f"GPU {call.device} is not supported (compute capability 8.0 or newer needed)")
-        st = resolve_kernels(None, None, arch, dispatch.Problem(call.m, call.n, call.k, call.moduli, arch),
+        st = resolve_kernels(None, None, arch, dispatch.Problem(call.m, call.n, call.k, call.moduli, arch, contract=True),
                              dispatch.load_table()).stages
         sh = current_stream(call.kind, call.stream, call.device)
         A = call.A.t() if call.trans_a else call.A

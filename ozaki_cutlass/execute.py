@@ -39,7 +39,7 @@ def execute(call: Call):
         if arch is None:
             raise driver.NoGpuError(f"GPU {call.device} is not supported (compute capability 8.0 or newer needed)")
         table = dispatch.load_table()
-        problem = dispatch.Problem(m, n, k, call.moduli, arch, call.realified)
+        problem = dispatch.Problem(m, n, k, call.moduli, arch, call.realified, call.target is not None)
         native, why = decide(call.policy, call.emulation_asked, problem, call.mode, call.device, table)
         kern = None if native else resolve_kernels(call.variant, call.path, arch, problem, table)
         sh = current_stream(call.kind, call.stream, call.device)
@@ -217,7 +217,7 @@ def execute_batch(calls: list[Call]) -> dict | None:
         if arch is None:
             raise driver.NoGpuError(f"GPU {first.device} is not supported (compute capability 8.0 or newer needed)")
         table = dispatch.load_table()
-        problem = dispatch.Problem(m, n, k, first.moduli, arch)
+        problem = dispatch.Problem(m, n, k, first.moduli, arch, contract=first.target is not None)
         native, _ = decide(first.policy, first.emulation_asked, problem, first.mode, first.device, table)
         if native:
             for call in calls:

@@ -150,6 +150,40 @@ def test_bucket_entries_keep_the_best_kernel_of_each_path():
     assert not dispatch.prefer_native(problem, "accurate", table={"entries": entries})[0]
 
 
+def test_bucket_entries_mark_a_default_call_winner_that_a_count_does_not_share():
+    """Where the fastest default call and the fastest call at the table's count run
+    different kernels: the default call's winner first, marked "calls": "default" with
+    native's time, then every path's fastest at the count, fastest first; the dispatcher
+    gives each kind of call its own."""
+    from ozaki_cutlass import dispatch
+    from ozaki_cutlass.tools.tune import bucket_entries
+    from ozaki_cutlass.dispatch import Candidate, Problem
+    from ozaki_cutlass.generator import Arch, catalog
+
+    staged = [Candidate(path="staged", variant=v) for v in catalog("sm_90a")[:2]]
+    fused = [c for c in dispatch.builtin_candidates(Arch.SM90A) if c.path == "fused"][:2]
+    timings = [(12.0, staged[0]), (10.5, staged[1]), (9.0, fused[0]), (9.5, fused[1])]
+    box = {"m": [1000, 3000], "n": [1000, 3000], "k": [1000, 3000], "measured": [2048, 2048, 2048]}
+    entries = bucket_entries("sm_90a", box, 2.0 * 2048**3, timings, fused[1], 9.9, 12.0)
+    assert [(e["path"], e["kernel"], e.get("calls")) for e in entries] == [
+        ("fused", fused[1].variant.name, "default"), ("fused", fused[0].variant.name, None),
+        ("staged", staged[1].variant.name, None)]
+    assert entries[0]["native_ms"] == 12.0 and all("native_ms" not in e for e in entries[1:])
+    table = {"entries": entries}
+    named, default = Problem(2048, 2048, 2048, 15, Arch.SM90A), Problem(2048, 2048, 2048, 15, Arch.SM90A,
+                                                                         contract=True)
+    assert dispatch.choose(default, table=table).variant == fused[1].variant
+    assert dispatch.choose(named, table=table).variant == fused[0].variant
+    assert dispatch.choose(named, table=table, path="staged").variant == staged[1].variant
+    assert not dispatch.prefer_native(default, "fast", table=table)[0]
+    # the default call's winner a staged kernel, the count's fastest a fused one: the
+    # staged entry at the count follows (its path's fastest there: the same kernel)
+    entries = bucket_entries("sm_90a", box, 1.0, timings, staged[1], 9.9, 12.0)
+    assert [(e["path"], e["kernel"], e.get("calls")) for e in entries] == [
+        ("staged", staged[1].variant.name, "default"), ("fused", fused[0].variant.name, None),
+        ("staged", staged[1].variant.name, None)]
+
+
 def _energy(gfj):
     return {"calls": 100, "seconds": 1.0, "joules": 500.0, "watts": 500.0, "gflop_per_joule": gfj,
             "ms_per_call": 10.0}

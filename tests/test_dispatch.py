@@ -209,6 +209,37 @@ def test_complex_entries_serve_complex_calls_alone():
     assert decision_key(1, 2, 3, "fast", 0) != decision_key(1, 2, 3, "fast", 0, realified=True)
 
 
+def test_default_call_entries_serve_contract_calls_alone():
+    """An entry marked "calls": "default" (tune, where the fastest default call and the
+    fastest call at the table's count run different kernels) is chosen for calls under the
+    accuracy contract alone; a call that names a count passes over it, with or without a
+    path. The auto policy reads its native_ms either way (its decision is the default
+    call's)."""
+    fused = catalog(Arch.SM90A, epilogue=Epilogue.PARTIAL_CRT)
+    staged = default_variant(Arch.SM90A)
+    box = {"m": [1000, 99999], "n": [1000, 99999], "k": [1000, 99999]}
+    table = {"entries": [
+        {"arch": "sm_90a", "path": "fused", "kernel": fused[0].name, "calls": "default", "ms": 10.0,
+         "native_ms": 20.0} | box,
+        {"arch": "sm_90a", "path": "fused", "kernel": fused[1].name, "ms": 9.0} | box,
+        {"arch": "sm_90a", "path": "staged", "kernel": staged.name, "ms": 11.0} | box,
+    ]}
+    named = Problem(4096, 4096, 4096, 15, Arch.SM90A)
+    default = Problem(4096, 4096, 4096, 15, Arch.SM90A, contract=True)
+    assert choose(default, table=table).variant == fused[0]
+    assert choose(default, table=table, path="fused").variant == fused[0]
+    assert choose(default, table=table, path="staged").variant == staged
+    assert choose(named, table=table).variant == fused[1]
+    assert choose(named, table=table, path="fused").variant == fused[1]
+    assert choose(named, table=table, path="staged").variant == staged
+    assert dispatch.prefer_native(default, "fast", table=table)[0] is False
+    with pytest.raises(ValueError, match='entry 0 has "calls": .all., expected "default"'):
+        dispatch.candidates_from_table({"entries": [table["entries"][0] | {"calls": "all"}]}, "t.json")
+    # the rejection says why
+    first = dispatch.candidates_from_table(table, "t.json")[0]
+    assert first.rejection(default) is None and "the default call" in first.rejection(named)
+
+
 def test_auto_policy_builtin_model():
     """Outside any table: the H200 cost model on sm_90 (native for small and skinny
     shapes, emulation for large cubes), the emulation kept elsewhere."""

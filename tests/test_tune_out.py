@@ -199,8 +199,9 @@ def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
 def test_the_auto_kernel_is_ranked_by_the_default_call(tmp_path, monkeypatch, capsys):
     """The kernel fastest at --moduli is not the auto policy's where another runs the
     default call (the contract's count, here 16) faster: each candidate is timed both ways
-    in one alternation, the fastest default call heads the bucket, and a path's other
-    entries stay ranked at --moduli and --mode."""
+    in one alternation, the fastest default call heads the bucket for default calls alone
+    ("calls": "default"), and each path's fastest at --moduli and --mode follows, fastest
+    first, for calls that name a count."""
     from ozaki_cutlass.dispatch import Candidate, builtin_candidates
     from ozaki_cutlass.device.arch import Arch
 
@@ -216,9 +217,10 @@ def test_the_auto_kernel_is_ranked_by_the_default_call(tmp_path, monkeypatch, ca
     assert [kw.get("moduli") for kw in timed] == [15, 15, 15, None, None, None]
     assert against_native == [{"kernel": slow, "path": "fused"}]
     entries = json.loads(out.read_text())["entries"]
-    assert [(e["path"], e.get("kernel")) for e in entries] == [
-        ("native", None), ("fused", slow.name), ("staged", staged.variant.name)]
-    assert entries[2]["ms"] == 1.5
+    assert [(e["path"], e.get("kernel"), e.get("calls")) for e in entries] == [
+        ("native", None, None), ("fused", slow.name, "default"), ("fused", fast.name, None),
+        ("staged", staged.variant.name, None)]
+    assert [e["ms"] for e in entries[2:]] == [1.0, 1.5]
     assert "as the default call (16 moduli)" in capsys.readouterr().out
 
 

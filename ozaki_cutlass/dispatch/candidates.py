@@ -36,6 +36,7 @@ class Problem:
     moduli: int
     arch: Arch
     realified: bool = False  # a complex call's realified product (tables may hold entries for those alone)
+    contract: bool = False  # a call under the accuracy contract (no moduli count named)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class Candidate:
     k: tuple[int, int] = ANY
     source: str = "built-in"
     complex: bool = False  # a table entry for complex calls (their realified products) alone
+    default_calls: bool = False  # a table entry for calls under the accuracy contract alone
 
     def rejection(self, p: Problem) -> str | None:
         """None when this candidate runs ``p``, else the reason it does not."""
@@ -54,6 +56,8 @@ class Candidate:
             return f"built for {self.variant.arch.value}, the GPU needs {p.arch.value}"
         if self.complex and not p.realified:
             return "an entry for complex calls"
+        if self.default_calls and not p.contract:
+            return "an entry for the default call (the accuracy contract), a moduli count was named"
         for dim, (lo, hi) in (("m", self.m), ("n", self.n), ("k", self.k)):
             value = getattr(p, dim)
             if not lo <= value <= hi:
@@ -121,7 +125,8 @@ def _table_candidates(text: str, source: str) -> tuple[Candidate, ...]:
         raise TuningTableError(f"{source}: {why}; regenerate the table with `ozaki-cutlass tune` on the GPU")
     return tuple(Candidate(path=e["path"], variant=variants_named(e["kernel"])[0],
                            m=tuple(e.get("m", ANY)), n=tuple(e.get("n", ANY)),
-                           k=tuple(e.get("k", ANY)), source=source, complex=e.get("complex", False))
+                           k=tuple(e.get("k", ANY)), source=source, complex=e.get("complex", False),
+                           default_calls=e.get("calls") == "default")
                  for e in table["entries"] if e["path"] != "native")  # native: read by prefer_native
 
 

@@ -12,7 +12,10 @@ fits) the built-in defaults for the arch are tried. An entry with ``"complex": t
 (``ozaki-cutlass tune --zgemm`` writes them) is for complex calls alone, whose bucket is
 that of their realified product (m x 2n x 2k) but whose cost is not a real call's (the
 staged path runs Karatsuba's three products per modulus there); the other entries serve
-real and complex calls alike. A table that is not of this shape
+real and complex calls alike. An entry with ``"calls": "default"`` (``ozaki-cutlass tune``
+writes one where the fastest default call and the fastest call at the table's moduli
+count run different kernels) is for calls under the accuracy contract alone (no moduli
+count named); the calls that name a count read the entries after it. A table that is not of this shape
 (see :func:`table_problem`) raises TuningTableError (a ValueError) when it is loaded,
 naming the file and how to fix it.
 
@@ -85,6 +88,8 @@ def _entry_problem(e: object) -> str | None:
             return f'has "{dim}": {_show(e[dim])}, expected [lo, hi] with integers 0 <= lo <= hi'
     if "complex" in e and not isinstance(e["complex"], bool):
         return f'has "complex": {_show(e["complex"])}, expected true or false'
+    if "calls" in e and e["calls"] != "default":
+        return f'has "calls": {_show(e["calls"])}, expected "default" (or no "calls": every call)'
     for key in ("ms", "native_ms"):
         if key in e and not (isinstance(e[key], (int, float)) and not isinstance(e[key], bool)):
             return f'has "{key}": {_show(e[key])}, expected milliseconds (a number)'

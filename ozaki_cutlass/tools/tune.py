@@ -232,8 +232,9 @@ def tune_main(args) -> int:
              "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
              "against_native": ("a bucket's first kernel entry: the candidate whose default call (the accuracy "
                                 "contract) ran fastest, with ms of that call timed in alternation with native "
-                                "DGEMM (native_ms); the other kernel entries: the fastest of each other path in "
-                                "calls at the table's moduli and mode, and their ms"),
+                                "DGEMM (native_ms), marked \"calls\": \"default\" where another kernel ran "
+                                "fastest at the table's moduli and mode; the other kernel entries: the fastest of "
+                                "each path in calls at the table's moduli and mode, fastest first, and their ms"),
              "entries": entries}
     if extended is not None:  # after the new entries: they are tried first
         table["entries"] = entries + extended.get("entries", [])
@@ -323,17 +324,25 @@ def bucket_entries(arch: str, box: dict, flops: float, timings: list, best, best
     faster, then ``best`` (the Candidate whose default call ran fastest; ``best_ms`` and
     ``native_ms``: that call, under the accuracy contract, and native DGEMM, timed in
     alternation; the auto policy reads this entry), then from ``timings`` [(ms, Candidate)]
-    at the table's moduli and mode the fastest of each other path, without ``native_ms``,
-    for calls that ask for that path (path="staged" gets the tuned staged kernel, not the
-    default)."""
+    at the table's moduli and mode the fastest of each path, fastest first, for calls that
+    name a moduli count (path="staged" gets the tuned staged kernel, not the default).
+    Where ``best`` is also the fastest at the table's moduli it serves both kinds of call
+    and is not listed again; else its entry says ``"calls": "default"`` (the default call
+    alone), so that a call naming a count gets the kernel ranked at a count."""
     entries = []
     if native_ms <= best_ms:  # the auto policy's native bucket
         entries.append({"arch": arch, "path": "native"} | box | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
+    fastest = {}  # path -> (ms, Candidate) at the table's moduli and mode
+    for ms, c in timings:
+        if c.path not in fastest or ms < fastest[c.path][0]:
+            fastest[c.path] = (ms, c)
+    ranked = sorted(fastest.values(), key=lambda t: t[0])
+    shared = not ranked or ranked[0][1] == best
     entries.append({"arch": arch, "path": best.path, "kernel": best.variant.name} | box
+                   | ({} if shared else {"calls": "default"})
                    | {"ms": best_ms, "tflops": flops / best_ms / 1e9, "native_ms": native_ms})
-    for path in sorted({c.path for _, c in timings} - {best.path}):
-        ms, c = min((t for t in timings if t[1].path == path), key=lambda t: t[0])
-        entries.append({"arch": arch, "path": path, "kernel": c.variant.name} | box
+    for ms, c in ranked[1:] if shared else ranked:
+        entries.append({"arch": arch, "path": c.path, "kernel": c.variant.name} | box
                        | {"ms": ms, "tflops": flops / ms / 1e9})
     return entries
 

@@ -26,11 +26,15 @@ def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
     assert table["gpu"] != "unknown" and table["driver"] != "unknown"
     assert "\n" not in table["gpu"] + table["driver"]
     # one size: one bucket; its winner first (with native DGEMM's time, which the auto
-    # policy reads), then the fastest kernel of the other path (without it)
+    # policy reads; for the default call alone where another kernel ran fastest at
+    # --moduli), then each path's fastest at --moduli (without it), fastest first
     kernel_entries = [e for e in table["entries"] if e["path"] != "native"]
     entry = kernel_entries[0]
     assert "native_ms" in entry and all("native_ms" not in e for e in kernel_entries[1:])
-    assert len({e["path"] for e in kernel_entries}) == len(kernel_entries) <= 2
+    assert entry.get("calls", "default") == "default" and all("calls" not in e for e in kernel_entries[1:])
+    named = kernel_entries[1:] if "calls" in entry else kernel_entries
+    assert len({e["path"] for e in named}) == len(named) <= 2
+    assert [e["ms"] for e in named[1:]] == sorted(e["ms"] for e in named[1:])
     assert entry["arch"] in {a.value for a in Arch} and entry["measured"] == [512, 512, 512]
     assert entry["m"][0] <= 512 <= entry["m"][1] and entry["ms"] > 0 and entry["native_ms"] > 0
     # each candidate timed twice: at --moduli and --mode, and as the default call (the
@@ -49,6 +53,8 @@ def test_tune_writes_a_table_the_dispatcher_uses(tmp_path, capsys):
     for other in kernel_entries[1:]:  # the fastest timed line of its path
         assert timed[f"{other['path']}:{other['kernel']}"] == min(
             ms for name, ms in timed.items() if name.startswith(other["path"] + ":"))
+    # the first entry a call naming a count reads: the fastest timed line of all
+    assert timed[f"{named[0]['path']}:{named[0]['kernel']}"] == min(timed.values())
     # the dispatcher reads it back, and a call routed by it gives the reference's bits
     table_, source = dispatch.load_table(str(out))
     assert any(c.variant.name == entry["kernel"] for c in dispatch.candidates_from_table(table_, source))
