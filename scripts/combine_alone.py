@@ -1,0 +1,120 @@
+"""The combine of one-byte residues alone (device run): the stage kernel that finishes the
+fused path (`combine_unscale` of one-modulus groups, crt_residue_mma_kernel) on random
+residue bytes, timed against its memory floor, in the ways a call can launch it:
+  calls      a non-finite source whose counts flag nothing, beta 0 (what a call on finite
+             operands launches: the scan's counts always travel with it)
+  no-source  no non-finite source, beta 0
+  beta       a non-finite source and beta != 0 (c read: the general store path)
+Each case in alternation with the others, --rounds rounds of back-to-back launches, CUDA
+events, medians. The floor: count + 8 bytes per entry (+ 8 read with beta) at the copy rate
+measured in the same process (cupy.copyto of 2 GiB). Every case's output is checked bit for
+bit against the first's (beta's against its own).
+    python scripts/combine_alone.py [--shapes 4096 8192 16384x1024] [--moduli 15 16 17]
+        [--rounds 5] [--json FILE]"""
+
+import argparse
+import json
+import statistics
+
+from ozaki_cutlass.device import driver
+from ozaki_cutlass.device.arch import visible_arch
+from ozaki_cutlass.kernels.stages import CNonfiniteSource, load_stages
+from ozaki_cutlass.numerics.moduli import crt_constants
+
+DEFAULT_SHAPES = ("4096", "8192", "16384", "16384x1024", "2048")
+CASES = ("calls", "no-source", "beta")
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """"N" (a square) or "MxN"."""
+    parts = [int(p) for p in text.lower().split("x")]
+    if len(parts) == 1:
+        parts *= 2
+    if len(parts) != 2 or min(parts) < 1:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: expected N or MxN with positive sizes")
+    return parts[0], parts[1]
+
+
+def floor_ms(m: int, n: int, count: int, case: str, gbps: float) -> float:
+    """The bytes the combine must move (count residue bytes read, 8 written, 8 more read
+    for beta's c) at ``gbps`` GB/s, in ms."""
+    per_entry = count + 8 + (8 if case == "beta" else 0)
+    return per_entry * m * n / gbps / 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", nargs="+", type=parse_shape, default=[parse_shape(s) for s in DEFAULT_SHAPES])
+    ap.add_argument("--moduli", nargs="+", type=int, default=[15, 16, 17])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+
+    import cupy as cp
+
+    driver.ensure_context()
+    st = load_stages(visible_arch())
+    ev = [cp.cuda.Event() for _ in range(2)]
+
+    def timed(f, reps: int) -> float:
+        ev[0].record()
+        for _ in range(reps):
+            f()
+        ev[1].record()
+        ev[1].synchronize()
+        return cp.cuda.get_elapsed_time(ev[0], ev[1]) / reps
+
+    x, y = cp.empty(2**28), cp.empty(2**28)
+    gbps = 2 * x.nbytes / statistics.median(timed(lambda: cp.copyto(y, x), 5) for _ in range(5)) / 1e6
+    del x, y
+    print(f"copy {gbps:.0f} GB/s")
+    rows = []
+    rng = cp.random.default_rng(20261204)
+    for m, n in args.shapes:
+        ldx = (n + 15) // 16 * 16
+        mu = rng.integers(-60, 60, m, dtype=cp.int32)
+        nu = rng.integers(-60, 60, n, dtype=cp.int32)
+        cin = rng.standard_normal((m, n))
+        zeros_m, zeros_n = cp.zeros(m, cp.int32), cp.zeros(n, cp.int32)
+        operand = cp.zeros(16)  # never read: nothing is flagged
+        source = CNonfiniteSource(operand.data.ptr, 1, 1, operand.data.ptr, 1, 1, 1, zeros_m.data.ptr,
+                                  zeros_n.data.ptr)
+        for count in args.moduli:
+            consts = crt_constants(count)
+            mods = cp.asarray(consts.moduli, cp.int32)[:, None, None]
+            planes = (rng.integers(0, 2**30, (count, m, ldx), dtype=cp.int32) % mods).astype(cp.uint8)
+            outs = {case: cp.empty((m, n)) for case in CASES}
+
+            def launch(case):
+                beta = -0.5 if case == "beta" else 0.0
+                nf = None if case == "no-source" else source
+                return lambda: st.combine_unscale(planes.data.ptr, [1] * count, m, n, ldx, m * ldx, consts,
+                                                  mu.data.ptr, nu.data.ptr, 1.0, beta,
+                                                  cin.data.ptr if beta else 0, n, 1, outs[case].data.ptr, n,
+                                                  1, nf, 0)
+            calls = {case: launch(case) for case in CASES}
+            for f in calls.values():
+                f()
+            cp.cuda.runtime.deviceSynchronize()
+            same = bool(cp.array_equal(outs["calls"].view(cp.int64), outs["no-source"].view(cp.int64)))
+            reps = max(3, int(2e9 // ((count + 8) * m * n)))
+            times = {case: [] for case in CASES}
+            for _ in range(args.rounds):
+                for case, f in calls.items():
+                    times[case].append(timed(f, reps))
+            for case in CASES:
+                ms = statistics.median(times[case])
+                fl = floor_ms(m, n, count, case, gbps)
+                rows.append({"m": m, "n": n, "moduli": count, "case": case, "ms": ms, "floor_ms": fl,
+                             "x_floor": ms / fl, "same_bits": same})
+                print(f"{m}x{n} {count} moduli {case:9s} {ms:.3f} ms ({ms / fl:.2f}x floor {fl:.3f})"
+                      + ("" if same else "  BITS DIFFER between calls and no-source"))
+            del planes, outs
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"copy_gbps": gbps, "rows": rows}, f, indent=1)
+    return 0 if all(r["same_bits"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

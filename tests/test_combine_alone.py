@@ -1,0 +1,27 @@
+"""scripts/combine_alone.py: its shapes and its floor (the timing runs on the GPU)."""
+
+import argparse
+
+import pytest
+
+from script_modules import SCRIPTS, load_script
+
+
+@pytest.fixture(scope="module")
+def ca():
+    return load_script(SCRIPTS / "combine_alone.py")
+
+
+def test_shapes(ca):
+    assert ca.parse_shape("4096") == (4096, 4096)
+    assert ca.parse_shape("16384X1024") == (16384, 1024)
+    for bad in ("8x8x8", "0x4", "axb"):
+        with pytest.raises((argparse.ArgumentTypeError, ValueError)):
+            ca.parse_shape(bad)
+
+
+def test_floor_counts_the_residue_bytes_the_output_and_c(ca):
+    # 8192^2 entries, 15 residue bytes read and 8 written each, at 4000 GB/s
+    assert ca.floor_ms(8192, 8192, 15, "calls", 4000.0) == pytest.approx(23 * 8192**2 / 4e12 * 1e3)
+    assert ca.floor_ms(8192, 8192, 15, "no-source", 4000.0) == ca.floor_ms(8192, 8192, 15, "calls", 4000.0)
+    assert ca.floor_ms(8192, 8192, 16, "beta", 4000.0) == pytest.approx(32 * 8192**2 / 4e12 * 1e3)
