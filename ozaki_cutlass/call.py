@@ -89,7 +89,7 @@ def decide_settings(settings: dict, m: int, n: int, k: int, arch, device: int,
     moduli, path = settings.get("moduli"), settings.get("path")
     count, mode, target = resolve_accuracy(moduli, settings.get("accuracy"), settings.get("mode"))
     asked = emulation_asked(moduli, requested_variant(settings.get("kernel"), path), path, target)
-    problem = dispatch.Problem(m, n, k, count or DEFAULT_MODULI, arch, realified, target is not None)
+    problem = dispatch.Problem(m, n, k, count or DEFAULT_MODULI, arch, realified, contract=target is not None)
     return decide(validate_policy(settings.get("policy", "auto")), asked, problem, mode, device, dispatch.load_table())
 
 

@@ -39,7 +39,7 @@ def execute(call: Call):
         if arch is None:
             raise driver.NoGpuError(f"GPU {call.device} is not supported (compute capability 8.0 or newer needed)")
         table = dispatch.load_table()
-        problem = dispatch.Problem(m, n, k, call.moduli, arch, call.realified, call.target is not None)
+        problem = dispatch.Problem(m, n, k, call.moduli, arch, call.realified, contract=call.target is not None)
         native, why = decide(call.policy, call.emulation_asked, problem, call.mode, call.device, table)
         kern = None if native else resolve_kernels(call.variant, call.path, arch, problem, table)
         sh = current_stream(call.kind, call.stream, call.device)
