@@ -215,7 +215,8 @@ def test_combine_residue_bytes_on_tensor_cores(st, rng, count, m, n, ldx, dev):
     warp, 16 moduli per MMA chunk) against the reference's bits: several items per row and
     a tail, rows whose stride rules out 16-byte loads, a single item; the largest residue
     of every modulus in row 0 (the largest byte sums); with and without beta (the plain
-    store path and the general one)."""
+    store path and the general one), and with a non-finite source that flags one row and
+    two columns (plain launches send those entries to the general path, the rest stay)."""
     consts = crt_constants(count)
     mods = np.array(consts.moduli, np.int64)[:, None, None]
     r = (rng.integers(0, 2**62, (count, m, n)) % mods).astype(np.int32)
@@ -226,12 +227,21 @@ def test_combine_residue_bytes_on_tensor_cores(st, rng, count, m, n, ldx, dev):
     nu = rng.integers(-100, 100, n).astype(np.int32)
     cin = random_matrix(m, n, 1.0, rng)
     xr = R.crt_reconstruct(r, consts)
-    for beta in (0.0, -0.75):
-        want = R.unscale(xr, mu.astype(np.int64), nu.astype(np.int64), 1.25, beta, cin if beta else None)
+    k = 3  # a NaN in row m - 1 of a, an Inf and a -Inf in columns 7 and n - 2 of b
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    a[m - 1, 1], b[0, 7], b[2, n - 2] = np.nan, np.inf, -np.inf
+    pattern = R.split_nonfinite(a, b)[2]
+    assert (pattern != 0).any() and (pattern == 0).any()
+    source = CNonfiniteSource(dev.put(a), k, 1, dev.put(b.T.copy()), 1, k, k,
+                              dev.put((~np.isfinite(a)).sum(1).astype(np.int32)),
+                              dev.put((~np.isfinite(b)).sum(0).astype(np.int32)))
+    for beta, nf in ((0.0, None), (-0.75, None), (0.0, source), (-0.75, source)):
+        x = xr if nf is None else np.where(pattern == 0, xr, pattern)
+        want = R.unscale(x, mu.astype(np.int64), nu.astype(np.int64), 1.25, beta, cin if beta else None)
         out = dev.empty(8 * m * n)
         st.combine_unscale(dev.put(stored_partials(parts, [1] * count)), [1] * count, m, n, ldx, m * ldx,
                            consts, dev.put(mu), dev.put(nu), 1.25, beta, dev.put(cin) if beta else 0, n, 1,
-                           out.ptr, n, 1, None, 0)
+                           out.ptr, n, 1, nf, 0)
         got = dev.get(out, np.float64, (m, n))
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
 

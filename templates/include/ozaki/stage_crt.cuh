@@ -122,17 +122,37 @@ __device__ inline void load_entries(const CrtArgs& a, const CrtReduce& red, int 
 }
 
 // Whether a CRT launch's output is plain: no c term (beta == 0), 16-byte stores and
-// 16-byte loads of nu (store_entries<..., true>; the NaN/Inf flags are still checked).
+// 16-byte loads of nu (store_entries<..., true>, for entries whose row and columns are not
+// flagged: any_flagged is the caller's).
 __host__ __device__ inline bool plain_output(const CrtArgs& a) {
   return a.beta == 0.0 && a.vector_stores && reinterpret_cast<uintptr_t>(a.nu) % 16 == 0;
+}
+
+// Whether row i or one of the columns j0 .. j0 + kEntries - 1 (those below n; full: all of
+// them) is flagged by the launch's non-finite source: the row's count and the columns' in
+// one 16-byte load where aligned, so that finite inputs cost two loads per kEntries entries,
+// not one or two per entry (nonfinite_entry checks each entry's own flags).
+template <int kEntries>
+__device__ inline bool any_flagged(const CrtArgs& a, int64_t i, int64_t j0, bool full) {
+  if (a.nf.row_flags == nullptr) return false;
+  int32_t any = a.nf.row_flags[i];
+  if (kEntries == 4 && full && j0 % 4 == 0 && reinterpret_cast<uintptr_t>(a.nf.col_flags) % 16 == 0) {
+    const int4 v = *reinterpret_cast<const int4*>(a.nf.col_flags + j0);
+    any |= v.x | v.y | v.z | v.w;
+  } else {
+#pragma unroll
+    for (int t = 0; t < kEntries; ++t) any |= j0 + t < a.n ? a.nf.col_flags[j0 + t] : 0;
+  }
+  return any != 0;
 }
 
 // The entries (i, j0 .. j0 + kEntries - 1) (those below n; kEntries 2 or 4) from their
 // limb sums: the NaN/Inf pattern, crt_output_limbs (reconstruction, alpha, beta c) and the
 // store. What holds for the whole launch (a non-finite source, beta != 0, nu's alignment) is
 // tested once for the kEntries entries, not once per entry. kPlain: the caller knows that
-// the launch is plain (plain_output) and that the kEntries entries are inside n, j0 a
-// multiple of kEntries; those tests compile away.
+// the launch is plain (plain_output), that the kEntries entries are inside n, j0 a
+// multiple of kEntries, and that none of them is flagged (any_flagged); those tests and the
+// NaN/Inf patterns compile away.
 template <int kLimbs, int kEntries, bool kPlain = false>
 __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& consts, int64_t i,
                                      int64_t j0, const double (&limb_sums)[kEntries][kMaxLimbs]) {
@@ -153,21 +173,7 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
     for (int t = 0; t < kEntries; ++t) nu[t] = j0 + t < a.n ? a.nu[j0 + t] : 0;
   }
   const bool with_c = !kPlain && a.beta != 0.0;
-  // Whether row i or one of the columns is flagged: the row's count and the columns' in
-  // one 16-byte load where aligned, so that finite inputs cost two loads per kEntries
-  // entries, not one or two per entry (nonfinite_entry checks each entry's own flags).
-  bool flagged = false;
-  if (a.nf.row_flags != nullptr) {
-    int32_t any = a.nf.row_flags[i];
-    if (kEntries == 4 && full && j0 % 4 == 0 && reinterpret_cast<uintptr_t>(a.nf.col_flags) % 16 == 0) {
-      const int4 v = *reinterpret_cast<const int4*>(a.nf.col_flags + j0);
-      any |= v.x | v.y | v.z | v.w;
-    } else {
-#pragma unroll
-      for (int t = 0; t < kEntries; ++t) any |= j0 + t < a.n ? a.nf.col_flags[j0 + t] : 0;
-    }
-    flagged = any != 0;
-  }
+  const bool flagged = !kPlain && any_flagged<kEntries>(a, i, j0, full);
   double y[kEntries];
 #pragma unroll
   for (int t = 0; t < kEntries; ++t) {
@@ -440,7 +446,7 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
     }
     __syncwarp();  // every lane read its rows before the next item's writes
     const int64_t j = j0 + 4 * lane;
-    if (plain && j + 4 <= a.n) {
+    if (plain && j + 4 <= a.n && !any_flagged<4>(a, row, j, true)) {
       store_entries<kLimbs, 4, true>(a, consts, row, j, limb_sums);
     } else if (j < a.n) {
       store_entries<kLimbs, 4>(a, consts, row, j, limb_sums);
