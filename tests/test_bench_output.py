@@ -148,6 +148,12 @@ def test_bucket_entries_keep_the_best_kernel_of_each_path():
     entries = bucket_entries("sm_90a", box, 1.0, timings[:2], staged[1], 10.4, 11.0)
     assert [e["path"] for e in entries] == ["staged"] and entries[0]["kernel"] == staged[1].variant.name
     assert not dispatch.prefer_native(problem, "accurate", table={"entries": entries})[0]
+    # emulation faster, but by less than the margin: native first all the same
+    near = 11.0 / dispatch.MEASURED_MARGIN * 1.001
+    entries = bucket_entries("sm_90a", box, 1.0, timings[:2], staged[1], near, 11.0)
+    assert [e["path"] for e in entries] == ["native", "staged"] and entries[0]["ms"] == 11.0
+    assert dispatch.prefer_native(problem, "accurate", table={"entries": entries})[0]
+    assert dispatch.prefer_native(problem, "accurate", table={"entries": entries[1:]})[0]
 
 
 def test_bucket_entries_mark_a_default_call_winner_that_a_count_does_not_share():

@@ -176,6 +176,8 @@ def test_auto_policy_table_decides_first():
          "m": [2001, 9000], "n": [2001, 9000], "k": [2001, 9000], "ms": 10.0, "native_ms": 20.0},
         {"arch": "sm_90a", "path": "staged", "kernel": default_variant(Arch.SM90A).name,
          "m": [9001, 99999], "n": [9001, 99999], "k": [9001, 99999], "ms": 30.0, "native_ms": 20.0},
+        {"arch": "sm_90a", "path": "staged", "kernel": default_variant(Arch.SM90A).name,  # 1 % faster
+         "m": [100000, 199999], "n": [1, 99999], "k": [1, 99999], "ms": 10.0, "native_ms": 10.1},
     ]}
     def native(m, n, k, arch=Arch.SM90A):
         return dispatch.prefer_native(Problem(m, n, k, 15, arch), "accurate", table=table, table_source="t")
@@ -183,6 +185,8 @@ def test_auto_policy_table_decides_first():
     assert native(100, 100, 100) == (True, "t: native DGEMM measured faster in this bucket")
     assert native(3000, 3000, 3000)[0] is False
     assert native(20000, 20000, 20000)[0] is True            # the kernel entry's native_ms is lower
+    assert native(150000, 100, 100) == (True, "t: emulation not measured 1.05x faster than native DGEMM in this "
+                                              "bucket")      # within the margin
     # native entries are not kernels: choose() skips them
     assert choose(Problem(100, 100, 100, 15, Arch.SM90A), table=table).source == "built-in"
     # another arch's entries do not apply

@@ -19,7 +19,8 @@ from pathlib import Path
 from ..api import contract, gemm
 from ..device import driver
 from ..device.arch import visible_arch
-from ..dispatch import Candidate, builtin_candidates, candidates_from_table, load_table, path_of
+from ..dispatch import (MEASURED_MARGIN, Candidate, builtin_candidates, candidates_from_table, emulation_measured_faster,
+                        load_table, path_of)
 from ..generator import catalog
 from ..kernels.library import locate
 from ..options import MODES, resolve_moduli
@@ -230,7 +231,8 @@ def tune_main(args) -> int:
              "command": " ".join(["ozaki-cutlass"] + args.argv),
              "moduli": moduli, "mode": args.mode,
              "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
-             "against_native": ("a bucket's first kernel entry: the candidate whose default call (the accuracy "
+             "against_native": ("a \"native\" entry first where the default call did not run "
+                                f"{MEASURED_MARGIN:g}x faster than native DGEMM; a bucket's first kernel entry: the candidate whose default call (the accuracy "
                                 "contract) ran fastest, with ms of that call timed in alternation with native "
                                 "DGEMM (native_ms), marked \"calls\": \"default\" where another kernel ran "
                                 "fastest at the table's moduli and mode; the other kernel entries: the fastest of "
@@ -320,8 +322,8 @@ def write_table(path: Path, table: dict) -> None:
 
 def bucket_entries(arch: str, box: dict, flops: float, timings: list, best, best_ms: float,
                    native_ms: float) -> list[dict]:
-    """One size bucket's table entries: a "native" entry first where native DGEMM measured
-    faster, then ``best`` (the Candidate whose default call ran fastest; ``best_ms`` and
+    """One size bucket's table entries: a "native" entry first where the emulation did not
+    measure MEASURED_MARGIN faster (dispatch.policy.emulation_measured_faster), then ``best`` (the Candidate whose default call ran fastest; ``best_ms`` and
     ``native_ms``: that call, under the accuracy contract, and native DGEMM, timed in
     alternation; the auto policy reads this entry), then from ``timings`` [(ms, Candidate)]
     at the table's moduli and mode the fastest of each path, fastest first, for calls that
@@ -330,7 +332,7 @@ def bucket_entries(arch: str, box: dict, flops: float, timings: list, best, best
     and is not listed again; else its entry says ``"calls": "default"`` (the default call
     alone), so that a call naming a count gets the kernel ranked at a count."""
     entries = []
-    if native_ms <= best_ms:  # the auto policy's native bucket
+    if not emulation_measured_faster(best_ms, native_ms):  # the auto policy's native bucket
         entries.append({"arch": arch, "path": "native"} | box | {"ms": native_ms, "tflops": flops / native_ms / 1e9})
     fastest = {}  # path -> (ms, Candidate) at the table's moduli and mode
     for ms, c in timings:
