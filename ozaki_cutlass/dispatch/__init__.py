@@ -7,15 +7,16 @@ from them (``policy.DECISIONS``); :func:`forget_tables` clears both.
 """
 
 from .candidates import ANY, Candidate, Choice, NoKernelError, Problem, builtin_candidates, candidates_from_table, choose
-from .policy import DECISIONS, H200_MODEL, MEASURED_MARGIN, CostModel, emulation_measured_faster, prefer_native
+from .policy import (DECISIONS, H200_MODEL, MEASURED_MARGIN, CostModel, emulation_measured_faster,
+                     prefer_native)
 from .table import TABLES, TuningTableError, load_table, table_problem
 from .targets import kernel_targets
 from .variants import PATHS, path_of, runs_on, variant_by_name
 
 __all__ = ["ANY", "DECISIONS", "MEASURED_MARGIN", "PATHS", "TABLES", "Candidate", "Choice", "CostModel", "H200_MODEL",
-           "NoKernelError",
-           "Problem", "TuningTableError", "builtin_candidates", "candidates_from_table", "choose", "emulation_measured_faster", "forget_tables", "kernel_targets", "load_table",
-           "path_of", "prefer_native", "runs_on", "table_problem", "variant_by_name"]
+           "NoKernelError", "Problem", "TuningTableError", "builtin_candidates", "candidates_from_table", "choose",
+           "emulation_measured_faster", "forget_tables", "kernel_targets", "load_table", "path_of", "prefer_native",
+           "runs_on", "table_problem", "variant_by_name"]
 
 
 def forget_tables() -> None:

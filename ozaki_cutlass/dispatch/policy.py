@@ -16,7 +16,8 @@ __all__ = ["CostModel", "H200_MODEL", "MEASURED_MARGIN", "emulation_measured_fas
 #: The auto policy emulates a tuning table's bucket only where its default call measured
 #: this much faster than native DGEMM (``ms * MEASURED_MARGIN < native_ms``), so that a
 #: bucket within the spread between a tune and later calls stays native. Measured on the
-#: H200 (docs/benchmarks.md, "A re-tune after the combine's flags"): a default call 1 %
+#: H200 (docs/benchmarks.md, "The combine's NaN/Inf test outside its plain path, and a
+#: re-tune not shipped"): a default call 1 %
 #: faster than native in the tune (5.33 against 5.39 ms at 8192 x 8192 x 2048) ran at
 #: 0.92-0.93x native in the bench minutes later; the buckets that emulate in the shipped
 #: table measured 1.25-1.73x.
@@ -72,8 +73,9 @@ def prefer_native(problem: Problem, mode: str, *, table: dict | None = None,
     """Whether the ``auto`` policy runs ``problem`` as native DGEMM, and why. A tuning
     table's bucket that holds a native measurement decides first (a ``native`` entry, or a
     kernel entry with ``native_ms``: native unless emulation_measured_faster); elsewhere,
-    on sm_90 only, the H200 cost model decides (no other GPU has been measured: there the emulation is
-    kept, unless a table from ``ozaki-cutlass tune`` on that GPU says otherwise)."""
+    on sm_90 only, the H200 cost model decides (no other GPU has been measured: there the
+    emulation is kept, unless a table from ``ozaki-cutlass tune`` on that GPU says
+    otherwise)."""
     for e in (table or {}).get("entries", []):
         if e.get("arch", problem.arch.value) != problem.arch.value or not _inside(problem, e):
             continue

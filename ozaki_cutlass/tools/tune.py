@@ -19,8 +19,8 @@ from pathlib import Path
 from ..api import contract, gemm
 from ..device import driver
 from ..device.arch import visible_arch
-from ..dispatch import (MEASURED_MARGIN, Candidate, builtin_candidates, candidates_from_table, emulation_measured_faster,
-                        load_table, path_of)
+from ..dispatch import (MEASURED_MARGIN, Candidate, builtin_candidates, candidates_from_table,
+                        emulation_measured_faster, load_table, path_of)
 from ..generator import catalog
 from ..kernels.library import locate
 from ..options import MODES, resolve_moduli
@@ -231,12 +231,13 @@ def tune_main(args) -> int:
              "command": " ".join(["ozaki-cutlass"] + args.argv),
              "moduli": moduli, "mode": args.mode,
              "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
-             "against_native": ("a \"native\" entry first where the default call did not run "
-                                f"{MEASURED_MARGIN:g}x faster than native DGEMM; a bucket's first kernel entry: the candidate whose default call (the accuracy "
-                                "contract) ran fastest, with ms of that call timed in alternation with native "
-                                "DGEMM (native_ms), marked \"calls\": \"default\" where another kernel ran "
-                                "fastest at the table's moduli and mode; the other kernel entries: the fastest of "
-                                "each path in calls at the table's moduli and mode, fastest first, and their ms"),
+             "against_native": (f"a \"native\" entry first where the default call did not run "
+                                f"{MEASURED_MARGIN:g}x faster than native DGEMM; a bucket's first kernel entry: "
+                                "the candidate whose default call (the accuracy contract) ran fastest, with ms of "
+                                "that call timed in alternation with native DGEMM (native_ms), marked \"calls\": "
+                                "\"default\" where another kernel ran fastest at the table's moduli and mode; the "
+                                "other kernel entries: the fastest of each path in calls at the table's moduli "
+                                "and mode, fastest first, and their ms"),
              "entries": entries}
     if extended is not None:  # after the new entries: they are tried first
         table["entries"] = entries + extended.get("entries", [])
@@ -323,9 +324,10 @@ def write_table(path: Path, table: dict) -> None:
 def bucket_entries(arch: str, box: dict, flops: float, timings: list, best, best_ms: float,
                    native_ms: float) -> list[dict]:
     """One size bucket's table entries: a "native" entry first where the emulation did not
-    measure MEASURED_MARGIN faster (dispatch.policy.emulation_measured_faster), then ``best`` (the Candidate whose default call ran fastest; ``best_ms`` and
-    ``native_ms``: that call, under the accuracy contract, and native DGEMM, timed in
-    alternation; the auto policy reads this entry), then from ``timings`` [(ms, Candidate)]
+    run MEASURED_MARGIN faster than native DGEMM (dispatch.emulation_measured_faster), then
+    ``best`` (the Candidate whose default call ran fastest; ``best_ms`` and ``native_ms``:
+    that call, under the accuracy contract, and native DGEMM, timed in alternation; the
+    auto policy reads this entry), then from ``timings`` [(ms, Candidate)]
     at the table's moduli and mode the fastest of each path, fastest first, for calls that
     name a moduli count (path="staged" gets the tuned staged kernel, not the default).
     Where ``best`` is also the fastest at the table's moduli it serves both kinds of call
