@@ -7,8 +7,8 @@ residue bytes, timed against its memory floor, in the ways a call can launch it:
   beta       a non-finite source and beta != 0 (c read: the general store path)
 Each case in alternation with the others, --rounds rounds of back-to-back launches, CUDA
 events, medians. The floor: count + 8 bytes per entry (+ 8 read with beta) at the copy rate
-measured in the same process (cupy.copyto of 2 GiB). Every case's output is checked bit for
-bit against the first's (beta's against its own).
+measured in the same process (cupy.copyto of 2 GiB). The calls and no-source outputs are
+checked bit for bit against each other (beta's output differs by its c term: not compared).
     python scripts/combine_alone.py [--shapes 4096 8192 16384x1024] [--moduli 15 16 17]
         [--rounds 5] [--json FILE]"""
 

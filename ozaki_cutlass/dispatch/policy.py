@@ -17,10 +17,9 @@ __all__ = ["CostModel", "H200_MODEL", "MEASURED_MARGIN", "emulation_measured_fas
 #: this much faster than native DGEMM (``ms * MEASURED_MARGIN < native_ms``), so that a
 #: bucket within the spread between a tune and later calls stays native. Measured on the
 #: H200 (docs/benchmarks.md, "The combine's NaN/Inf test outside its plain path, and a
-#: re-tune not shipped"): a default call 1 %
-#: faster than native in the tune (5.33 against 5.39 ms at 8192 x 8192 x 2048) ran at
-#: 0.92-0.93x native in the bench minutes later; the buckets that emulate in the shipped
-#: table measured 1.25-1.73x.
+#: re-tune not shipped"): a default call 1 % faster than native in the tune (5.33 against
+#: 5.39 ms at 8192 x 8192 x 2048) ran at 0.92-0.93x native in the bench minutes later; the
+#: buckets that emulate in the shipped table measured 1.25-1.73x.
 MEASURED_MARGIN = 1.05
 
 

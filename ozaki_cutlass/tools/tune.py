@@ -327,9 +327,9 @@ def bucket_entries(arch: str, box: dict, flops: float, timings: list, best, best
     run MEASURED_MARGIN faster than native DGEMM (dispatch.emulation_measured_faster), then
     ``best`` (the Candidate whose default call ran fastest; ``best_ms`` and ``native_ms``:
     that call, under the accuracy contract, and native DGEMM, timed in alternation; the
-    auto policy reads this entry), then from ``timings`` [(ms, Candidate)]
-    at the table's moduli and mode the fastest of each path, fastest first, for calls that
-    name a moduli count (path="staged" gets the tuned staged kernel, not the default).
+    auto policy reads this entry), then from ``timings`` [(ms, Candidate)] at the table's
+    moduli and mode the fastest of each path, fastest first, for calls that name a moduli
+    count (path="staged" gets the tuned staged kernel, not the default).
     Where ``best`` is also the fastest at the table's moduli it serves both kinds of call
     and is not listed again; else its entry says ``"calls": "default"`` (the default call
     alone), so that a call naming a count gets the kernel ranked at a count."""
