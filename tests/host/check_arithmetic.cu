@@ -697,7 +697,8 @@ bool check_ldx(Fields& f, const std::string& tag) {
   return true;
 }
 
-// p2 <m> <e> <2^e mod m>: pow2_mod, and pow2_factor as its centered representative.
+// p2 <m> <e> <2^e mod m>: pow2_mod, and pow2_factor as its centered representative, also
+// from the base pow2_mod(e - e % 16) (pow2_factor_from_base, the residues kernel's table).
 bool check_p2(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u());
   const int e = static_cast<int>(f.i());
@@ -707,6 +708,8 @@ bool check_p2(Fields& f, const std::string& tag) {
   if (!expect_eq(tag, "pow2_mod", st::pow2_mod(e, m), want)) return true;
   const int centered = 2 * want > m ? static_cast<int>(want) - static_cast<int>(m) : static_cast<int>(want);
   expect_eq(tag, "pow2_factor", static_cast<int>(st::pow2_factor(e, m)), centered);
+  const uint32_t base = st::pow2_mod(e - e % 16, m);
+  expect_eq(tag, "pow2_factor_from_base", static_cast<int>(st::pow2_factor_from_base(base, e, m)), centered);
   return true;
 }
 

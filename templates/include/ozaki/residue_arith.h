@@ -112,6 +112,18 @@ __host__ __device__ inline int32_t centered(uint32_t r, uint32_t m) {
   return 2 * r > m ? static_cast<int32_t>(r) - static_cast<int32_t>(m) : static_cast<int32_t>(r);
 }
 
+// The factor f = 2^e mods m of the e > 0 path, as a float.
+__host__ __device__ inline float pow2_factor(int e, uint32_t m) {
+  return static_cast<float>(centered(pow2_mod(e, m), m));
+}
+
+// pow2_factor(e, m) from the base r16 = pow2_mod(e - e % 16, m): one remainder of a product
+// below 2^23 (2 <= m <= 256). The residues kernel builds its table from kPow2Table / 16
+// bases per modulus.
+__host__ __device__ inline float pow2_factor_from_base(uint32_t r16, int e, uint32_t m) {
+  return static_cast<float>(centered((r16 << (e & 15)) % m, m));
+}
+
 // The per-modulus constants of the float residue path.
 struct FloatModulus {
   float neg_m;       // -m
@@ -123,16 +135,22 @@ struct FloatModulus {
   float pad0, pad1;  // 32 bytes: two 16-byte shared-memory loads
 };
 
-__host__ __device__ inline FloatModulus float_modulus(uint32_t m) {
+// factor(e): 2^e mods m as pow2_factor gives it (a table's entry, say).
+template <class Factor>
+__host__ __device__ inline FloatModulus float_modulus(uint32_t m, const Factor& factor) {
   FloatModulus k;
   k.neg_m = -static_cast<float>(m);
   k.inv = 1.0f / static_cast<float>(m);  // correctly rounded division
-  k.c1 = static_cast<float>(centered(pow2_mod(14, m), m));
-  k.c2 = static_cast<float>(centered(pow2_mod(27, m), m));
-  k.c3 = static_cast<float>(centered(pow2_mod(40, m), m));
+  k.c1 = factor(14);
+  k.c2 = factor(27);
+  k.c3 = factor(40);
   k.minus_m = 0u - m;
   k.pad0 = k.pad1 = 0.0f;
   return k;
+}
+
+__host__ __device__ inline FloatModulus float_modulus(uint32_t m) {
+  return float_modulus(m, [m](int e) { return pow2_factor(e, m); });
 }
 
 // The per-modulus constants of the wide pieces (0 < e <= kWideMaxExp; w4 = 0 where
@@ -150,21 +168,21 @@ struct WideModulus {
   float pad0, pad1;  // 32 bytes: two 16-byte shared-memory loads
 };
 
-__host__ __device__ inline WideModulus wide_modulus(uint32_t m) {
+template <class Factor>
+__host__ __device__ inline WideModulus wide_modulus(uint32_t m, const Factor& factor) {
   WideModulus k;
   k.inv = 1.0f / static_cast<float>(m);
-  k.d1 = static_cast<float>(centered(pow2_mod(21, m), m));
-  k.d2 = static_cast<float>(centered(pow2_mod(33, m), m));
-  k.d3 = static_cast<float>(centered(pow2_mod(45, m), m));
-  k.d4 = static_cast<float>(centered(pow2_mod(57, m), m));
+  k.d1 = factor(21);
+  k.d2 = factor(33);
+  k.d3 = factor(45);
+  k.d4 = factor(57);
   k.minus_m = 0u - m;
   k.pad0 = k.pad1 = 0.0f;
   return k;
 }
 
-// The factor f = 2^e mods m of the e > 0 path, as a float.
-__host__ __device__ inline float pow2_factor(int e, uint32_t m) {
-  return static_cast<float>(centered(pow2_mod(e, m), m));
+__host__ __device__ inline WideModulus wide_modulus(uint32_t m) {
+  return wide_modulus(m, [m](int e) { return pow2_factor(e, m); });
 }
 
 // A word whose low byte is s, the symmetric residue of the integer y, given yq = y + 1/4

@@ -152,6 +152,10 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
   }
 }
 
+// The table's bases per modulus: 2^(16 j) mod m for 16 j < kPow2Table.
+inline constexpr int kPow2Bases = kPow2Table / 16;
+static_assert(kPow2Table % 16 == 0, "the table's bases are 16 exponents apart");
+
 template <bool kParts>
 __global__ void __launch_bounds__(kThreads)
 residues_kernel(const __grid_constant__ ResidueArgs a) {
@@ -159,16 +163,26 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
   __shared__ WideModulus s_wide[kMaxModuli];
   __shared__ uint32_t s_m[kMaxModuli];
   __shared__ float s_pow2[kPow2Table * kMaxModuli];  // [e][modulus]
+  __shared__ uint32_t s_base[kMaxModuli][kPow2Bases];  // 2^(16 j) mod m
+  // Every block builds these, and every warp waits for them: square and multiply once per
+  // base, then one remainder per entry (pow2_factor_from_base), the constants from the bases.
+  for (int t = threadIdx.x; t < a.nmod * kPow2Bases; t += blockDim.x) {
+    s_base[t / kPow2Bases][t % kPow2Bases] =
+        pow2_mod(16 * (t % kPow2Bases), static_cast<uint32_t>(a.moduli[t / kPow2Bases]));
+  }
+  __syncthreads();
   for (int t = threadIdx.x; t < a.nmod * kPow2Table; t += blockDim.x) {
     const int g = t / kPow2Table;
-    const uint32_t m = static_cast<uint32_t>(a.moduli[g]);
     const int e = t % kPow2Table;
-    s_pow2[e * kMaxModuli + g] = pow2_factor(e, m);
-    if (e == 0) {
-      s_mod[g] = float_modulus(m);
-      s_wide[g] = wide_modulus(m);
-      s_m[g] = m;
-    }
+    const uint32_t m = static_cast<uint32_t>(a.moduli[g]);
+    s_pow2[e * kMaxModuli + g] = pow2_factor_from_base(s_base[g][e / 16], e, m);
+  }
+  for (int g = threadIdx.x; g < a.nmod; g += blockDim.x) {
+    const uint32_t m = static_cast<uint32_t>(a.moduli[g]);
+    const auto factor = [&](int e) { return pow2_factor_from_base(s_base[g][e / 16], e, m); };
+    s_mod[g] = float_modulus(m, factor);
+    s_wide[g] = wide_modulus(m, factor);
+    s_m[g] = m;
   }
   __syncthreads();
 
