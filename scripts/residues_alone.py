@@ -6,8 +6,8 @@ inputs that take the routes a call takes.
   --top 90   2^90: the shared-memory table of 2^e mods m (e up to 37)
 Inputs: standard normal vectors of k entries; --rounds rounds of back-to-back launches,
 CUDA events, medians. The floor: 8 bytes read and one byte per modulus written per entry,
-at the copy rate measured in the same process (cupy.copyto of 2 GiB). Sizes that fit the
-L2 (50 MB) run below the DRAM floor's meaning: their planes need not reach DRAM.
+at the copy rate measured in the same process (cupy.copyto of 2 GiB); it does not bind
+where the input and its planes fit the L2 (50 MB).
     python scripts/residues_alone.py [--shapes 4096 8192x2048] [--moduli 15] [--top 56 90]
         [--rounds 7] [--json FILE]"""
 
