@@ -698,7 +698,8 @@ bool check_ldx(Fields& f, const std::string& tag) {
 }
 
 // p2 <m> <e> <2^e mod m>: pow2_mod, and pow2_factor as its centered representative, also
-// from the base pow2_mod(e - e % 16) (pow2_factor_from_base, the residues kernel's table).
+// from the base pow2_mod(e - e % 16) (pow2_factor_from_base, the residues kernel's table);
+// at e = 0 the constants built from the bases as the kernel builds them.
 bool check_p2(Fields& f, const std::string& tag) {
   const uint32_t m = static_cast<uint32_t>(f.u());
   const int e = static_cast<int>(f.i());
@@ -710,6 +711,13 @@ bool check_p2(Fields& f, const std::string& tag) {
   expect_eq(tag, "pow2_factor", static_cast<int>(st::pow2_factor(e, m)), centered);
   const uint32_t base = st::pow2_mod(e - e % 16, m);
   expect_eq(tag, "pow2_factor_from_base", static_cast<int>(st::pow2_factor_from_base(base, e, m)), centered);
+  if (e == 0) {  // once per m: the kernel's constants, from the bases, are pow2_factor's
+    const auto from_bases = [m](int x) { return st::pow2_factor_from_base(st::pow2_mod(x - x % 16, m), x, m); };
+    const st::FloatModulus k = st::float_modulus(m), kb = st::float_modulus(m, from_bases);
+    const st::WideModulus w = st::wide_modulus(m), wb = st::wide_modulus(m, from_bases);
+    expect_eq(tag, "float_modulus from the bases", memcmp(&k, &kb, sizeof(k)) == 0, true);
+    expect_eq(tag, "wide_modulus from the bases", memcmp(&w, &wb, sizeof(w)) == 0, true);
+  }
   return true;
 }
 
