@@ -20,6 +20,7 @@ from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.kernels.stages import CNonfiniteSource, load_stages
 from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.tools.measure import copy_rate_gbps, launch_ms
 
 DEFAULT_SHAPES = ("4096", "8192", "16384", "16384x1024", "2048")
 CASES = ("calls", "no-source", "beta")
@@ -54,19 +55,7 @@ def main(argv=None) -> int:
 
     driver.ensure_context()
     st = load_stages(visible_arch())
-    ev = [cp.cuda.Event() for _ in range(2)]
-
-    def timed(f, reps: int) -> float:
-        ev[0].record()
-        for _ in range(reps):
-            f()
-        ev[1].record()
-        ev[1].synchronize()
-        return cp.cuda.get_elapsed_time(ev[0], ev[1]) / reps
-
-    x, y = cp.empty(2**28), cp.empty(2**28)
-    gbps = 2 * x.nbytes / statistics.median(timed(lambda: cp.copyto(y, x), 5) for _ in range(5)) / 1e6
-    del x, y
+    gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     rows = []
     rng = cp.random.default_rng(20261204)
@@ -101,7 +90,7 @@ def main(argv=None) -> int:
             times = {case: [] for case in CASES}
             for _ in range(args.rounds):
                 for case, f in calls.items():
-                    times[case].append(timed(f, reps))
+                    times[case].append(launch_ms(f, reps))
             for case in CASES:
                 ms = statistics.median(times[case])
                 fl = floor_ms(m, n, count, case, gbps)

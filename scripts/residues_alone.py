@@ -19,6 +19,7 @@ from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.kernels.stages import load_stages
 from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.tools.measure import copy_rate_gbps, launch_ms
 
 DEFAULT_SHAPES = ("2048", "4096", "8192x2048", "2048x16384", "8192", "16384")
 
@@ -51,19 +52,7 @@ def main(argv=None) -> int:
 
     driver.ensure_context()
     st = load_stages(visible_arch())
-    ev = [cp.cuda.Event() for _ in range(2)]
-
-    def timed(f, reps: int) -> float:
-        ev[0].record()
-        for _ in range(reps):
-            f()
-        ev[1].record()
-        ev[1].synchronize()
-        return cp.cuda.get_elapsed_time(ev[0], ev[1]) / reps
-
-    x, y = cp.empty(2**28), cp.empty(2**28)
-    gbps = 2 * x.nbytes / statistics.median(timed(lambda: cp.copyto(y, x), 5) for _ in range(5)) / 1e6
-    del x, y
+    gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     consts = crt_constants(args.moduli)
     moduli = cp.asarray(consts.moduli, cp.int32)
@@ -82,7 +71,7 @@ def main(argv=None) -> int:
             fl = floor_ms(nvec, k, args.moduli, gbps)
             reps = max(5, int(4e9 // ((8 + args.moduli) * nvec * k)))
             launch()
-            ms = statistics.median(timed(launch, reps) for _ in range(args.rounds))
+            ms = statistics.median(launch_ms(launch, reps) for _ in range(args.rounds))
             rows.append({"nvec": nvec, "k": k, "moduli": args.moduli, "top": top, "ms": ms, "floor_ms": fl,
                          "x_floor": ms / fl})
             print(f"top 2^{top} {nvec}x{k} {args.moduli} moduli: {ms * 1e3:.1f} us ({ms / fl:.2f}x floor "

@@ -1,6 +1,7 @@
-"""What the measuring commands (bench, tune, demo) share: the device arrays they measure on
-and native DGEMM on them, timing in alternation, cuBLAS's own FP64 emulation, energy per
-call, and the error of sampled rows against a double-double product.
+"""What the measuring commands (bench, tune, demo) and the device scripts share: the device
+arrays they measure on and native DGEMM on them, timing in alternation, back-to-back
+launches and the copy rate, cuBLAS's own FP64 emulation, energy per call, and the error of
+sampled rows against a double-double product.
 
 Arrays: with CuPy installed the inputs are CuPy arrays (made on the GPU) and native DGEMM is
 CuPy's ``a @ b``; without it (or with ``--arrays own``) they are our own
@@ -27,7 +28,7 @@ from ..numerics.accuracy import dd_product, normwise_error, random_matrix
 from .arguments import ARRAY_CHOICES
 
 __all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding",
-           "time_alternately", "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference",
+           "time_alternately", "launch_ms", "copy_rate_gbps", "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference",
            "sample_error", "write_rows"]
 
 class CupyArrays:
@@ -175,6 +176,29 @@ def time_alternately(first, second, warmup: int, reps: int, stream=0) -> tuple[f
     each call on ``stream``, by default the legacy default stream)."""
     times, _ = driver.event_times([first, second], warmup, reps, stream)
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+def launch_ms(launch, reps: int, stream=0) -> float:
+    """Milliseconds per call of ``launch()`` called ``reps`` times back to back between two
+    CUDA events on ``stream``: a kernel's own time where each call only queues it (the host
+    stays ahead of the GPU)."""
+    timer = driver.EventTimer(stream)
+    timer.start()
+    for _ in range(reps):
+        launch()
+    return timer.stop() / reps
+
+
+def copy_rate_gbps(nbytes: int = 2**31, rounds: int = 5, reps: int = 5) -> float:
+    """The device's copy rate in GB/s, bytes read and written both counted: ``cupy.copyto``
+    between two arrays of ``nbytes`` (CuPy needed), the median of ``rounds`` rounds of
+    ``reps`` copies on the legacy default stream (the floor the device scripts measure
+    stages against)."""
+    import cupy as cp
+
+    src, dst = cp.empty(nbytes // 8), cp.empty(nbytes // 8)
+    ms = statistics.median(launch_ms(lambda: cp.copyto(dst, src), reps) for _ in range(rounds))
+    return 2 * src.nbytes / ms / 1e6
 
 
 class CublasEmulation:
