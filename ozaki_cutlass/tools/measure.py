@@ -28,8 +28,8 @@ from ..numerics.accuracy import dd_product, normwise_error, random_matrix
 from .arguments import ARRAY_CHOICES
 
 __all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding",
-           "time_alternately", "launch_ms", "copy_rate_gbps", "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference",
-           "sample_error", "write_rows"]
+           "time_alternately", "launch_ms", "copy_rate_gbps", "CublasEmulation", "ENERGY_SECONDS",
+           "measure_energy", "sample_reference", "sample_error", "write_rows"]
 
 class CupyArrays:
     """CuPy arrays; native DGEMM is CuPy's ``a @ b`` (cuBLAS)."""
@@ -182,6 +182,8 @@ def launch_ms(launch, reps: int, stream=0) -> float:
     """Milliseconds per call of ``launch()`` called ``reps`` times back to back between two
     CUDA events on ``stream``: a kernel's own time where each call only queues it (the host
     stays ahead of the GPU)."""
+    if reps < 1:
+        raise ValueError(f"launch_ms: reps must be at least 1, got {reps}")
     timer = driver.EventTimer(stream)
     timer.start()
     for _ in range(reps):
@@ -194,6 +196,8 @@ def copy_rate_gbps(nbytes: int = 2**31, rounds: int = 5, reps: int = 5) -> float
     between two arrays of ``nbytes`` (CuPy needed), the median of ``rounds`` rounds of
     ``reps`` copies on the legacy default stream (the floor the device scripts measure
     stages against)."""
+    if nbytes < 8 or rounds < 1:
+        raise ValueError(f"copy_rate_gbps: need nbytes >= 8 and rounds >= 1, got {nbytes} and {rounds}")
     import cupy as cp
 
     src, dst = cp.empty(nbytes // 8), cp.empty(nbytes // 8)
