@@ -117,10 +117,11 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=10,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    version=11,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
     # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk; 7: residues_karatsuba replaces karatsuba_split;
     # 8: inner_stats writes the scan's first pass (vec_exps, vec_nonfinite), scan takes `given`;
-    # 9: the accurate shifts' workspace is m + n int32; 10: scan_coarse
+    # 9: the accurate shifts' workspace is m + n int32; 10: scan_coarse;
+    # 11: the accurate shifts' workspace is shift_work_words(m, n) int32 (one read of the bound)
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -166,8 +167,8 @@ for NaN/Inf): reference.coarse_magnitudes. {_INNER} {_INT8_PLANES}"""),
                "const int64_t* g, int64_t m, int64_t n, const int32_t* exps_a, const int32_t* exps_b, "
                "const int32_t* mu_fast, const int32_t* nu_fast, int pb, int32_t* mu, int32_t* nu, "
                "int32_t* workspace, cudaStream_t stream",
-               "reference.accurate_shifts: g is the m x n row-major coarse bound G; workspace holds m + n "
-               "int32 (the row keys, the column minima)."),
+               "reference.accurate_shifts: g is the m x n row-major coarse bound G; workspace holds "
+               "shift_work_words(m, n) int32 (templates/constants.py; 16-byte aligned for the one-read kernel)."),
         entry("accurate_shifts_i32", "int",
                "const int32_t* g, int64_t ldg, int64_t m, int64_t n, const int32_t* exps_a, "
                "const int32_t* exps_b, const int32_t* mu_fast, const int32_t* nu_fast, int pb, int32_t* mu, "

@@ -37,6 +37,8 @@ __all__ = [
     "PROLOGUE_HALVES",
     "PROLOGUE_STAGING_PAD",
     "partial_bytes",
+    "SHIFT_PARTIALS",
+    "shift_work_words",
     "KernelConstant",
     "KERNEL_CONSTANTS",
     "cxx_constants",
@@ -118,6 +120,18 @@ PROLOGUE_HALVES = 2
 PROLOGUE_STAGING_PAD = 4
 
 
+#: The most blocks of the accurate shifts' one-read kernel (stage_shifts.cuh): each writes
+#: one row of n column minima into the shifts' workspace, the column gains reduce them.
+SHIFT_PARTIALS = 512
+
+
+def shift_work_words(m: int, n: int) -> int:
+    """int32 words of the accurate shifts' workspace for an m x n bound: the row keys and
+    column minima of the two-pass kernels (m + n), or the one-read kernel's partial
+    column minima (SHIFT_PARTIALS rows of n), whichever is larger."""
+    return max(m + n, SHIFT_PARTIALS * n)
+
+
 def partial_bytes(group_size: int) -> int:
     """Bytes of one stored group partial X mod M: 1 for a group of one modulus (M <= 256),
     else 4 (M < 2^32). The fused kernels store partials so, the combine kernel reads them
@@ -170,6 +184,8 @@ KERNEL_CONSTANTS: tuple[KernelConstant, ...] = (
                    "the prologue's register prefetch holds 1/this of a k-tile (PROLOGUE_HALVES)"),
     KernelConstant("kPrologueStagingPad", "int", PROLOGUE_STAGING_PAD,
                    "int32 words of padding per row of the prologue's output staging (PROLOGUE_STAGING_PAD)"),
+    KernelConstant("kShiftPartials", "int", SHIFT_PARTIALS,
+                   "most blocks (rows of partial column minima) of the one-read shifts kernel (SHIFT_PARTIALS)"),
     KernelConstant("kPartialBytes", "int",
                    (0, *(partial_bytes(g) for g in range(1, MAX_GROUP_SIZE + 1))),
                    "bytes of a stored group partial, by group size (partial_bytes)"),

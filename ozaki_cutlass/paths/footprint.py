@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import config
 from ..generator.variants import MAX_GROUP_SIZE
-from ..numerics.moduli import K_CHUNK, group_sizes, partial_bytes
+from ..numerics.moduli import K_CHUNK, group_sizes, partial_bytes, shift_work_words
 from ..operands.stages import round_up
 from ..numerics.contract import CONTRACT_MODULI
 from ..options import resolve_accuracy
@@ -54,7 +54,7 @@ def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
             out[f"bar_{name}"] = rows_pad * k16
     if accurate:
         out["gpart"] = 4 * m * n_pad
-        out["shift_work"] = 4 * (m + n)
+        out["shift_work"] = 4 * shift_work_words(m, n)
         if k16 > K_CHUNK:
             out["g"] = 8 * m * n
     plane = m * n_pad

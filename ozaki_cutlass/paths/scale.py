@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..device import driver
 from ..device.workspace import Fork, Workspace
 from ..kernels.stages import CNonfiniteSource
-from ..numerics.moduli import K_CHUNK, crt_constants
+from ..numerics.moduli import K_CHUNK, crt_constants, shift_work_words
 from ..operands.stages import OperandBuffers, VectorSet, needs_pack, round_up, run_operand_stages
 from .launch import KernelSet, Launch
 
@@ -118,7 +118,7 @@ def _shifts(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, i32, a: _Side
     part = i32("gpart", m * n_pad)
     ws_bytes = gemm.workspace_size(m, n_pad, min(k16, K_CHUNK), 1)
     gws = ws.get("coarse_ws", ws_bytes) if ws_bytes else 0
-    shift_args = (a.exps, b.exps, a.fast, b.fast, pb, a.shift, b.shift, i32("shift_work", m + n), sh)
+    shift_args = (a.exps, b.exps, a.fast, b.fast, pb, a.shift, b.shift, i32("shift_work", shift_work_words(m, n)), sh)
     if nchunks == 1:  # the int32 GEMM output is the bound itself
         gemm(m, n_pad, k16, 1, a.coarse, k16, 0, b.coarse, k16, 0, part, n_pad, 0, gws, ws_bytes, sh)
         st.accurate_shifts_i32(part, n_pad, m, n, *shift_args)

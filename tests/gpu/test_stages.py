@@ -6,7 +6,7 @@ import pytest
 
 from ozaki_cutlass import reference as R
 from ozaki_cutlass.numerics.accuracy import random_matrix
-from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.numerics.moduli import crt_constants, shift_work_words
 
 pytestmark = pytest.mark.gpu
 
@@ -162,10 +162,19 @@ def test_accurate_shifts(st, rng, dev, m, k, n, bound):
     _check_accurate_shifts(st, rng, dev, m, k, n, bound, n + 5)
 
 
-@pytest.mark.parametrize("m,k,n", [(64, 24, 128), (130, 16, 260), (3, 5, 4), (2000, 9, 132)])
+@pytest.mark.parametrize("m,k,n", [(64, 24, 128), (130, 16, 260), (3, 5, 4), (2000, 9, 132), (4, 4, 16388)])
 def test_accurate_shifts_vector_loads(st, rng, dev, m, k, n):
     """An int32 bound with n and its leading dimension multiples of 4: the kernels of 16-byte
     loads (four columns each), the same shifts."""
+    _check_accurate_shifts(st, rng, dev, m, k, n, "int32", n + 4)
+
+
+@pytest.mark.parametrize("m,k,n", [(37, 6, 1024), (300, 5, 1500), (5, 6, 2052), (20000, 3, 1024), (70, 6, 4096),
+                                   (3, 3, 4096), (20, 8, 8200), (9, 4, 16384)])
+def test_accurate_shifts_one_read(st, rng, dev, m, k, n):
+    """1024 <= n <= 16384 (16-byte rows): the kernel that reads the bound once, each variant
+    of columns per thread and rows per group, ragged last groups, more row groups than
+    blocks (m = 20000); the same shifts as the reference."""
     _check_accurate_shifts(st, rng, dev, m, k, n, "int32", n + 4)
 
 
@@ -178,7 +187,8 @@ def _check_accurate_shifts(st, rng, dev, m, k, n, bound, ld):
     g = R.coarse_bound(R.coarse_magnitudes(a, 1, ea), R.coarse_magnitudes(b, 0, eb))
     want_mu, want_nu = R.accurate_shifts(g, ea, eb, muf, nuf, pb)
     d = dev
-    mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * (m + n))
+    words = shift_work_words(m, n)
+    mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * (words + 64))  # 64 words past it: poison
     args = (d.put(ea.astype(np.int32)), d.put(eb.astype(np.int32)), d.put(muf.astype(np.int32)),
             d.put(nuf.astype(np.int32)), pb, mu.ptr, nu.ptr, work.ptr, 0)
     if bound == "int64":
@@ -190,6 +200,7 @@ def _check_accurate_shifts(st, rng, dev, m, k, n, bound, ld):
         st.accurate_shifts_i32(d.put(padded), ld, m, n, *args)
     assert np.array_equal(d.get(mu, np.int32, m), want_mu)
     assert np.array_equal(d.get(nu, np.int32, n), want_nu)
+    assert (d.get(work, np.uint8, 4 * (words + 64))[4 * words:] == 0x5A).all()  # nothing written past it
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (1, 40), (37, 1), (33, 65), (200, 130)])

@@ -1,14 +1,18 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // Accurate mode's passes over the coarse bound G (the coarse GEMM's output):
-// P_accumulate_i64 (G summed over k chunks) and P_accurate_shifts (a row pass, a column
-// pass and the column gains): kernels and host launchers.
+// P_accumulate_i64 (G summed over k chunks) and P_accurate_shifts: one read of G where an
+// int32 G's rows fit a block's registers (1024 <= n <= 16384, 16-byte rows), else a row
+// pass and a column pass; then the column gains. Kernels and host launchers.
 
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -246,17 +250,211 @@ accurate_columns_vec_kernel(ShiftArgs<int32_t> a, int64_t rows_per_slice) {
 
 // nu_j = nu_fast_j + g_j from the column minimum (column_key_j added back).
 template <class G>
+__device__ inline void finish_column(const ShiftArgs<G>& a, int64_t j, int32_t best) {
+  const int32_t eb = a.exps_b[j];
+  const int32_t nf = a.nu_fast[j];
+  const int64_t col_min = slack_total(slack_column_key(eb, nf), best);
+  a.nu[j] = static_cast<int32_t>(nf + column_gain(col_min, eb, nf, a.pb));
+}
+
+template <class G>
 __global__ void __launch_bounds__(kThreads)
 accurate_columns_finish_kernel(ShiftArgs<G> a) {
   for (int64_t j = blockIdx.x * int64_t(kThreads) + threadIdx.x; j < a.n; j += int64_t(gridDim.x) * kThreads) {
-    const int32_t eb = a.exps_b[j];
-    const int32_t nf = a.nu_fast[j];
-    const int64_t col_min = slack_total(slack_column_key(eb, nf), a.col_min[j]);
-    a.nu[j] = static_cast<int32_t>(nf + column_gain(col_min, eb, nf, a.pb));
+    finish_column(a, j, a.col_min[j]);
+  }
+}
+
+// --- one read of the bound: an int32 bound with 16-byte rows (the *_vec conditions) and
+// kOneReadMinColumns <= n <= kOneReadMaxColumns. A block of T threads takes R rows at a
+// time; thread t holds the four columns of vectors t, t + T, ..., t + (V - 1) T of each,
+// and their running column minima in its registers (the column keys in shared memory).
+// Per row group: each row's minimum (warp, then block through shared memory), d_i and
+// mu_i, then the column minima updated from the same registers, while the next group's
+// loads are in flight. Each block ends with one row of partial column minima
+// (partial[blockIdx.x * n + j]); the column gains take the minimum of those. The same
+// minima, so the same bits as the two passes.
+inline constexpr int64_t kOneReadMinColumns = 1024;
+inline constexpr int64_t kOneReadMaxColumns = 16384;
+
+// ceil(log2(g)) of a present entry (g > 0), else -1 (no term).
+__device__ inline int32_t bound_log2(int32_t g) { return g > 0 ? ceil_log2_bound(g) : -1; }
+
+__device__ inline void keep_min_log2(int32_t& best, int32_t key, int32_t log2g) {
+  const int32_t s = key - log2g;
+  if (log2g >= 0 && s < best) best = s;
+}
+
+template <int V, int R, int T>
+__global__ void __launch_bounds__(T)
+accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
+  constexpr int kWarps = T / kWarp;
+  extern __shared__ int4 s_key[];  // V * T vectors of four column keys
+  __shared__ int32_t s_best[2][R][kWarps];
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
+  const int64_t n4 = a.n / 4;
+  const int4* eb = reinterpret_cast<const int4*>(a.exps_b);
+  const int4* nf = reinterpret_cast<const int4*>(a.nu_fast);
+  const int64_t groups = (a.m + R - 1) / R;
+  // a group's bound entries, and its rows' exponents and fast shifts (for d_i)
+  auto load = [&](int4 (&gv)[R][V], int32_t (&ea)[R], int32_t (&mf)[R], int64_t grp) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = grp * R + r;
+      const bool row_in = grp < groups && i < a.m;
+      const int4* row = reinterpret_cast<const int4*>(a.g + i * a.ldg);
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        const int64_t j = int64_t(v) * T + threadIdx.x;
+        gv[r][v] = row_in && j < n4 ? __ldcs(row + j) : make_int4(0, 0, 0, 0);  // read once
+      }
+      ea[r] = row_in ? __ldg(a.exps_a + i) : 0;
+      mf[r] = row_in ? __ldg(a.mu_fast + i) : 0;
+    }
+  };
+  int4 next[R][V];
+  int32_t next_ea[R], next_mf[R];
+  load(next, next_ea, next_mf, blockIdx.x);  // before the keys: its latency overlaps theirs
+  int32_t cmin[V][4];
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int64_t j = int64_t(v) * T + threadIdx.x;
+    int4 e = make_int4(0, 0, 0, 0), f = make_int4(0, 0, 0, 0);
+    if (j < n4) {
+      e = __ldg(eb + j);
+      f = __ldg(nf + j);
+    }
+    s_key[v * T + threadIdx.x] = make_int4(slack_column_key(e.x, f.x), slack_column_key(e.y, f.y),
+                                           slack_column_key(e.z, f.z), slack_column_key(e.w, f.w));
+#pragma unroll
+    for (int c = 0; c < 4; ++c) cmin[v][c] = kNoSlack;
+  }  // each thread reads back only the keys it wrote: no barrier
+  int buf = 0;
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x, buf ^= 1) {
+    int32_t lg[R][V][4], ea[R], mf[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      ea[r] = next_ea[r];
+      mf[r] = next_mf[r];
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        lg[r][v][0] = bound_log2(next[r][v].x);
+        lg[r][v][1] = bound_log2(next[r][v].y);
+        lg[r][v][2] = bound_log2(next[r][v].z);
+        lg[r][v][3] = bound_log2(next[r][v].w);
+      }
+    }
+    load(next, next_ea, next_mf, grp + gridDim.x);  // in flight while this group is reduced
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      int32_t best = kNoSlack;
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        const int4 key = s_key[v * T + threadIdx.x];
+        keep_min_log2(best, key.x, lg[r][v][0]);
+        keep_min_log2(best, key.y, lg[r][v][1]);
+        keep_min_log2(best, key.z, lg[r][v][2]);
+        keep_min_log2(best, key.w, lg[r][v][3]);
+      }
+      best = __reduce_min_sync(0xffffffffu, best);
+      if (lane == 0) s_best[buf][r][warp] = best;
+    }
+    // One barrier per group: s_best alternates, so a warp that runs ahead writes the
+    // other buffer, and it cannot pass the next barrier before every warp has read this one.
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = grp * R + r;
+      if (i >= a.m) break;
+      int32_t best = s_best[buf][r][0];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) best = s_best[buf][r][w] < best ? s_best[buf][r][w] : best;
+      const int32_t key = slack_row_key(ea[r], mf[r], a.pb);
+      const int64_t d = row_gain(slack_total(key, best), ea[r], mf[r], a.pb);
+      if (threadIdx.x == 0) a.mu[i] = static_cast<int32_t>(mf[r] + d);
+      const int32_t row_key = static_cast<int32_t>(key - d);
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) keep_min_log2(cmin[v][c], row_key, lg[r][v][c]);
+      }
+    }
+  }
+  int4* out = reinterpret_cast<int4*>(partial + blockIdx.x * a.n);
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int64_t j = int64_t(v) * T + threadIdx.x;
+    if (j < n4) out[j] = make_int4(cmin[v][0], cmin[v][1], cmin[v][2], cmin[v][3]);
+  }
+}
+
+// The column gains from `parts` rows of partial column minima: blocks of (32, 32) threads
+// take 32 columns, the 32 warps split the rows, then one warp finishes.
+inline constexpr int kPartialRowsPerBlock = 32;
+
+__global__ void __launch_bounds__(kWarp * kPartialRowsPerBlock)
+accurate_partials_finish_kernel(ShiftArgs<int32_t> a, const int32_t* partial, int parts) {
+  __shared__ int32_t s_min[kPartialRowsPerBlock][kWarp];
+  const int64_t j = blockIdx.x * int64_t(kWarp) + threadIdx.x;
+  int32_t best = kNoSlack;
+  if (j < a.n) {
+#pragma unroll 8
+    for (int p = threadIdx.y; p < parts; p += kPartialRowsPerBlock) {
+      const int32_t v = __ldcs(partial + p * a.n + j);
+      best = v < best ? v : best;
+    }
+  }
+  s_min[threadIdx.y][threadIdx.x] = best;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < a.n) {
+    for (int p = 1; p < kPartialRowsPerBlock; ++p) best = s_min[p][threadIdx.x] < best ? s_min[p][threadIdx.x] : best;
+    finish_column(a, j, best);
   }
 }
 
 // --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
+// Launches the one-read kernel of V vectors per thread and R rows per group (its column
+// keys in V * T * 16 bytes of dynamic shared memory), then the column gains.
+template <int V, int R, int T>
+inline int launch_one_read(const ShiftArgs<int32_t>& a, int32_t* partial, cudaStream_t stream, Message& err) {
+  constexpr size_t kSmem = sizeof(int4) * V * T;
+  if constexpr (kSmem + sizeof(int32_t) * 2 * R * (T / kWarp) > 48 * 1024) {
+    // past the 48 KB a kernel gets without asking: asked once per device
+    static std::mutex mutex;
+    static std::vector<int> configured;
+    int device = 0;
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+      return err.set(kCudaError, "accurate_shifts (one read): %s", cudaGetErrorString(e));
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (std::find(configured.begin(), configured.end(), device) == configured.end()) {
+      const cudaError_t e = cudaFuncSetAttribute(accurate_one_read_kernel<V, R, T>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+      if (e != cudaSuccess) return err.set(kCudaError, "accurate_shifts (one read): %s", cudaGetErrorString(e));
+      configured.push_back(device);
+    }
+  }
+  const int64_t groups = (a.m + R - 1) / R;
+  int64_t blocks = resident_blocks(accurate_one_read_kernel<V, R, T>, T, groups, 1, kSmem);
+  blocks = blocks < kShiftPartials ? blocks : kShiftPartials;
+  accurate_one_read_kernel<V, R, T><<<blocks, T, kSmem, stream>>>(a, partial);
+  if (int s = check_launch(err, "accurate_shifts (one read)")) return s;
+  accurate_partials_finish_kernel<<<blocks_for(a.n, kWarp), dim3(kWarp, kPartialRowsPerBlock), 0, stream>>>(
+      a, partial, static_cast<int>(blocks));
+  return check_launch(err, "accurate_shifts (column gains)");
+}
+
+inline int accurate_shifts_one_read(const ShiftArgs<int32_t>& a, int32_t* partial, cudaStream_t stream,
+                                    Message& err) {
+  const int64_t per_thread = (a.n / 4 + kThreads - 1) / kThreads;  // 16-byte vectors per row, 256 threads
+  if (per_thread <= 1) return launch_one_read<1, 4, kThreads>(a, partial, stream, err);
+  if (per_thread <= 2) return launch_one_read<2, 2, kThreads>(a, partial, stream, err);
+  if (per_thread <= 4) return launch_one_read<4, 1, kThreads>(a, partial, stream, err);
+  if (per_thread <= 8) return launch_one_read<8, 1, kThreads>(a, partial, stream, err);
+  return launch_one_read<8, 1, 2 * kThreads>(a, partial, stream, err);
+}
+
 inline int accumulate_i64(const int32_t* part, int64_t rows, int64_t cols, int64_t ld_part,
                           int64_t* acc, int first, cudaStream_t stream, Message& err) {
   const char* what = "accumulate_i64";
@@ -294,6 +492,13 @@ inline int accurate_shifts(const G* g, int64_t ldg, int64_t m, int64_t n, const 
   // 16-byte loads where the layout allows them (the *_vec kernels)
   const bool vec = std::is_same_v<G, int32_t> && n % 4 == 0 && ldg % 4 == 0 && aligned16(g) &&
                    aligned16(exps_b) && aligned16(nu_fast);
+  if constexpr (std::is_same_v<G, int32_t>) {
+    // one read of the bound where its rows fit the registers of a block (the workspace
+    // holds the partial column minima)
+    if (vec && m > 0 && n >= kOneReadMinColumns && n <= kOneReadMaxColumns && aligned16(workspace)) {
+      return accurate_shifts_one_read(args, workspace, stream, err);
+    }
+  }
   if (m > 0 || n > 0) {
     const int64_t rows = blocks_for(m, kThreads / kWarp);
     if constexpr (std::is_same_v<G, int32_t>) {

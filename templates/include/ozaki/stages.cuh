@@ -9,7 +9,7 @@
 //   P_coarse            reference.coarse_magnitudes (int8 operands of the coarse GEMM)
 //   P_scan_coarse       P_scan, then P_coarse of its exponents, in one kernel where it can
 //   P_accumulate_i64    the int64 sum over k chunks of the coarse GEMM (reference.coarse_bound)
-//   P_accurate_shifts   reference.accurate_shifts (a row pass, then a column pass)
+//   P_accurate_shifts   reference.accurate_shifts (one read of G, or a row pass then a column pass)
 //   P_pack              a vector set copied to contiguous vectors (a tiled transpose)
 //   P_residues          reference.scale_to_integers + reference.residues (TN int8 layout)
 //   P_residues_strided  the same residues in any non-overlapping (plane, row) strides, e.g.
@@ -60,7 +60,8 @@
 //   combine_unscale N/G uint32 reads per entry (G moduli per group), ~4 INT32 ops per
 //                   modulus: ~1 ms of HBM for N = 15, G = 4; issue ~1.7 clk/entry/SM, ~2 ms.
 //   accumulate_i64  element-wise (int64 G over k chunks).
-//   accurate_shifts 2 reads of G (a row pass, a column pass), ~5 int32 ops per entry.
+//   accurate_shifts 1 read of G (1024 <= n <= 16384, int32, 16-byte rows; else 2: a row
+//                   pass, a column pass), ~8 int32 ops per entry.
 
 #pragma once
 
