@@ -117,11 +117,12 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=11,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    version=12,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
     # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk; 7: residues_karatsuba replaces karatsuba_split;
     # 8: inner_stats writes the scan's first pass (vec_exps, vec_nonfinite), scan takes `given`;
     # 9: the accurate shifts' workspace is m + n int32; 10: scan_coarse;
-    # 11: the accurate shifts' workspace is shift_work_words(m, n) int32 (one read of the bound)
+    # 11: the accurate shifts' workspace is shift_work_words(m, n) int32 (one read of the bound);
+    # 12: the one read takes n % 4 != 0, its partials' rows ceil(n / 4) * 4 apart (shift_work_words)
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and

@@ -128,8 +128,8 @@ SHIFT_PARTIALS = 512
 def shift_work_words(m: int, n: int) -> int:
     """int32 words of the accurate shifts' workspace for an m x n bound: the row keys and
     column minima of the two-pass kernels (m + n), or the one-read kernel's partial
-    column minima (SHIFT_PARTIALS rows of n), whichever is larger."""
-    return max(m + n, SHIFT_PARTIALS * n)
+    column minima (SHIFT_PARTIALS rows of n rounded up to 4), whichever is larger."""
+    return max(m + n, SHIFT_PARTIALS * -(-n // 4) * 4)
 
 
 def partial_bytes(group_size: int) -> int:

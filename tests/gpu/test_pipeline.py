@@ -78,6 +78,20 @@ def test_hostile_scaling(rng):
                              reference.gemm(a, b, moduli=count, mode=mode))
 
 
+@pytest.mark.parametrize("path", ["staged", "fused"])
+@pytest.mark.parametrize("m,n,k", [(40, 1030, 24), (21, 4096, 16), (9, 1025, 40)])
+def test_accurate_shifts_from_one_read(rng, path, m, n, k):
+    """n >= 1024: the accurate shifts read the coarse GEMM's int32 output once (n not a
+    multiple of 4 included, and zero and tiny columns); the same bits as the reference."""
+    for tb in (False, True):
+        a, b = _problem(rng, m, n, k, 2.0, trans_b=tb)
+        cols = b[:, :] if not tb else b.T
+        cols[:, 1] = 0.0
+        cols[:, 2] *= 2.0**-1040
+        want = reference.gemm(a, b, trans_b=tb, moduli=15, mode="accurate")
+        assert same_bits(ozaki_cutlass.gemm(a, b, trans_b=tb, moduli=15, mode="accurate", path=path), want)
+
+
 def test_nan_inf_pattern(rng):
     a, b = _problem(rng, 10, 9, 12, 1.0)
     a[1, 3] = np.nan

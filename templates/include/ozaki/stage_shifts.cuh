@@ -265,15 +265,17 @@ accurate_columns_finish_kernel(ShiftArgs<G> a) {
   }
 }
 
-// --- one read of the bound: an int32 bound with 16-byte rows (the *_vec conditions) and
-// kOneReadMinColumns <= n <= kOneReadMaxColumns. A block of T threads takes R rows at a
+// --- one read of the bound: an int32 bound with 16-byte rows (g 16-byte aligned, ldg % 4
+// == 0; n need not be a multiple of 4: the columns past n in a row's last 16 bytes count
+// as absent, never as entries) and kOneReadMinColumns <= n <= kOneReadMaxColumns.
+// A block of T threads takes R rows at a
 // time; thread t holds the four columns of vectors t, t + T, ..., t + (V - 1) T of each,
 // and their running column minima in its registers (the column keys in shared memory).
 // Per row group: each row's minimum (warp, then block through shared memory), d_i and
 // mu_i, then the column minima updated from the same registers, while the next group's
 // loads are in flight. Each block ends with one row of partial column minima
-// (partial[blockIdx.x * n + j]); the column gains take the minimum of those. The same
-// minima, so the same bits as the two passes.
+// (partial[blockIdx.x * n4 * 4 + j], n4 = ceil(n / 4)); the column gains take the minimum
+// of those. The same minima, so the same bits as the two passes.
 inline constexpr int64_t kOneReadMinColumns = 1024;
 inline constexpr int64_t kOneReadMaxColumns = 16384;
 
@@ -285,7 +287,7 @@ __device__ inline void keep_min_log2(int32_t& best, int32_t key, int32_t log2g) 
   if (log2g >= 0 && s < best) best = s;
 }
 
-template <int V, int R, int T>
+template <int V, int R, int T, bool Ragged>
 __global__ void __launch_bounds__(T)
 accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
   constexpr int kWarps = T / kWarp;
@@ -293,9 +295,7 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
   __shared__ int32_t s_best[2][R][kWarps];
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
-  const int64_t n4 = a.n / 4;
-  const int4* eb = reinterpret_cast<const int4*>(a.exps_b);
-  const int4* nf = reinterpret_cast<const int4*>(a.nu_fast);
+  const int64_t n4 = (a.n + 3) / 4;
   const int64_t groups = (a.m + R - 1) / R;
   // a group's bound entries, and its rows' exponents and fast shifts (for d_i)
   auto load = [&](int4 (&gv)[R][V], int32_t (&ea)[R], int32_t (&mf)[R], int64_t grp) {
@@ -317,16 +317,18 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
   int32_t next_ea[R], next_mf[R];
   load(next, next_ea, next_mf, blockIdx.x);  // before the keys: its latency overlaps theirs
   int32_t cmin[V][4];
+  uint32_t inside = 0;  // bit 4 v + c: column 4 j + c of vector v is < n (the rest: absent)
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     const int64_t j = int64_t(v) * T + threadIdx.x;
-    int4 e = make_int4(0, 0, 0, 0), f = make_int4(0, 0, 0, 0);
-    if (j < n4) {
-      e = __ldg(eb + j);
-      f = __ldg(nf + j);
+    int32_t key[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int64_t col = 4 * j + c;  // once per block: 4-byte loads, any alignment
+      key[c] = col < a.n ? slack_column_key(__ldg(a.exps_b + col), __ldg(a.nu_fast + col)) : 0;
+      inside |= col < a.n ? 1u << (4 * v + c) : 0u;
     }
-    s_key[v * T + threadIdx.x] = make_int4(slack_column_key(e.x, f.x), slack_column_key(e.y, f.y),
-                                           slack_column_key(e.z, f.z), slack_column_key(e.w, f.w));
+    s_key[v * T + threadIdx.x] = make_int4(key[0], key[1], key[2], key[3]);
 #pragma unroll
     for (int c = 0; c < 4; ++c) cmin[v][c] = kNoSlack;
   }  // each thread reads back only the keys it wrote: no barrier
@@ -339,10 +341,12 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
       mf[r] = next_mf[r];
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-        lg[r][v][0] = bound_log2(next[r][v].x);
-        lg[r][v][1] = bound_log2(next[r][v].y);
-        lg[r][v][2] = bound_log2(next[r][v].z);
-        lg[r][v][3] = bound_log2(next[r][v].w);
+        const int32_t g[4] = {next[r][v].x, next[r][v].y, next[r][v].z, next[r][v].w};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          // Ragged: the columns past n (the row's last 16 bytes) read as absent
+          lg[r][v][c] = bound_log2(Ragged ? g[c] & -static_cast<int32_t>(inside >> (4 * v + c) & 1u) : g[c]);
+        }
       }
     }
     load(next, next_ea, next_mf, grp + gridDim.x);  // in flight while this group is reduced
@@ -381,7 +385,7 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
       }
     }
   }
-  int4* out = reinterpret_cast<int4*>(partial + blockIdx.x * a.n);
+  int4* out = reinterpret_cast<int4*>(partial + blockIdx.x * n4 * 4);
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     const int64_t j = int64_t(v) * T + threadIdx.x;
@@ -389,19 +393,21 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
   }
 }
 
-// The column gains from `parts` rows of partial column minima: blocks of (32, 32) threads
-// take 32 columns, the 32 warps split the rows, then one warp finishes.
+// The column gains from `parts` rows of partial column minima (rows ceil(n / 4) * 4 apart):
+// blocks of (32, 32) threads take 32 columns, the 32 warps split the rows, then one warp
+// finishes.
 inline constexpr int kPartialRowsPerBlock = 32;
 
 __global__ void __launch_bounds__(kWarp * kPartialRowsPerBlock)
 accurate_partials_finish_kernel(ShiftArgs<int32_t> a, const int32_t* partial, int parts) {
   __shared__ int32_t s_min[kPartialRowsPerBlock][kWarp];
   const int64_t j = blockIdx.x * int64_t(kWarp) + threadIdx.x;
+  const int64_t stride = (a.n + 3) / 4 * 4;
   int32_t best = kNoSlack;
   if (j < a.n) {
 #pragma unroll 8
     for (int p = threadIdx.y; p < parts; p += kPartialRowsPerBlock) {
-      const int32_t v = __ldcs(partial + p * a.n + j);
+      const int32_t v = __ldcs(partial + p * stride + j);
       best = v < best ? v : best;
     }
   }
@@ -415,8 +421,9 @@ accurate_partials_finish_kernel(ShiftArgs<int32_t> a, const int32_t* partial, in
 
 // --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
 // Launches the one-read kernel of V vectors per thread and R rows per group (its column
-// keys in V * T * 16 bytes of dynamic shared memory), then the column gains.
-template <int V, int R, int T>
+// keys in V * T * 16 bytes of dynamic shared memory; Ragged where n % 4 != 0), then the
+// column gains.
+template <int V, int R, int T, bool Ragged>
 inline int launch_one_read(const ShiftArgs<int32_t>& a, int32_t* partial, cudaStream_t stream, Message& err) {
   constexpr size_t kSmem = sizeof(int4) * V * T;
   if constexpr (kSmem + sizeof(int32_t) * 2 * R * (T / kWarp) > 48 * 1024) {
@@ -429,30 +436,31 @@ inline int launch_one_read(const ShiftArgs<int32_t>& a, int32_t* partial, cudaSt
     }
     std::lock_guard<std::mutex> lock(mutex);
     if (std::find(configured.begin(), configured.end(), device) == configured.end()) {
-      const cudaError_t e = cudaFuncSetAttribute(accurate_one_read_kernel<V, R, T>,
+      const cudaError_t e = cudaFuncSetAttribute(accurate_one_read_kernel<V, R, T, Ragged>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
       if (e != cudaSuccess) return err.set(kCudaError, "accurate_shifts (one read): %s", cudaGetErrorString(e));
       configured.push_back(device);
     }
   }
   const int64_t groups = (a.m + R - 1) / R;
-  int64_t blocks = resident_blocks(accurate_one_read_kernel<V, R, T>, T, groups, 1, kSmem);
+  int64_t blocks = resident_blocks(accurate_one_read_kernel<V, R, T, Ragged>, T, groups, 1, kSmem);
   blocks = blocks < kShiftPartials ? blocks : kShiftPartials;
-  accurate_one_read_kernel<V, R, T><<<blocks, T, kSmem, stream>>>(a, partial);
+  accurate_one_read_kernel<V, R, T, Ragged><<<blocks, T, kSmem, stream>>>(a, partial);
   if (int s = check_launch(err, "accurate_shifts (one read)")) return s;
   accurate_partials_finish_kernel<<<blocks_for(a.n, kWarp), dim3(kWarp, kPartialRowsPerBlock), 0, stream>>>(
       a, partial, static_cast<int>(blocks));
   return check_launch(err, "accurate_shifts (column gains)");
 }
 
+template <bool Ragged>
 inline int accurate_shifts_one_read(const ShiftArgs<int32_t>& a, int32_t* partial, cudaStream_t stream,
                                     Message& err) {
-  const int64_t per_thread = (a.n / 4 + kThreads - 1) / kThreads;  // 16-byte vectors per row, 256 threads
-  if (per_thread <= 1) return launch_one_read<1, 4, kThreads>(a, partial, stream, err);
-  if (per_thread <= 2) return launch_one_read<2, 2, kThreads>(a, partial, stream, err);
-  if (per_thread <= 4) return launch_one_read<4, 1, kThreads>(a, partial, stream, err);
-  if (per_thread <= 8) return launch_one_read<8, 1, kThreads>(a, partial, stream, err);
-  return launch_one_read<8, 1, 2 * kThreads>(a, partial, stream, err);
+  const int64_t per_thread = ((a.n + 3) / 4 + kThreads - 1) / kThreads;  // 16-byte vectors per row, 256 threads
+  if (per_thread <= 1) return launch_one_read<1, 4, kThreads, Ragged>(a, partial, stream, err);
+  if (per_thread <= 2) return launch_one_read<2, 2, kThreads, Ragged>(a, partial, stream, err);
+  if (per_thread <= 4) return launch_one_read<4, 1, kThreads, Ragged>(a, partial, stream, err);
+  if (per_thread <= 8) return launch_one_read<8, 1, kThreads, Ragged>(a, partial, stream, err);
+  return launch_one_read<8, 1, 2 * kThreads, Ragged>(a, partial, stream, err);
 }
 
 inline int accumulate_i64(const int32_t* part, int64_t rows, int64_t cols, int64_t ld_part,
@@ -493,10 +501,12 @@ inline int accurate_shifts(const G* g, int64_t ldg, int64_t m, int64_t n, const 
   const bool vec = std::is_same_v<G, int32_t> && n % 4 == 0 && ldg % 4 == 0 && aligned16(g) &&
                    aligned16(exps_b) && aligned16(nu_fast);
   if constexpr (std::is_same_v<G, int32_t>) {
-    // one read of the bound where its rows fit the registers of a block (the workspace
-    // holds the partial column minima)
-    if (vec && m > 0 && n >= kOneReadMinColumns && n <= kOneReadMaxColumns && aligned16(workspace)) {
-      return accurate_shifts_one_read(args, workspace, stream, err);
+    // one read of the bound where its rows fit the registers of a block (16-byte rows; the
+    // workspace holds the partial column minima)
+    if (m > 0 && n >= kOneReadMinColumns && n <= kOneReadMaxColumns && ldg % 4 == 0 && aligned16(g) &&
+        aligned16(workspace)) {
+      return n % 4 == 0 ? accurate_shifts_one_read<false>(args, workspace, stream, err)
+                        : accurate_shifts_one_read<true>(args, workspace, stream, err);
     }
   }
   if (m > 0 || n > 0) {
