@@ -267,10 +267,10 @@ accurate_columns_finish_kernel(ShiftArgs<G> a) {
 
 // --- one read of the bound: an int32 bound with 16-byte rows (g 16-byte aligned, ldg % 4
 // == 0; n need not be a multiple of 4: the columns past n in a row's last 16 bytes count
-// as absent, never as entries) and kOneReadMinColumns <= n <= kOneReadMaxColumns.
-// A block of T threads takes R rows at a
-// time; thread t holds the four columns of vectors t, t + T, ..., t + (V - 1) T of each,
-// and their running column minima in its registers (the column keys in shared memory).
+// as absent, never as entries) and kOneReadMinColumns <= n <= kOneReadMaxColumns. A block
+// of T threads takes R rows at a time; thread t holds the four columns of vectors t,
+// t + T, ..., t + (V - 1) T of each, and their running column minima in its registers (the
+// column keys in shared memory).
 // Per row group: each row's minimum (warp, then block through shared memory), d_i and
 // mu_i, then the column minima updated from the same registers, while the next group's
 // loads are in flight. Each block ends with one row of partial column minima
