@@ -180,6 +180,33 @@ def test_accurate_shifts_one_read(st, rng, dev, m, k, n):
     _check_accurate_shifts(st, rng, dev, m, k, n, "int32", -(-n // 4) * 4 + 4, pad=2**30 - 1)
 
 
+@pytest.mark.parametrize("m,n", [(300, 1024), (77, 2048), (45, 4096), (20, 8192), (9, 16384), (33, 4095)])
+def test_accurate_shifts_one_read_any_int32(st, rng, dev, m, n):
+    """The one-read kernel on any int32 bound: entries <= 0 (INT32_MIN included) are absent
+    (whole rows and columns of them too), entries up to INT32_MAX present, against the
+    reference's g > 0 rule; the exponents and fast shifts spread over a few hundred."""
+    ld = -(-n // 4) * 4
+    g = rng.integers(-(2**31), 2**31, (m, ld), dtype=np.int64)
+    g[rng.random((m, ld)) < 0.3] = 0
+    g[rng.random((m, ld)) < 0.05] = 2**31 - 1
+    g[rng.random((m, ld)) < 0.05] = -(2**31)
+    g[rng.random((m, ld)) < 0.1] = 1
+    g[: m // 5] = -1  # absent rows
+    g[:, ::7] = 0  # absent columns
+    g = g.astype(np.int32)
+    pb = crt_constants(15).bound_exponent
+    ea, eb = rng.integers(-300, 300, m).astype(np.int32), rng.integers(-300, 300, n).astype(np.int32)
+    muf, nuf = rng.integers(-200, 200, m).astype(np.int32), rng.integers(-200, 200, n).astype(np.int32)
+    want_mu, want_nu = R.accurate_shifts(g[:, :n].astype(np.int64), ea.astype(np.int64), eb.astype(np.int64),
+                                         muf.astype(np.int64), nuf.astype(np.int64), pb)
+    d = dev
+    mu, nu, work = d.empty(4 * m), d.empty(4 * n), d.empty(4 * shift_work_words(m, n))
+    st.accurate_shifts_i32(d.put(g), ld, m, n, d.put(ea), d.put(eb), d.put(muf), d.put(nuf), pb, mu.ptr, nu.ptr,
+                           work.ptr, 0)
+    assert np.array_equal(d.get(mu, np.int32, m), want_mu)
+    assert np.array_equal(d.get(nu, np.int32, n), want_nu)
+
+
 def _check_accurate_shifts(st, rng, dev, m, k, n, bound, ld, pad=-7):
     a, b = _hostile(rng, m, k, n)
     consts = crt_constants(13)

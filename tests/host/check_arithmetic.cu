@@ -565,6 +565,44 @@ bool check_acc(Fields& f, const std::string& tag) {
     const int64_t nu = nuf[j] + st::column_gain(col_min, eb[j], nuf[j], pb);
     if (!expect_eq<int64_t>(tag, "nu (keys)", nu, nue[j])) return true;
   }
+  // The one-read kernel's form (int32 bounds only): absent entries at kAbsentLog2, the keys
+  // less one, one min per entry, present_or_none, row_gain_keys.
+  const int32_t edges[] = {INT32_MIN, INT32_MIN + 1, -123456, -2, -1, 0, 1, 2, 3, 4, 5, 7, 8, 9,
+                           (1 << 29) + 1, 1 << 30, (1 << 30) + 1, INT32_MAX - 1, INT32_MAX};
+  for (const int32_t gv : edges) {
+    const int32_t want = gv > 0 ? st::ceil_log2_bound(gv) - 1 : st::kAbsentLog2;
+    if (!expect_eq(tag, "bound_log2_less_one (edges)", st::bound_log2_less_one(gv), want)) return true;
+  }
+  for (const long long gv : g) {
+    if (gv < INT32_MIN || gv > INT32_MAX) return true;
+  }
+  std::vector<int32_t> one_read_key(m);
+  for (long long i = 0; i < m; ++i) {
+    int32_t best = st::kNoSlack;
+    for (long long j = 0; j < n; ++j) {
+      const int32_t gv = static_cast<int32_t>(g[i * n + j]);
+      const int32_t lg = st::bound_log2_less_one(gv);
+      if (!expect_eq(tag, "bound_log2_less_one", lg, gv > 0 ? st::ceil_log2_bound(gv) - 1 : st::kAbsentLog2)) {
+        return true;
+      }
+      const int32_t s = st::slack_column_key(eb[j], nuf[j]) - 1 - lg;
+      best = s < best ? s : best;
+    }
+    const int32_t rk = st::slack_row_key(ea[i], muf[i], pb);
+    const int32_t d = st::row_gain_keys(rk, st::present_or_none(best), ea[i], muf[i], pb);
+    if (!expect_eq<int64_t>(tag, "mu (one read)", muf[i] + d, mue[i])) return true;
+    one_read_key[i] = rk - d - 1;
+  }
+  for (long long j = 0; j < n; ++j) {
+    int32_t best = st::kNoSlack;
+    for (long long i = 0; i < m; ++i) {
+      const int32_t s = one_read_key[i] - st::bound_log2_less_one(static_cast<int32_t>(g[i * n + j]));
+      best = s < best ? s : best;
+    }
+    const int64_t col_min = st::slack_total(st::slack_column_key(eb[j], nuf[j]), st::present_or_none(best));
+    const int64_t nu = nuf[j] + st::column_gain(col_min, eb[j], nuf[j], pb);
+    if (!expect_eq<int64_t>(tag, "nu (one read)", nu, nue[j])) return true;
+  }
   return true;
 }
 

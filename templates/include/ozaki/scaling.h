@@ -141,11 +141,49 @@ __host__ __device__ inline int64_t slack_total(int32_t key, int32_t minimum) {
   return minimum == kNoSlack ? kNoConstraint : static_cast<int64_t>(key) + minimum;
 }
 
+// The one-read kernel's form (stage_shifts.cuh): every entry is one subtraction and one
+// minimum, without a test per entry. An absent entry (g <= 0) counts as the log2
+// kAbsentLog2, so its slack key - kAbsentLog2 > kAbsentSlack loses against every present
+// one (|key| < 2^28 above, so present slacks stay below kAbsentSlack and nothing
+// overflows); present_or_none maps a minimum at or past kAbsentSlack back to kNoSlack.
+// The keys carry the -1 of bound_log2_less_one: (key - 1) - (ceil(log2 g) - 1).
+inline constexpr int32_t kAbsentLog2 = -(1 << 30);
+inline constexpr int32_t kAbsentSlack = 1 << 29;
+
+// ceil(log2(g)) - 1 for g > 0 (the highest set bit of g - 1; -1 for g = 1), kAbsentLog2
+// for g <= 0, any int32 g. On the device: PTX bfind (31 where g - 1 wraps to -1), then the
+// sign of g - 1 as a mask, no predicate.
+__host__ __device__ inline int32_t bound_log2_less_one(int32_t g) {
+  const int32_t h = (g > 0 ? g : 0) - 1;  // -1 exactly where g <= 0
+#ifdef __CUDA_ARCH__
+  int32_t top;
+  asm("bfind.u32 %0, %1;" : "=r"(top) : "r"(h));
+#else
+  const int32_t top = bit_length(static_cast<uint32_t>(h)) - 1;
+#endif
+  return top + ((h >> 31) & (kAbsentLog2 - 31));  // h = -1: top = 31
+}
+
+__host__ __device__ inline int32_t present_or_none(int32_t best) { return best >= kAbsentSlack ? kNoSlack : best; }
+
 // d_i = clip(row_min // 2, 0, max(pb - E_i - mu_fast_i, 0)).
 __host__ __device__ inline int64_t row_gain(int64_t row_min, int32_t exp_a, int32_t mu_fast,
                                             int pb) {
   const int64_t cap = static_cast<int64_t>(pb) - exp_a - mu_fast;
   return clip(floor_div(row_min, 2), 0, cap > 0 ? cap : 0);
+}
+
+// row_gain(slack_total(key, best), ...) in int32 (|key| < 2^28, best present_or_none's):
+// the one-read kernel's per-row step, without 64-bit arithmetic.
+__host__ __device__ inline int32_t row_gain_keys(int32_t key, int32_t best, int32_t exp_a, int32_t mu_fast,
+                                                 int pb) {
+  static_assert(kNoConstraint < (int64_t(1) << 31), "kNoConstraint is an int32");
+  const int32_t row_min = best == kNoSlack ? static_cast<int32_t>(kNoConstraint) : key + best;
+  const int32_t cap = pb - exp_a - mu_fast;
+  const int32_t half = row_min >> 1;  // floor_div(row_min, 2)
+  const int32_t low = half > 0 ? half : 0;
+  const int32_t high = cap > 0 ? cap : 0;
+  return low < high ? low : high;
 }
 
 // g_j = clip(col_min, 0, max(pb - F_j - nu_fast_j, 0)).

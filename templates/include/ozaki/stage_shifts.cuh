@@ -248,13 +248,17 @@ accurate_columns_vec_kernel(ShiftArgs<int32_t> a, int64_t rows_per_slice) {
   }
 }
 
-// nu_j = nu_fast_j + g_j from the column minimum (column_key_j added back).
+// nu_j = nu_fast_j + g_j from the column minimum (column_key_j added back), given column
+// j's exponent eb and fast shift nf.
 template <class G>
-__device__ inline void finish_column(const ShiftArgs<G>& a, int64_t j, int32_t best) {
-  const int32_t eb = a.exps_b[j];
-  const int32_t nf = a.nu_fast[j];
+__device__ inline void finish_column(const ShiftArgs<G>& a, int64_t j, int32_t best, int32_t eb, int32_t nf) {
   const int64_t col_min = slack_total(slack_column_key(eb, nf), best);
   a.nu[j] = static_cast<int32_t>(nf + column_gain(col_min, eb, nf, a.pb));
+}
+
+template <class G>
+__device__ inline void finish_column(const ShiftArgs<G>& a, int64_t j, int32_t best) {
+  finish_column(a, j, best, a.exps_b[j], a.nu_fast[j]);
 }
 
 template <class G>
@@ -275,24 +279,20 @@ accurate_columns_finish_kernel(ShiftArgs<G> a) {
 // mu_i, then the column minima updated from the same registers, while the next group's
 // loads are in flight. Each block ends with one row of partial column minima
 // (partial[blockIdx.x * n4 * 4 + j], n4 = ceil(n / 4)); the column gains take the minimum
-// of those. The same minima, so the same bits as the two passes.
+// of those. The same minima, so the same bits as the two passes. Each entry costs one
+// bound_log2_less_one and, per minimum it enters, one subtraction and one min (absent
+// entries by kAbsentLog2, scaling.h): the column keys in shared memory and the row keys
+// carry its -1, so every slack is exact; present_or_none reads a minimum back, and d_i is
+// int32 (row_gain_keys). T = 256 asks for two blocks per SM (at most 128 registers).
 inline constexpr int64_t kOneReadMinColumns = 1024;
 inline constexpr int64_t kOneReadMaxColumns = 16384;
 
-// ceil(log2(g)) of a present entry (g > 0), else -1 (no term).
-__device__ inline int32_t bound_log2(int32_t g) { return g > 0 ? ceil_log2_bound(g) : -1; }
-
-__device__ inline void keep_min_log2(int32_t& best, int32_t key, int32_t log2g) {
-  const int32_t s = key - log2g;
-  if (log2g >= 0 && s < best) best = s;
-}
-
 template <int V, int R, int T, bool Ragged>
-__global__ void __launch_bounds__(T)
+__global__ void __launch_bounds__(T, T == 256 ? 2 : 1)
 accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
   constexpr int kWarps = T / kWarp;
   extern __shared__ int4 s_key[];  // V * T vectors of four column keys
-  __shared__ int32_t s_best[2][R][kWarps];
+  __shared__ __align__(16) int32_t s_best[2][R][kWarps];
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
   const int64_t n4 = (a.n + 3) / 4;
@@ -325,7 +325,7 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int64_t col = 4 * j + c;  // once per block: 4-byte loads, any alignment
-      key[c] = col < a.n ? slack_column_key(__ldg(a.exps_b + col), __ldg(a.nu_fast + col)) : 0;
+      key[c] = col < a.n ? slack_column_key(__ldg(a.exps_b + col), __ldg(a.nu_fast + col)) - 1 : 0;
       inside |= col < a.n ? 1u << (4 * v + c) : 0u;
     }
     s_key[v * T + threadIdx.x] = make_int4(key[0], key[1], key[2], key[3]);
@@ -345,7 +345,7 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           // Ragged: the columns past n (the row's last 16 bytes) read as absent
-          lg[r][v][c] = bound_log2(Ragged ? g[c] & -static_cast<int32_t>(inside >> (4 * v + c) & 1u) : g[c]);
+          lg[r][v][c] = bound_log2_less_one(Ragged ? g[c] & -static_cast<int32_t>(inside >> (4 * v + c) & 1u) : g[c]);
         }
       }
     }
@@ -356,10 +356,10 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
 #pragma unroll
       for (int v = 0; v < V; ++v) {
         const int4 key = s_key[v * T + threadIdx.x];
-        keep_min_log2(best, key.x, lg[r][v][0]);
-        keep_min_log2(best, key.y, lg[r][v][1]);
-        keep_min_log2(best, key.z, lg[r][v][2]);
-        keep_min_log2(best, key.w, lg[r][v][3]);
+        best = min(best, key.x - lg[r][v][0]);
+        best = min(best, key.y - lg[r][v][1]);
+        best = min(best, key.z - lg[r][v][2]);
+        best = min(best, key.w - lg[r][v][3]);
       }
       best = __reduce_min_sync(0xffffffffu, best);
       if (lane == 0) s_best[buf][r][warp] = best;
@@ -371,17 +371,21 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
     for (int r = 0; r < R; ++r) {
       const int64_t i = grp * R + r;
       if (i >= a.m) break;
-      int32_t best = s_best[buf][r][0];
+      int32_t best = kNoSlack;
+      static_assert(kWarps % 4 == 0, "the warps' minima in 16-byte loads");
 #pragma unroll
-      for (int w = 1; w < kWarps; ++w) best = s_best[buf][r][w] < best ? s_best[buf][r][w] : best;
+      for (int w = 0; w < kWarps; w += 4) {
+        const int4 b = *reinterpret_cast<const int4*>(&s_best[buf][r][w]);
+        best = min(min(best, b.x), min(b.y, min(b.z, b.w)));
+      }
       const int32_t key = slack_row_key(ea[r], mf[r], a.pb);
-      const int64_t d = row_gain(slack_total(key, best), ea[r], mf[r], a.pb);
-      if (threadIdx.x == 0) a.mu[i] = static_cast<int32_t>(mf[r] + d);
-      const int32_t row_key = static_cast<int32_t>(key - d);
+      const int32_t d = row_gain_keys(key, present_or_none(best), ea[r], mf[r], a.pb);
+      if (threadIdx.x == 0) a.mu[i] = mf[r] + d;
+      const int32_t row_key = key - d - 1;  // the -1 of bound_log2_less_one
 #pragma unroll
       for (int v = 0; v < V; ++v) {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) keep_min_log2(cmin[v][c], row_key, lg[r][v][c]);
+        for (int c = 0; c < 4; ++c) cmin[v][c] = min(cmin[v][c], row_key - lg[r][v][c]);
       }
     }
   }
@@ -404,7 +408,12 @@ accurate_partials_finish_kernel(ShiftArgs<int32_t> a, const int32_t* partial, in
   const int64_t j = blockIdx.x * int64_t(kWarp) + threadIdx.x;
   const int64_t stride = (a.n + 3) / 4 * 4;
   int32_t best = kNoSlack;
+  int32_t eb = 0, nf = 0;
   if (j < a.n) {
+    if (threadIdx.y == 0) {  // loaded with the partials, not after them
+      eb = __ldg(a.exps_b + j);
+      nf = __ldg(a.nu_fast + j);
+    }
 #pragma unroll 8
     for (int p = threadIdx.y; p < parts; p += kPartialRowsPerBlock) {
       const int32_t v = __ldcs(partial + p * stride + j);
@@ -415,7 +424,7 @@ accurate_partials_finish_kernel(ShiftArgs<int32_t> a, const int32_t* partial, in
   __syncthreads();
   if (threadIdx.y == 0 && j < a.n) {
     for (int p = 1; p < kPartialRowsPerBlock; ++p) best = s_min[p][threadIdx.x] < best ? s_min[p][threadIdx.x] : best;
-    finish_column(a, j, best);
+    finish_column(a, j, present_or_none(best), eb, nf);
   }
 }
 
@@ -457,8 +466,8 @@ inline int accurate_shifts_one_read(const ShiftArgs<int32_t>& a, int32_t* partia
                                     Message& err) {
   const int64_t per_thread = ((a.n + 3) / 4 + kThreads - 1) / kThreads;  // 16-byte vectors per row, 256 threads
   if (per_thread <= 1) return launch_one_read<1, 4, kThreads, Ragged>(a, partial, stream, err);
-  if (per_thread <= 2) return launch_one_read<2, 2, kThreads, Ragged>(a, partial, stream, err);
-  if (per_thread <= 4) return launch_one_read<4, 1, kThreads, Ragged>(a, partial, stream, err);
+  if (per_thread <= 2) return launch_one_read<2, 4, kThreads, Ragged>(a, partial, stream, err);
+  if (per_thread <= 4) return launch_one_read<4, 2, kThreads, Ragged>(a, partial, stream, err);
   if (per_thread <= 8) return launch_one_read<8, 1, kThreads, Ragged>(a, partial, stream, err);
   return launch_one_read<8, 1, 2 * kThreads, Ragged>(a, partial, stream, err);
 }
