@@ -312,9 +312,20 @@ __device__ inline void mma_u8_m16n8k16(int32_t (&d)[4], uint32_t a0, uint32_t a1
                : "r"(a0), "r"(a1), "r"(b));
 }
 
+// The limb sums' swap: limb l of entry e of lane group q at word
+// kSwapGroupWords q + 17 (e / 4) + 4 (e % 4) + l of the warp's share. A lane writes its
+// limb t of entries e = 0..15 from one base (kSwapGroupWords q + t) and reads limbs l of
+// entries 4t + r from another (kSwapGroupWords q + 17 t), each word at a constant offset.
+// Bank pairs (8 bytes each, 16 of them): a write of one e puts lane (q, t) on 4q + t +
+// const, a read of one (r, l) on 4q + t + const (mod 16, since 68 = 4 and 17 = 1 mod 16):
+// each half-warp's 16 lanes on 16 different pairs, both ways.
+inline constexpr int kSwapGroupWords = 68;  // 4 blocks of 17 words: 16 entries x 4 limbs + 3
+
 // kChunks: 16 moduli per chunk (count <= 16 * kChunks).
+// 4 blocks per SM (3 for two chunks) is what the registers allow either way; asking for it
+// lets ptxas use up to 128 registers (126 at 15 moduli; 108 without the bound, 4-7 % slower).
 template <int kLimbs, int kChunks>
-__global__ void __launch_bounds__(kMmaCombineThreads)
+__global__ void __launch_bounds__(kMmaCombineThreads, kChunks == 1 ? 4 : 3)
 crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
                        const __grid_constant__ CrtReduce red) {
   constexpr int kWarps = kMmaCombineThreads / 32;
@@ -322,7 +333,8 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
   constexpr int kRows = kMmaCombineBytes;       // entries of a lane group
   static_assert(kMaxLimbs <= 4 && kTiles <= 4, "a limb per lane of a group, 2 bytes per n-tile");
   static_assert(kMmaCombineItem == 8 * kRows, "8 lane groups per item");
-  __shared__ double swap[kWarps][kMmaCombineItem][kMaxLimbs];
+  static_assert(kMaxLimbs == 4 && kRows == 16, "the swap's offsets: 4 limbs, 4 x 4 entries");
+  __shared__ double swap[kWarps][8 * kSwapGroupWords];
   const int lane = threadIdx.x % 32;
   const int q = lane / 4;
   const int t = lane % 4;
@@ -350,7 +362,8 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
     }
   }
   const bool plain = plain_output(a);
-  double (*const rows)[kMaxLimbs] = swap[threadIdx.x / 32];
+  double* const put = &swap[threadIdx.x / 32][kSwapGroupWords * q + t];  // limb t of entry e
+  const double* const get = &swap[threadIdx.x / 32][kSwapGroupWords * q + 17 * t];  // entries 4t + r
   const int64_t blocks = (a.n + kMmaCombineItem - 1) / kMmaCombineItem;  // items per row
   const int64_t items = a.m * blocks;
   const int64_t step = int64_t(gridDim.x) * kWarps;
@@ -432,19 +445,16 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
         sums[4 * h + 2 * v + 1] = limb_from_byte_sums(bytes[1]);
       }
     }
-    // The group's 16 rows of 4 limbs, row e at 16q + (e ^ q): a lane's writes of one e fall
-    // in 4 different 32-byte slots across the groups (2 wavefronts per 256 bytes).
 #pragma unroll
-    for (int e = 0; e < kRows; ++e) rows[kRows * q + (e ^ q)][t] = sums[e];
+    for (int e = 0; e < kRows; ++e) put[17 * (e / 4) + 4 * (e % 4)] = sums[e];
     __syncwarp();
     double limb_sums[4][kMaxLimbs] = {};
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const double* src = rows[kRows * q + ((4 * t + r) ^ q)];
 #pragma unroll
-      for (int l = 0; l < kLimbs; ++l) limb_sums[r][l] = src[l];
+      for (int l = 0; l < kLimbs; ++l) limb_sums[r][l] = get[4 * r + l];
     }
-    __syncwarp();  // every lane read its rows before the next item's writes
+    __syncwarp();  // every lane read its limbs before the next item's writes
     const int64_t j = j0 + 4 * lane;
     if (plain && j + 4 <= a.n && !any_flagged<4>(a, row, j, true)) {
       store_entries<kLimbs, 4, true>(a, consts, row, j, limb_sums);
