@@ -294,12 +294,12 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
 // kChunks; 0 past the count), one 16-byte word each, and transposes them by 4 x 4 bytes
 // into A fragments: row q of MMA s (0..7) is entry 16q + 2s, row q + 8 entry 16q + 2s + 1,
 // the columns (k) the moduli. The constant B fragments hold the weights' bytes: column q of
-// n-tile u is byte 2u + q % 2 of limb q / 2. So lane (q, t)'s accumulators of MMA s are the
-// byte sums of limb t of entries 16q + 2s and 16q + 2s + 1: it recomposes S_t of its
-// group's 16 entries, and the group's 4 lanes swap them through shared memory, so that lane
-// (q, t) holds every limb of entries 16q + 4t .. 16q + 4t + 3 and stores them
-// (store_entries): a warp's 128 entries contiguous. The next item's words are loaded
-// before this item's MMAs.
+// n-tile u is byte tile_byte(u, q % 2) (2u + q % 2 but in the last tile) of limb q / 2.
+// So lane (q, t)'s accumulators of MMA s are the byte sums of limb t of entries 16q + 2s
+// and 16q + 2s + 1: it recomposes S_t of its group's 16 entries, and the group's 4 lanes
+// swap them through shared memory, so that lane (q, t) holds every limb of entries 16q +
+// 4t .. 16q + 4t + 3 and stores them (store_entries): a warp's 128 entries contiguous. The
+// next item's words are loaded before this item's MMAs.
 inline constexpr int kMmaCombineThreads = 128;
 inline constexpr int kMmaCombineItem = 128;  // entries of a row per warp and item
 inline constexpr int kMmaCombineBytes = 16;  // entries per lane, plane and item
@@ -321,9 +321,18 @@ __device__ inline void mma_u8_m16n8k16(int32_t (&d)[4], uint32_t a0, uint32_t a1
 // each half-warp's 16 lanes on 16 different pairs, both ways.
 inline constexpr int kSwapGroupWords = 68;  // 4 blocks of 17 words: 16 entries x 4 limbs + 3
 
+// The weight byte of column 2l + h of n-tile u (l: the limb): bytes 2u and 2u + 1, but the
+// last tile of an odd byte count puts its one byte in the odd column, so that each byte sum
+// T_j4 sits in the high half of an accumulator pair (the free low half takes T_j0 + 2^8
+// T_j1 for limb_from_byte_sums's 64-bit addend, without a move).
+__host__ __device__ constexpr int tile_byte(int u, int h) {
+  return kLimbBytes % 2 == 1 && 2 * u + 1 == kLimbBytes ? 2 * u + 1 - h : 2 * u + h;
+}
+
 // kChunks: 16 moduli per chunk (count <= 16 * kChunks).
 // 4 blocks per SM (3 for two chunks) is what the registers allow either way; asking for it
-// lets ptxas use up to 128 registers (126 at 15 moduli; 108 without the bound, 4-7 % slower).
+// lets ptxas use up to 128 registers (116 at 15 moduli; without the bound 4-7 % slower when
+// the swap changed, 10e13e3).
 template <int kLimbs, int kChunks>
 __global__ void __launch_bounds__(kMmaCombineThreads, kChunks == 1 ? 4 : 3)
 crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
@@ -350,7 +359,7 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
         const int g = 16 * c + 4 * t + p;
-        if (g < count && q / 2 < kLimbs) w |= crt_weight_byte(consts, g, q / 2, 2 * u + q % 2) << (8 * p);
+        if (g < count && q / 2 < kLimbs) w |= crt_weight_byte(consts, g, q / 2, tile_byte(u, q % 2)) << (8 * p);
       }
       weights[c][u] = w;
     }
@@ -437,8 +446,10 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
           for (int c = 0; c < kChunks; ++c) mma_u8_m16n8k16(d, x[c][2 * v], x[c][2 * v + 1], weights[c][u]);
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            if (2 * u < kLimbBytes) bytes[r][2 * u] = static_cast<uint32_t>(d[2 * r]);
-            if (2 * u + 1 < kLimbBytes) bytes[r][2 * u + 1] = static_cast<uint32_t>(d[2 * r + 1]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if (tile_byte(u, h) < kLimbBytes) bytes[r][tile_byte(u, h)] = static_cast<uint32_t>(d[2 * r + h]);
+            }
           }
         }
         sums[4 * h + 2 * v] = limb_from_byte_sums(bytes[0]);
