@@ -447,8 +447,8 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              if (tile_byte(u, h) < kLimbBytes) bytes[r][tile_byte(u, h)] = static_cast<uint32_t>(d[2 * r + h]);
+            for (int col = 0; col < 2; ++col) {
+              if (tile_byte(u, col) < kLimbBytes) bytes[r][tile_byte(u, col)] = static_cast<uint32_t>(d[2 * r + col]);
             }
           }
         }
