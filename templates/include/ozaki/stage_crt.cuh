@@ -312,7 +312,7 @@ __device__ inline void mma_u8_m16n8k16(int32_t (&d)[4], uint32_t a0, uint32_t a1
                : "r"(a0), "r"(a1), "r"(b));
 }
 
-// The limb sums' swap: limb l of entry e of lane group q at word
+// The limb sums' swap: limb l of entry e of lane group q at word swap_word(q, e, l) =
 // kSwapGroupWords q + 17 (e / 4) + 4 (e % 4) + l of the warp's share. A lane writes its
 // limb t of entries e = 0..15 from one base (kSwapGroupWords q + t) and reads limbs l of
 // entries 4t + r from another (kSwapGroupWords q + 17 t), each word at a constant offset.
@@ -320,6 +320,45 @@ __device__ inline void mma_u8_m16n8k16(int32_t (&d)[4], uint32_t a0, uint32_t a1
 // const, a read of one (r, l) on 4q + t + const (mod 16, since 68 = 4 and 17 = 1 mod 16):
 // each half-warp's 16 lanes on 16 different pairs, both ways.
 inline constexpr int kSwapGroupWords = 68;  // 4 blocks of 17 words: 16 entries x 4 limbs + 3
+
+__host__ __device__ constexpr int swap_word(int q, int e, int l) {
+  return kSwapGroupWords * q + 17 * (e / 4) + 4 * (e % 4) + l;
+}
+
+// The layout's claims, checked by the compiler: no two (q, e, l) share a word, the warp's
+// share holds them all, and each half-warp's 16 lanes fall on 16 different bank pairs in
+// every write (one e, lane (q, t) writing limb t) and every read (one r and l, lane (q, t)
+// reading entry 4t + r).
+constexpr bool swap_layout_holds() {
+  bool used[8 * kSwapGroupWords] = {};
+  for (int q = 0; q < 8; ++q) {
+    for (int e = 0; e < 16; ++e) {
+      for (int l = 0; l < 4; ++l) {
+        const int w = swap_word(q, e, l);
+        if (w < 0 || w >= 8 * kSwapGroupWords || used[w]) return false;
+        used[w] = true;
+      }
+    }
+  }
+  for (int half = 0; half < 2; ++half) {
+    for (int e = 0; e < 16; ++e) {  // a write
+      unsigned pairs = 0;
+      for (int lane = 16 * half; lane < 16 * half + 16; ++lane) pairs |= 1u << (swap_word(lane / 4, e, lane % 4) % 16);
+      if (pairs != 0xffffu) return false;
+    }
+    for (int r = 0; r < 4; ++r) {  // a read
+      for (int l = 0; l < 4; ++l) {
+        unsigned pairs = 0;
+        for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
+          pairs |= 1u << (swap_word(lane / 4, 4 * (lane % 4) + r, l) % 16);
+        }
+        if (pairs != 0xffffu) return false;
+      }
+    }
+  }
+  return true;
+}
+static_assert(swap_layout_holds(), "the swap's words are distinct and conflict-free");
 
 // The weight byte of column 2l + h of n-tile u (l: the limb): bytes 2u and 2u + 1, but the
 // last tile of an odd byte count puts its one byte in the odd column, so that each byte sum
@@ -371,8 +410,8 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
     }
   }
   const bool plain = plain_output(a);
-  double* const put = &swap[threadIdx.x / 32][kSwapGroupWords * q + t];  // limb t of entry e
-  const double* const get = &swap[threadIdx.x / 32][kSwapGroupWords * q + 17 * t];  // entries 4t + r
+  double* const put = &swap[threadIdx.x / 32][swap_word(q, 0, t)];       // + swap_word(0, e, 0)
+  const double* const get = &swap[threadIdx.x / 32][swap_word(q, 4 * t, 0)];  // + swap_word(0, r, l)
   const int64_t blocks = (a.n + kMmaCombineItem - 1) / kMmaCombineItem;  // items per row
   const int64_t items = a.m * blocks;
   const int64_t step = int64_t(gridDim.x) * kWarps;
@@ -457,13 +496,13 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
       }
     }
 #pragma unroll
-    for (int e = 0; e < kRows; ++e) put[17 * (e / 4) + 4 * (e % 4)] = sums[e];
+    for (int e = 0; e < kRows; ++e) put[swap_word(0, e, 0)] = sums[e];
     __syncwarp();
     double limb_sums[4][kMaxLimbs] = {};
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
 #pragma unroll
-      for (int l = 0; l < kLimbs; ++l) limb_sums[r][l] = get[4 * r + l];
+      for (int l = 0; l < kLimbs; ++l) limb_sums[r][l] = get[swap_word(0, r, l)];
     }
     __syncwarp();  // every lane read its limbs before the next item's writes
     const int64_t j = j0 + 4 * lane;
