@@ -86,22 +86,13 @@ __host__ __device__ inline uint32_t crt_weight_byte(const CrtConstants& k, int g
 // word first (T_jb + 2^8 T_j,b+1 < 2^32), then the words are added at their places in 64 bits.
 static_assert(int64_t(kMaxModuli) * 255 * 255 * 257 < (int64_t(1) << 32),
               "two byte-product sums must fit one 32-bit word");
+static_assert(kLimbBytes == 5, "limb_from_byte_sums is written for five weight bytes per limb");
 __host__ __device__ inline double limb_from_byte_sums(const uint32_t (&t)[kLimbBytes]) {
-  if constexpr (kLimbBytes == 5) {
-    // T_j0 + 2^8 T_j1 and T_j4 as the low and high words of one 64-bit addend, then one
-    // 32 x 32 -> 64-bit multiply-add (an IMAD.WIDE) brings in T_j2 + 2^8 T_j3 at 2^16
-    const uint32_t low = t[0] + (t[1] << 8);
-    const uint32_t mid = t[2] + (t[3] << 8);
-    return static_cast<double>(static_cast<uint64_t>(mid) * 0x10000u + ((static_cast<uint64_t>(t[4]) << 32) | low));
-  } else {
-    uint64_t s = 0;
-#pragma unroll
-    for (int b = 0; b < kLimbBytes; b += 2) {
-      const uint32_t pair = t[b] + (b + 1 < kLimbBytes ? t[b + 1] << 8 : 0u);
-      s += static_cast<uint64_t>(pair) << (8 * b);
-    }
-    return static_cast<double>(s);
-  }
+  // T_j0 + 2^8 T_j1 and T_j4 as the low and high words of one 64-bit addend, then one
+  // 32 x 32 -> 64-bit multiply-add (an IMAD.WIDE) brings in T_j2 + 2^8 T_j3 at 2^16
+  const uint32_t low = t[0] + (t[1] << 8);
+  const uint32_t mid = t[2] + (t[3] << 8);
+  return static_cast<double>(static_cast<uint64_t>(mid) * 0x10000u + ((static_cast<uint64_t>(t[4]) << 32) | low));
 }
 
 // The 4 x 4 byte transpose: on entry byte e of w[p] is element (p, e); on return byte p of
