@@ -170,17 +170,20 @@ def test_accurate_shifts_vector_loads(st, rng, dev, m, k, n):
 
 
 @pytest.mark.parametrize("m,k,n", [(37, 6, 1024), (300, 5, 1500), (5, 6, 2052), (20000, 3, 1024), (70, 6, 4096),
-                                   (3, 3, 4096), (20, 8, 8200), (9, 4, 16384),
-                                   (41, 5, 1025), (30, 4, 1030), (12, 6, 4097), (7, 4, 16383)])
+                                   (2000, 6, 4096), (3, 3, 4096), (20, 8, 8200), (9, 4, 16384),
+                                   (41, 5, 1025), (30, 4, 1030), (600, 4, 4095), (12, 6, 4097), (7, 4, 16383)])
 def test_accurate_shifts_one_read(st, rng, dev, m, k, n):
     """1024 <= n <= 16384 (16-byte rows): the kernel that reads the bound once, each variant
     of columns per thread and rows per group, ragged last groups, more row groups than
     blocks (m = 20000), n not a multiple of 4 (the padding in a row's last 16 bytes holds
-    large positive values that must count as nothing); the same shifts as the reference."""
+    large positive values that must count as nothing); n <= 4096 with enough row groups
+    (m = 300, 600, 2000, 20000) takes the one cooperative launch, fewer rows two launches;
+    the same shifts as the reference."""
     _check_accurate_shifts(st, rng, dev, m, k, n, "int32", -(-n // 4) * 4 + 4, pad=2**30 - 1)
 
 
-@pytest.mark.parametrize("m,n", [(300, 1024), (77, 2048), (45, 4096), (20, 8192), (9, 16384), (33, 4095)])
+@pytest.mark.parametrize("m,n", [(300, 1024), (77, 2048), (45, 4096), (1500, 4096), (20, 8192), (9, 16384),
+                                 (33, 4095)])
 def test_accurate_shifts_one_read_any_int32(st, rng, dev, m, n):
     """The one-read kernel on any int32 bound: entries <= 0 (INT32_MIN included) are absent
     (whole rows and columns of them too), entries up to INT32_MAX present, against the

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <cooperative_groups.h>  // the one-launch form's grid-wide barrier
 #include <cuda_runtime.h>
 
 #include "ozaki/constants.h"
@@ -287,7 +288,48 @@ accurate_columns_finish_kernel(ShiftArgs<G> a) {
 inline constexpr int64_t kOneReadMinColumns = 1024;
 inline constexpr int64_t kOneReadMaxColumns = 16384;
 
-template <int V, int R, int T, bool Ragged>
+// The one-launch form (kFinish, a cooperative launch): once every block wrote its partial
+// row (a grid-wide barrier), block b finishes columns [b C, b C + C), C = ceil(n / blocks)
+// rounded up to kFinishColumns, with T / kFinishColumns row groups per column; the
+// partials come from the L2 (written by other SMs: __ldcg). Taken only where no block
+// finishes more than kFinishMaxSlices slices: with fewer blocks (few rows) the separate
+// finish kernel, spread over ceil(n / 32) blocks, is faster (64 x 4096: 10.9 us in one
+// launch, 10.3 in two; docs/benchmarks.md).
+inline constexpr int kFinishColumns = 16;
+inline constexpr int64_t kFinishMaxSlices = 2;
+
+template <int T>
+__device__ inline void finish_columns_in_grid(const ShiftArgs<int32_t>& a, const int32_t* partial, int parts,
+                                              int32_t* s_min) {
+  constexpr int kGroups = T / kFinishColumns;
+  const int64_t stride = (a.n + 3) / 4 * 4;
+  const int64_t per_block = ((a.n + gridDim.x - 1) / gridDim.x + kFinishColumns - 1) / kFinishColumns * kFinishColumns;
+  const int64_t end = (blockIdx.x + 1) * per_block < a.n ? (blockIdx.x + 1) * per_block : a.n;
+  const int g = threadIdx.x / kFinishColumns;
+  for (int64_t c0 = blockIdx.x * per_block; c0 < end; c0 += kFinishColumns) {
+    const int64_t j = c0 + threadIdx.x % kFinishColumns;
+    int32_t best = kNoSlack;
+    int32_t eb = 0, nf = 0;
+    if (j < end) {
+      if (g == 0) {  // loaded with the partials, not after them
+        eb = __ldg(a.exps_b + j);
+        nf = __ldg(a.nu_fast + j);
+      }
+#pragma unroll 8
+      for (int p = g; p < parts; p += kGroups) best = min(best, __ldcg(partial + p * stride + j));
+    }
+    s_min[threadIdx.x] = best;
+    __syncthreads();
+    if (g == 0 && j < end) {
+#pragma unroll
+      for (int h = 1; h < kGroups; ++h) best = min(best, s_min[h * kFinishColumns + threadIdx.x]);
+      finish_column(a, j, present_or_none(best), eb, nf);
+    }
+    __syncthreads();
+  }
+}
+
+template <int V, int R, int T, bool Ragged, bool kFinish = false>
 __global__ void __launch_bounds__(T, T == 256 ? 2 : 1)
 accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
   constexpr int kWarps = T / kWarp;
@@ -395,6 +437,11 @@ accurate_one_read_kernel(ShiftArgs<int32_t> a, int32_t* partial) {
     const int64_t j = int64_t(v) * T + threadIdx.x;
     if (j < n4) out[j] = make_int4(cmin[v][0], cmin[v][1], cmin[v][2], cmin[v][3]);
   }
+  if constexpr (kFinish) {
+    __shared__ int32_t s_min[T];
+    cooperative_groups::this_grid().sync();  // every block's partial row written
+    finish_columns_in_grid<T>(a, partial, static_cast<int>(gridDim.x), s_min);
+  }
 }
 
 // The column gains from `parts` rows of partial column minima (rows ceil(n / 4) * 4 apart):
@@ -452,6 +499,20 @@ inline int launch_one_read(const ShiftArgs<int32_t>& a, int32_t* partial, cudaSt
     }
   }
   const int64_t groups = (a.m + R - 1) / R;
+  if constexpr (V <= 4) {  // n <= 4096: one cooperative launch where enough blocks share the finish
+    constexpr auto kernel = accurate_one_read_kernel<V, R, T, Ragged, true>;
+    int64_t blocks = resident_blocks(kernel, T, groups, 1, kSmem);
+    blocks = blocks < kShiftPartials ? blocks : kShiftPartials;
+    if (a.n <= blocks * kFinishColumns * kFinishMaxSlices) {
+      ShiftArgs<int32_t> args = a;
+      void* params[] = {&args, &partial};
+      if (cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
+                                      dim3(T), params, kSmem, stream) == cudaSuccess) {
+        return kOk;
+      }
+      (void)cudaGetLastError();  // not one wave after all, or no cooperative launch: two launches
+    }
+  }
   int64_t blocks = resident_blocks(accurate_one_read_kernel<V, R, T, Ragged>, T, groups, 1, kSmem);
   blocks = blocks < kShiftPartials ? blocks : kShiftPartials;
   accurate_one_read_kernel<V, R, T, Ragged><<<blocks, T, kSmem, stream>>>(a, partial);
