@@ -96,7 +96,12 @@ __device__ inline void load_chunk(const VectorSet& xs, bool vector_loads, int64_
 // s[i] = the inner shift of l0 + i (0 past k or without inner shifts): four 16-byte loads
 // for a whole, aligned chunk.
 __device__ inline void load_shifts(const VectorSet& xs, int64_t l0, int (&s)[kChunk]) {
-  if (xs.inner != nullptr && l0 + kChunk <= xs.k && reinterpret_cast<uintptr_t>(xs.inner + l0) % 16 == 0) {
+  if (xs.inner == nullptr) {  // apart: else every entry's bounds test and address below run
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) s[i] = 0;
+    return;
+  }
+  if (l0 + kChunk <= xs.k && reinterpret_cast<uintptr_t>(xs.inner + l0) % 16 == 0) {
     const int4* p = reinterpret_cast<const int4*>(xs.inner + l0);
 #pragma unroll
     for (int q = 0; q < kChunk / 4; ++q) {
@@ -109,7 +114,7 @@ __device__ inline void load_shifts(const VectorSet& xs, int64_t l0, int (&s)[kCh
     return;
   }
 #pragma unroll
-  for (int i = 0; i < kChunk; ++i) s[i] = xs.inner != nullptr && l0 + i < xs.k ? __ldg(xs.inner + l0 + i) : 0;
+  for (int i = 0; i < kChunk; ++i) s[i] = l0 + i < xs.k ? __ldg(xs.inner + l0 + i) : 0;
 }
 
 // 16 bytes at dst: one 16-byte store when aligned, else byte stores.
