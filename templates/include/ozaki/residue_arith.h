@@ -287,8 +287,14 @@ __host__ __device__ inline int32_t clamped_shift(int32_t shift) {
   return shift < -(1 << 24) ? -(1 << 24) : (shift > (1 << 24) ? (1 << 24) : shift);
 }
 
+// entry_bits with its shift already clamped (clamped_shift): the residue kernel clamps a
+// vector's shift once per chunk where no inner shifts vary it per entry.
+__host__ __device__ inline EntryBits entry_bits_clamped(double a, int32_t clamped) {
+  return entry_bits_at(a, entry_e2(entry_biased(double_bits(a))) + clamped);
+}
+
 __host__ __device__ inline EntryBits entry_bits(double a, int32_t shift) {
-  return entry_bits_at(a, entry_e2(entry_biased(double_bits(a))) + clamped_shift(shift));
+  return entry_bits_clamped(a, clamped_shift(shift));
 }
 
 __host__ __device__ inline int32_t entry_shift(double a, int32_t t) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_runtime.h>
 
@@ -92,8 +93,9 @@ __device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t 
 
 // The nmod 16-byte stores of one chunk whose warp has every e <= kWideMaxExp (and one
 // e > 0): the wide pieces, kPieces - 1 FFMAs and residue_word per entry and modulus
-// (kPieces 4: every e <= kWide4MaxExp).
-template <bool kParts, int kPieces>
+// (kPieces 4: every e <= kWide4MaxExp). kPlain: every lane of the warp is active and stores
+// 16 aligned bytes (no test per modulus).
+template <bool kParts, int kPieces, bool kPlain>
 __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces (&w)[kChunk], int8_t* dst,
                                          bool active, const WideModulus* s_wide, const uint32_t* s_m) {
   for (int g = 0; g < a.nmod; ++g) {
@@ -104,13 +106,18 @@ __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces 
       words[q] = pack_bytes(residue_wide<kPieces>(w[4 * q], k), residue_wide<kPieces>(w[4 * q + 1], k),
                             residue_wide<kPieces>(w[4 * q + 2], k), residue_wide<kPieces>(w[4 * q + 3], k));
     }
-    if (active) store_residue_words<kParts>(a, words, g, dst, s_m);
+    if constexpr (kPlain) {
+      *reinterpret_cast<uint4*>(dst + g * a.plane_stride) = make_uint4(words[0], words[1], words[2], words[3]);
+    } else if (active) {
+      store_residue_words<kParts>(a, words, g, dst, s_m);
+    }
   }
 }
 
 // The nmod 16-byte stores of one chunk. kPath 0: every e of the warp is 0 (pieces carry
-// the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table).
-template <int kPath, bool kParts>
+// the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table). kPlain as
+// for write_wide_planes.
+template <int kPath, bool kParts, bool kPlain>
 __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (&p)[kChunk],
                                             const int (&e)[kChunk], int8_t* dst, bool active,
                                             const FloatModulus* s_mod, const float* s_pow2,
@@ -148,7 +155,11 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) rows[i] += sizeof(float);
-    if (active) store_residue_words<kParts>(a, words, g, dst, s_m);
+    if constexpr (kPlain) {
+      *reinterpret_cast<uint4*>(dst + g * a.plane_stride) = make_uint4(words[0], words[1], words[2], words[3]);
+    } else if (active) {
+      store_residue_words<kParts>(a, words, g, dst, s_m);
+    }
   }
 }
 
@@ -203,10 +214,17 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
         for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
       }
       const int32_t shift = active && v < a.xs.nvec ? a.shifts[kParts ? v * a.parts.shift_step : v] : 0;
-      load_shifts(a.xs, l0, t);
+      if (a.xs.inner != nullptr) {
+        load_shifts(a.xs, l0, t);
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(t[i] + shift);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(shift);
+      }
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
-        const EntryBits b = entry_bits(x[i], t[i] + shift);
+        const EntryBits b = entry_bits_clamped(x[i], t[i]);
         t[i] = b.t;
         const int e = entry_exp(b);
         emax = e > emax ? e : emax;
@@ -218,14 +236,22 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
       emax = other > emax ? other : emax;
     }
     int8_t* dst = a.out + v * a.row_stride + (kParts ? l0 / 2 : l0);
+    // every lane of the warp stores whole aligned chunks: the modulus loops without the tests
+    const bool plain = !kParts && __all_sync(0xffffffffu, active && a.vector_stores);
+    const auto stores = [&](const auto& write) {
+      if constexpr (!kParts) {
+        if (plain) return write(std::true_type{});
+      }
+      write(std::false_type{});
+    };
     if (emax > 0 && emax <= kWideMaxExp) {
       WidePieces w[kChunk];
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(wide_integer(entry_bits_at(x[i], t[i])));
       if (emax <= kWide4MaxExp) {
-        write_wide_planes<kParts, 4>(a, w, dst, active, s_wide, s_m);
+        stores([&](auto kPlain) { write_wide_planes<kParts, 4, kPlain>(a, w, dst, active, s_wide, s_m); });
       } else {
-        write_wide_planes<kParts, 5>(a, w, dst, active, s_wide, s_m);
+        stores([&](auto kPlain) { write_wide_planes<kParts, 5, kPlain>(a, w, dst, active, s_wide, s_m); });
       }
       continue;
     }
@@ -237,7 +263,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
         p[i] = residue_pieces(scaled_small(entry_bits_at(x[i], t[i])), true);  // e == 0: the pieces carry the 1/4
         e[i] = 0;
       }
-      write_residue_planes<0, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+      stores([&](auto kPlain) { write_residue_planes<0, kParts, kPlain>(a, p, e, dst, active, s_mod, s_pow2, s_m); });
       continue;
     }
 #pragma unroll
@@ -247,9 +273,9 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
       e[i] = sv.exp;
     }
     if (emax < kPow2Table) {
-      write_residue_planes<1, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+      stores([&](auto kPlain) { write_residue_planes<1, kParts, kPlain>(a, p, e, dst, active, s_mod, s_pow2, s_m); });
     } else {
-      write_residue_planes<2, kParts>(a, p, e, dst, active, s_mod, s_pow2, s_m);
+      stores([&](auto kPlain) { write_residue_planes<2, kParts, kPlain>(a, p, e, dst, active, s_mod, s_pow2, s_m); });
     }
   }
 }
