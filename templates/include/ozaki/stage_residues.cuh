@@ -80,11 +80,16 @@ __device__ inline float shared_float(uint32_t address) {
   return f;
 }
 
-// Modulus g's 16 residue bytes of one chunk (four words), stored.
-template <bool kParts>
+// Modulus g's 16 residue bytes of one chunk (four words), stored where the lane is active.
+// kPlain: every lane of the warp is, and stores 16 aligned bytes (no test).
+template <bool kParts, bool kPlain>
 __device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t (&words)[4], int g, int8_t* dst,
-                                           const uint32_t* s_m) {
-  if constexpr (kParts) {
+                                           bool active, const uint32_t* s_m) {
+  if constexpr (kPlain) {
+    *reinterpret_cast<uint4*>(dst + g * a.plane_stride) = make_uint4(words[0], words[1], words[2], words[3]);
+  } else if (!active) {
+    return;
+  } else if constexpr (kParts) {
     store_parts(words, static_cast<int>(s_m[g]), a.parts.im_first, dst + g * a.plane_stride, a.parts.part_stride);
   } else {
     store_chunk(dst + g * a.plane_stride, make_uint4(words[0], words[1], words[2], words[3]), a.vector_stores);
@@ -93,8 +98,7 @@ __device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t 
 
 // The nmod 16-byte stores of one chunk whose warp has every e <= kWideMaxExp (and one
 // e > 0): the wide pieces, kPieces - 1 FFMAs and residue_word per entry and modulus
-// (kPieces 4: every e <= kWide4MaxExp). kPlain: every lane of the warp is active and stores
-// 16 aligned bytes (no test per modulus).
+// (kPieces 4: every e <= kWide4MaxExp). kPlain as for store_residue_words.
 template <bool kParts, int kPieces, bool kPlain>
 __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces (&w)[kChunk], int8_t* dst,
                                          bool active, const WideModulus* s_wide, const uint32_t* s_m) {
@@ -106,17 +110,13 @@ __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces 
       words[q] = pack_bytes(residue_wide<kPieces>(w[4 * q], k), residue_wide<kPieces>(w[4 * q + 1], k),
                             residue_wide<kPieces>(w[4 * q + 2], k), residue_wide<kPieces>(w[4 * q + 3], k));
     }
-    if constexpr (kPlain) {
-      *reinterpret_cast<uint4*>(dst + g * a.plane_stride) = make_uint4(words[0], words[1], words[2], words[3]);
-    } else if (active) {
-      store_residue_words<kParts>(a, words, g, dst, s_m);
-    }
+    store_residue_words<kParts, kPlain>(a, words, g, dst, active, s_m);
   }
 }
 
 // The nmod 16-byte stores of one chunk. kPath 0: every e of the warp is 0 (pieces carry
 // the 1/4); 1: every e < kPow2Table; 2: anything (f computed for e >= kPow2Table). kPlain as
-// for write_wide_planes.
+// for store_residue_words.
 template <int kPath, bool kParts, bool kPlain>
 __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (&p)[kChunk],
                                             const int (&e)[kChunk], int8_t* dst, bool active,
@@ -155,11 +155,7 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) rows[i] += sizeof(float);
-    if constexpr (kPlain) {
-      *reinterpret_cast<uint4*>(dst + g * a.plane_stride) = make_uint4(words[0], words[1], words[2], words[3]);
-    } else if (active) {
-      store_residue_words<kParts>(a, words, g, dst, s_m);
-    }
+    store_residue_words<kParts, kPlain>(a, words, g, dst, active, s_m);
   }
 }
 
