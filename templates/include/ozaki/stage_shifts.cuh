@@ -285,6 +285,37 @@ accurate_columns_finish_kernel(ShiftArgs<G> a) {
 // entries by kAbsentLog2, scaling.h): the column keys in shared memory and the row keys
 // carry its -1, so every slack is exact; present_or_none reads a minimum back, and d_i is
 // int32 (row_gain_keys). T = 256 asks for two blocks per SM (at most 128 registers).
+// Column j's gain from `parts` rows of partial column minima (rows ceil(n / 4) * 4 apart), by
+// a slice of kCols columns x kGroups row groups: thread (c, g) takes rows g, g + kGroups, ..
+// of its column, then group 0 takes the minimum over the groups (s_min: kGroups x kCols)
+// and finishes. kL2: the partials were written in this launch by other SMs (__ldcg), else
+// they are read once (__ldcs). Every thread of the slice calls it (a block barrier).
+template <int kCols, int kGroups, bool kL2>
+__device__ inline void finish_slice(const ShiftArgs<int32_t>& a, const int32_t* partial, int parts, int64_t j,
+                                    bool live, int c, int g, int32_t* s_min) {
+  const int64_t stride = (a.n + 3) / 4 * 4;
+  int32_t best = kNoSlack;
+  int32_t eb = 0, nf = 0;
+  if (live) {
+    if (g == 0) {  // loaded with the partials, not after them
+      eb = __ldg(a.exps_b + j);
+      nf = __ldg(a.nu_fast + j);
+    }
+#pragma unroll 8
+    for (int p = g; p < parts; p += kGroups) {
+      const int32_t v = kL2 ? __ldcg(partial + p * stride + j) : __ldcs(partial + p * stride + j);
+      best = v < best ? v : best;
+    }
+  }
+  s_min[g * kCols + c] = best;
+  __syncthreads();
+  if (g == 0 && live) {
+#pragma unroll
+    for (int h = 1; h < kGroups; ++h) best = s_min[h * kCols + c] < best ? s_min[h * kCols + c] : best;
+    finish_column(a, j, present_or_none(best), eb, nf);
+  }
+}
+
 inline constexpr int64_t kOneReadMinColumns = 1024;
 inline constexpr int64_t kOneReadMaxColumns = 16384;
 
@@ -301,30 +332,12 @@ inline constexpr int64_t kFinishMaxSlices = 2;
 template <int T>
 __device__ inline void finish_columns_in_grid(const ShiftArgs<int32_t>& a, const int32_t* partial, int parts,
                                               int32_t* s_min) {
-  constexpr int kGroups = T / kFinishColumns;
-  const int64_t stride = (a.n + 3) / 4 * 4;
   const int64_t per_block = ((a.n + gridDim.x - 1) / gridDim.x + kFinishColumns - 1) / kFinishColumns * kFinishColumns;
   const int64_t end = (blockIdx.x + 1) * per_block < a.n ? (blockIdx.x + 1) * per_block : a.n;
-  const int g = threadIdx.x / kFinishColumns;
   for (int64_t c0 = blockIdx.x * per_block; c0 < end; c0 += kFinishColumns) {
     const int64_t j = c0 + threadIdx.x % kFinishColumns;
-    int32_t best = kNoSlack;
-    int32_t eb = 0, nf = 0;
-    if (j < end) {
-      if (g == 0) {  // loaded with the partials, not after them
-        eb = __ldg(a.exps_b + j);
-        nf = __ldg(a.nu_fast + j);
-      }
-#pragma unroll 8
-      for (int p = g; p < parts; p += kGroups) best = min(best, __ldcg(partial + p * stride + j));
-    }
-    s_min[threadIdx.x] = best;
-    __syncthreads();
-    if (g == 0 && j < end) {
-#pragma unroll
-      for (int h = 1; h < kGroups; ++h) best = min(best, s_min[h * kFinishColumns + threadIdx.x]);
-      finish_column(a, j, present_or_none(best), eb, nf);
-    }
+    finish_slice<kFinishColumns, T / kFinishColumns, true>(a, partial, parts, j, j < end, threadIdx.x % kFinishColumns,
+                                                           threadIdx.x / kFinishColumns, s_min);
     __syncthreads();
   }
 }
@@ -451,28 +464,9 @@ inline constexpr int kPartialRowsPerBlock = 32;
 
 __global__ void __launch_bounds__(kWarp * kPartialRowsPerBlock)
 accurate_partials_finish_kernel(ShiftArgs<int32_t> a, const int32_t* partial, int parts) {
-  __shared__ int32_t s_min[kPartialRowsPerBlock][kWarp];
+  __shared__ int32_t s_min[kPartialRowsPerBlock * kWarp];
   const int64_t j = blockIdx.x * int64_t(kWarp) + threadIdx.x;
-  const int64_t stride = (a.n + 3) / 4 * 4;
-  int32_t best = kNoSlack;
-  int32_t eb = 0, nf = 0;
-  if (j < a.n) {
-    if (threadIdx.y == 0) {  // loaded with the partials, not after them
-      eb = __ldg(a.exps_b + j);
-      nf = __ldg(a.nu_fast + j);
-    }
-#pragma unroll 8
-    for (int p = threadIdx.y; p < parts; p += kPartialRowsPerBlock) {
-      const int32_t v = __ldcs(partial + p * stride + j);
-      best = v < best ? v : best;
-    }
-  }
-  s_min[threadIdx.y][threadIdx.x] = best;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < a.n) {
-    for (int p = 1; p < kPartialRowsPerBlock; ++p) best = s_min[p][threadIdx.x] < best ? s_min[p][threadIdx.x] : best;
-    finish_column(a, j, present_or_none(best), eb, nf);
-  }
+  finish_slice<kWarp, kPartialRowsPerBlock, false>(a, partial, parts, j, j < a.n, threadIdx.x, threadIdx.y, s_min);
 }
 
 // --- host launchers (stage_launch.cuh's checks, then the launch) ---------------------
