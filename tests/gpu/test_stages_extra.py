@@ -121,6 +121,54 @@ def test_residues_wide_routes(st, rng, dev):
     assert np.array_equal(got[:, :, :k], _want_residues(a, mu, consts.moduli))
 
 
+# Chunk slots (rows_pad x k_pad / 16) of a grid the look-ahead residue kernel takes on an
+# H200: launch_residues runs it from 4 passes of its resident lanes, 132 SMs x 3 blocks x
+# 128 lanes x 4 = 202752 slots; 2051 x 2047 (2056 x 2048 padded) makes 263168.
+LOOK_AHEAD_SIZE = (2051, 2047)
+
+
+@pytest.mark.parametrize("layout,lanes,shifted", [("planes", "k", False), ("planes", "k", True),
+                                                  ("concatenated", "vectors", False)])
+def test_residues_of_a_large_grid(st, rng, dev, layout, lanes, shifted):
+    """The look-ahead kernel (each warp's next chunk read before this one's arithmetic): the
+    reference's residues at a size of many passes per warp, every route among the rows
+    (_inputs, _shifts: the table, e >= 128, subnormals, zeros, NaN/Inf), a tail in k,
+    padding rows, strided vectors, and the contract's inner shifts."""
+    (m, k), count = LOOK_AHEAD_SIZE, 15
+    consts = crt_constants(count)
+    a = _inputs(rng, m, k)
+    if shifted:  # the contract's calls: no rows 2^600 or 2^-1000 apart (the exact reference takes no inner shifts)
+        a[:2] = random_matrix(2, k, 4.0, rng)
+    mu = _shifts(rng, a, consts.bound_exponent)
+    inner = rng.integers(-30, 30, k).astype(np.int32) if shifted else np.zeros(k, np.int32)
+    fin = np.where(np.isfinite(a), a, 0.0)
+    near = np.abs(mu.astype(np.int64)) < 400  # the vectorised reference there, the exact one elsewhere
+    want = np.empty((count, m, k), np.int8)
+    want[:, near] = R.residues(R.scale_to_integers(fin[near], mu[near].astype(np.int64), 1,
+                                                   inner.astype(np.int64) if shifted else None), consts.moduli)
+    if shifted:
+        assert near.all()
+    else:
+        want[:, ~near] = _want_residues(a[~near], mu[~near], consts.moduli)
+    rows_pad, k_pad = 2056, 2048
+    row_stride, plane_stride = (k_pad, rows_pad * k_pad) if layout == "planes" else (count * k_pad, k_pad)
+    assert rows_pad * k_pad // 16 >= 1.25 * 202752
+    if lanes == "k":
+        px, vs, es = dev.put(a), k, 1
+    else:
+        px, vs, es = dev.put(np.asfortranarray(a).ravel(order="K")), 1, m
+    out = dev.empty(count * rows_pad * k_pad)
+    st.residues_strided(px, m, k, vs, es, dev.put(mu), count, dev.put(np.array(consts.moduli, np.int32)),
+                        out.ptr, rows_pad, k_pad, row_stride, plane_stride, 0,
+                        inner=dev.put(inner) if shifted else 0)
+    got = dev.get(out, np.int8, out.nbytes)
+    idx = (np.arange(count)[:, None, None] * plane_stride + np.arange(rows_pad)[None, :, None] * row_stride
+           + np.arange(k_pad)[None, None, :])
+    planes = got[idx]
+    assert np.array_equal(planes[:, :m, :k], want)
+    assert not planes[:, :, k:].any() and not planes[:, m:, :].any()
+
+
 @pytest.mark.parametrize("rows_pad,k_pad,row_stride,plane_stride", [
     (8, 32, 32, 8 * 32 - 1),     # planes overlap the last row
     (8, 32, 16, 8 * 32),         # row_stride < k_pad

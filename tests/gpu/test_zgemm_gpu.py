@@ -58,7 +58,9 @@ def test_axpby_kernel_is_its_numpy_twin(st, rng):
         assert same_bits(out.get(), want), (alpha, beta)
 
 
-@pytest.mark.parametrize("kc, nc, count", [(40, 29, 17), (7, 3, 2), (48, 64, 20)])
+# (60000, 29, 15): 36 padded rows of 7500 chunks on either side, 270000 slots: the
+# look-ahead kernel on an H200 (from 202752: test_stages_extra.LOOK_AHEAD_SIZE).
+@pytest.mark.parametrize("kc, nc, count", [(40, 29, 17), (7, 3, 2), (48, 64, 20), (60000, 29, 15)])
 def test_residues_karatsuba_are_the_parts_of_the_realified_residues(st, rng, kc, nc, count):
     """P_residues_karatsuba on Ahat's rows and on Bhat's odd columns (read in place, every
     other vector, shifts every other one) against the reference's realified residues:

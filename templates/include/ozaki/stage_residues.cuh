@@ -24,11 +24,11 @@ namespace stages {
 // --- residues ------------------------------------------------------------------------
 // Per modulus: the float constants (FloatModulus, WideModulus) and the table f(e) = 2^e
 // mods m for e < kPow2Table, built in shared memory by every block (persistent grid: a few
-// per SM). Each warp takes one path for its 32 x 16 entries, by its largest e: 0 (four
+// per SM; ResidueTables). Each warp takes one path for its 32 x 16 entries, by its largest e: 0 (four
 // pieces with the 1/4), <= kWide4MaxExp (four wide pieces, no table), <= kWideMaxExp
 // (five), else the table.
 
-// Karatsuba's parts (residues_kernel<true>): each vector's entries 2l and 2l + 1 are Re and
+// Karatsuba's parts (the residue kernels with kParts): each vector's entries 2l and 2l + 1 are Re and
 // Im of complex entry l (Im first where im_first: Bhat's odd columns hold Im b at their even
 // rows), and part q (0: Re, 1: Im, 2: Re + Im mods m_g) of complex entry l goes to
 // out[q * part_stride + g * plane_stride + v * row_stride + l]: a chunk's 16 entries are 8
@@ -159,22 +159,26 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
   }
 }
 
-// The table's bases per modulus: 2^(16 j) mod m for 16 j < kPow2Table.
+// The tables every block builds in shared memory: per modulus the float constants
+// (FloatModulus, WideModulus), m itself, f(e) = 2^e mods m for e < kPow2Table ([e][modulus])
+// and the bases it is built from, 2^(16 j) mod m.
 inline constexpr int kPow2Bases = kPow2Table / 16;
 static_assert(kPow2Table % 16 == 0, "the table's bases are 16 exponents apart");
 
-template <bool kParts>
-__global__ void __launch_bounds__(kThreads)
-residues_kernel(const __grid_constant__ ResidueArgs a) {
-  __shared__ FloatModulus s_mod[kMaxModuli];
-  __shared__ WideModulus s_wide[kMaxModuli];
-  __shared__ uint32_t s_m[kMaxModuli];
-  __shared__ float s_pow2[kPow2Table * kMaxModuli];  // [e][modulus]
-  __shared__ uint32_t s_base[kMaxModuli][kPow2Bases];  // 2^(16 j) mod m
-  // Every block builds these, and every warp waits for them: square and multiply once per
-  // base, then one remainder per entry (pow2_factor_from_base), the constants from the bases.
+struct ResidueTables {
+  FloatModulus mod[kMaxModuli];
+  WideModulus wide[kMaxModuli];
+  uint32_t m[kMaxModuli];
+  float pow2[kPow2Table * kMaxModuli];
+  uint32_t base[kMaxModuli][kPow2Bases];
+};
+
+// Every block builds them, and every warp waits for them (the __syncthreads inside): square
+// and multiply once per base, then one remainder per entry (pow2_factor_from_base), the
+// constants from the bases.
+__device__ inline void build_residue_tables(const ResidueArgs& a, ResidueTables& T) {
   for (int t = threadIdx.x; t < a.nmod * kPow2Bases; t += blockDim.x) {
-    s_base[t / kPow2Bases][t % kPow2Bases] =
+    T.base[t / kPow2Bases][t % kPow2Bases] =
         pow2_mod(16 * (t % kPow2Bases), static_cast<uint32_t>(a.moduli[t / kPow2Bases]));
   }
   __syncthreads();
@@ -182,97 +186,173 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
     const int g = t / kPow2Table;
     const int e = t % kPow2Table;
     const uint32_t m = static_cast<uint32_t>(a.moduli[g]);
-    s_pow2[e * kMaxModuli + g] = pow2_factor_from_base(s_base[g][e / 16], e, m);
+    T.pow2[e * kMaxModuli + g] = pow2_factor_from_base(T.base[g][e / 16], e, m);
   }
   for (int g = threadIdx.x; g < a.nmod; g += blockDim.x) {
     const uint32_t m = static_cast<uint32_t>(a.moduli[g]);
-    const auto factor = [&](int e) { return pow2_factor_from_base(s_base[g][e / 16], e, m); };
-    s_mod[g] = float_modulus(m, factor);
-    s_wide[g] = wide_modulus(m, factor);
-    s_m[g] = m;
+    const auto factor = [&](int e) { return pow2_factor_from_base(T.base[g][e / 16], e, m); };
+    T.mod[g] = float_modulus(m, factor);
+    T.wide[g] = wide_modulus(m, factor);
+    T.m[g] = m;
   }
   __syncthreads();
+}
 
-  OZAKI_FOR_EACH_WARP_SLOT(c, a.grid.slots) {
-    int64_t v = 0, l0 = 0;
-    if (c < a.grid.slots) chunk_position(a.grid, c, v, l0);
-    const bool active = c < a.grid.slots && v < a.grid.rows_pad;
-    // the entries and their t (entry_bits); each entry's e (entry_exp) first, its integer
-    // once the warp's route is known: without a branch on the routes of e <= kWideMaxExp
-    double x[kChunk];
-    int32_t t[kChunk];
-    int emax = 0;
-    {
-      if (active) {
-        load_chunk(a.xs, a.grid.vector_loads, v, l0, x);
-      } else {
+// What a lane reads for its chunk slot c: the position (v, l0), whether it lies inside the
+// grid's rows, its 16 entries (0 outside) and its vector's shift (0 past nvec).
+struct ChunkInput {
+  int64_t v;
+  int64_t l0;
+  bool active;
+  int32_t shift;
+  double x[kChunk];
+};
+
+template <bool kParts>
+__device__ inline void load_chunk_input(const ResidueArgs& a, int64_t c, ChunkInput& in) {
+  in.v = 0;
+  in.l0 = 0;
+  if (c < a.grid.slots) chunk_position(a.grid, c, in.v, in.l0);
+  in.active = c < a.grid.slots && in.v < a.grid.rows_pad;
+  if (in.active) {
+    load_chunk(a.xs, a.grid.vector_loads, in.v, in.l0, in.x);
+  } else {
 #pragma unroll
-        for (int i = 0; i < kChunk; ++i) x[i] = 0.0;
-      }
-      const int32_t shift = active && v < a.xs.nvec ? a.shifts[kParts ? v * a.parts.shift_step : v] : 0;
-      if (a.xs.inner != nullptr) {
-        load_shifts(a.xs, l0, t);
+    for (int i = 0; i < kChunk; ++i) in.x[i] = 0.0;
+  }
+  in.shift = in.active && in.v < a.xs.nvec ? a.shifts[kParts ? in.v * a.parts.shift_step : in.v] : 0;
+}
+
+// The nmod stores of one chunk from its input: the entries' t (entry_bits) and e
+// (entry_exp) first, the route by the warp's largest e, then each entry's integer once the
+// route is known (without a branch on the routes of e <= kWideMaxExp). Every lane of the
+// warp calls it (warp votes inside).
+template <bool kParts>
+__device__ __forceinline__ void residue_chunk(const ResidueArgs& a, const ChunkInput& in, const ResidueTables& T) {
+  int32_t t[kChunk];
+  int emax = 0;
+  {
+    if (a.xs.inner != nullptr) {
+      load_shifts(a.xs, in.l0, t);
 #pragma unroll
-        for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(t[i] + shift);
-      } else {
+      for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(t[i] + in.shift);
+    } else {
 #pragma unroll
-        for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(shift);
-      }
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) {
-        const EntryBits b = entry_bits_clamped(x[i], t[i]);
-        t[i] = b.t;
-        const int e = entry_exp(b);
-        emax = e > emax ? e : emax;
-      }
-    }
-#pragma unroll
-    for (int d = 1; d < kWarp; d *= 2) {
-      const int other = __shfl_xor_sync(0xffffffffu, emax, d);
-      emax = other > emax ? other : emax;
-    }
-    int8_t* dst = a.out + v * a.row_stride + (kParts ? l0 / 2 : l0);
-    // every lane of the warp stores whole aligned chunks: the modulus loops without the tests
-    const bool plain = !kParts && __all_sync(0xffffffffu, active && a.vector_stores);
-    const auto stores = [&](const auto& write) {
-      if constexpr (!kParts) {
-        if (plain) return write(std::true_type{});
-      }
-      write(std::false_type{});
-    };
-    if (emax > 0 && emax <= kWideMaxExp) {
-      WidePieces w[kChunk];
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(wide_integer(entry_bits_at(x[i], t[i])));
-      if (emax <= kWide4MaxExp) {
-        stores([&](auto kPlain) { write_wide_planes<kParts, 4, kPlain>(a, w, dst, active, s_wide, s_m); });
-      } else {
-        stores([&](auto kPlain) { write_wide_planes<kParts, 5, kPlain>(a, w, dst, active, s_wide, s_m); });
-      }
-      continue;
-    }
-    Pieces p[kChunk];
-    int e[kChunk];
-    if (emax == 0) {
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) {
-        p[i] = residue_pieces(scaled_small(entry_bits_at(x[i], t[i])), true);  // e == 0: the pieces carry the 1/4
-        e[i] = 0;
-      }
-      stores([&](auto kPlain) { write_residue_planes<0, kParts, kPlain>(a, p, e, dst, active, s_mod, s_pow2, s_m); });
-      continue;
+      for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(in.shift);
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      const ScaledInteger sv = scaled_integer(x[i], entry_shift(x[i], t[i]));
-      p[i] = residue_pieces(sv, false);
-      e[i] = sv.exp;
+      const EntryBits b = entry_bits_clamped(in.x[i], t[i]);
+      t[i] = b.t;
+      const int e = entry_exp(b);
+      emax = e > emax ? e : emax;
     }
-    if (emax < kPow2Table) {
-      stores([&](auto kPlain) { write_residue_planes<1, kParts, kPlain>(a, p, e, dst, active, s_mod, s_pow2, s_m); });
+  }
+#pragma unroll
+  for (int d = 1; d < kWarp; d *= 2) {
+    const int other = __shfl_xor_sync(0xffffffffu, emax, d);
+    emax = other > emax ? other : emax;
+  }
+  int8_t* dst = a.out + in.v * a.row_stride + (kParts ? in.l0 / 2 : in.l0);
+  // every lane of the warp stores whole aligned chunks: the modulus loops without the tests
+  const bool plain = !kParts && __all_sync(0xffffffffu, in.active && a.vector_stores);
+  const auto stores = [&](const auto& write) {
+    if constexpr (!kParts) {
+      if (plain) return write(std::true_type{});
+    }
+    write(std::false_type{});
+  };
+  if (emax > 0 && emax <= kWideMaxExp) {
+    WidePieces w[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) w[i] = wide_pieces(wide_integer(entry_bits_at(in.x[i], t[i])));
+    if (emax <= kWide4MaxExp) {
+      stores([&](auto kPlain) { write_wide_planes<kParts, 4, kPlain>(a, w, dst, in.active, T.wide, T.m); });
     } else {
-      stores([&](auto kPlain) { write_residue_planes<2, kParts, kPlain>(a, p, e, dst, active, s_mod, s_pow2, s_m); });
+      stores([&](auto kPlain) { write_wide_planes<kParts, 5, kPlain>(a, w, dst, in.active, T.wide, T.m); });
     }
+    return;
+  }
+  Pieces p[kChunk];
+  int e[kChunk];
+  if (emax == 0) {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      p[i] = residue_pieces(scaled_small(entry_bits_at(in.x[i], t[i])), true);  // e == 0: the pieces carry the 1/4
+      e[i] = 0;
+    }
+    stores([&](auto kPlain) { write_residue_planes<0, kParts, kPlain>(a, p, e, dst, in.active, T.mod, T.pow2, T.m); });
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) {
+    const ScaledInteger sv = scaled_integer(in.x[i], entry_shift(in.x[i], t[i]));
+    p[i] = residue_pieces(sv, false);
+    e[i] = sv.exp;
+  }
+  if (emax < kPow2Table) {
+    stores([&](auto kPlain) { write_residue_planes<1, kParts, kPlain>(a, p, e, dst, in.active, T.mod, T.pow2, T.m); });
+  } else {
+    stores([&](auto kPlain) { write_residue_planes<2, kParts, kPlain>(a, p, e, dst, in.active, T.mod, T.pow2, T.m); });
+  }
+}
+
+// The residues, one chunk per lane and pass: each warp's 32 chunks read, then their
+// arithmetic (16 warps per SM at 128 registers). Launched where the grid has few passes
+// (launch_residues).
+template <bool kParts>
+__global__ void __launch_bounds__(kThreads)
+residues_kernel(const __grid_constant__ ResidueArgs a) {
+  __shared__ ResidueTables T;
+  build_residue_tables(a, T);
+  OZAKI_FOR_EACH_WARP_SLOT(c, a.grid.slots) {
+    ChunkInput in;
+    load_chunk_input<kParts>(a, c, in);
+    residue_chunk<kParts>(a, in, T);
+  }
+}
+
+// The same with the next pass's chunk read before this pass's arithmetic, so that its load
+// latency overlaps the arithmetic: 32 registers more (168 in all), 12 warps per SM. 5-6 %
+// faster where each warp makes many passes; with few, the kernel of more warps is faster
+// (2026-12-04, docs/benchmarks.md).
+inline constexpr int kAheadThreads = 128;
+inline constexpr int kAheadBlocksPerSm = 3;
+
+template <bool kParts>
+__global__ void __launch_bounds__(kAheadThreads, kAheadBlocksPerSm)
+residues_ahead_kernel(const __grid_constant__ ResidueArgs a) {
+  __shared__ ResidueTables T;
+  build_residue_tables(a, T);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int lane = threadIdx.x % kWarp;
+  int64_t base = (int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp) * kWarp;  // the warp's
+  if (base >= a.grid.slots) return;
+  ChunkInput in;
+  load_chunk_input<kParts>(a, base + lane, in);
+  for (; base < a.grid.slots; base += stride) {
+    ChunkInput next;  // past the last pass: inactive, nothing read
+    load_chunk_input<kParts>(a, base + stride + lane, next);
+    residue_chunk<kParts>(a, in, T);
+    in = next;
+  }
+}
+
+// A residues grid launched: the look-ahead kernel where its warps make at least
+// kAheadMinPasses passes (measured: 5 passes faster, 2.6 slower at 15 moduli), else the
+// kernel of more warps.
+inline constexpr int64_t kAheadMinPasses = 4;
+
+template <bool kParts>
+inline void launch_residues(const ResidueArgs& args, cudaStream_t stream) {
+  const int64_t lanes = resident_capacity(reinterpret_cast<const void*>(residues_ahead_kernel<kParts>),
+                                          kAheadThreads, 0) * kAheadThreads;
+  if (args.grid.slots >= kAheadMinPasses * lanes) {
+    const int64_t blocks = resident_blocks(residues_ahead_kernel<kParts>, kAheadThreads, args.grid.slots, kAheadThreads);
+    residues_ahead_kernel<kParts><<<blocks, kAheadThreads, 0, stream>>>(args);
+  } else {
+    const int64_t blocks = resident_blocks(residues_kernel<kParts>, kThreads, args.grid.slots, kThreads);
+    residues_kernel<kParts><<<blocks, kThreads, 0, stream>>>(args);
   }
 }
 
@@ -372,8 +452,7 @@ inline int residues_strided(const double* x, int64_t nvec, int64_t k, int64_t vs
   if (grid.slots == 0) return kOk;
   ResidueArgs args{xs, shifts, nmod, moduli, out, row_stride, plane_stride, grid,
                    aligned16(out) && row_stride % 16 == 0 && plane_stride % 16 == 0, KaratsubaParts{}};
-  const int64_t blocks = resident_blocks(residues_kernel<false>, kThreads, grid.slots, kThreads);
-  residues_kernel<false><<<blocks, kThreads, 0, stream>>>(args);
+  launch_residues<false>(args, stream);
   return check_launch(err, what);
 }
 
@@ -418,8 +497,7 @@ inline int residues_karatsuba(const double* x, int64_t nvec, int64_t k, int64_t 
   if (grid.slots == 0) return kOk;
   ResidueArgs args{xs, shifts, nmod, moduli, out, k_pad, plane, grid, false,
                    KaratsubaParts{part, shift_step, im_first != 0}};
-  const int64_t blocks = resident_blocks(residues_kernel<true>, kThreads, grid.slots, kThreads);
-  residues_kernel<true><<<blocks, kThreads, 0, stream>>>(args);
+  launch_residues<true>(args, stream);
   return check_launch(err, what);
 }
 
