@@ -51,7 +51,7 @@ _BY_NAME = (("pack_kernel", "pack"), ("inner_", "inner"), (r"scan_along_k_kernel
             ("scan_", "scan"),
             ("equilibrate_kernel", "contract"), ("certificate_kernel", "contract"),
             ("fast_shifts_kernel", "contract"), ("coarse_kernel", "coarse"),
-            ("accumulate_i64", "shifts"), ("accurate_", "shifts"), ("residues_kernel", "residues"),
+            ("accumulate_i64", "shifts"), ("accurate_", "shifts"), (r"residues_(ahead_)?kernel", "residues"),
             ("crt_", "combine"))
 
 

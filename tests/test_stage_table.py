@@ -60,6 +60,18 @@ def test_stages_and_their_floors(st):
     assert got["int8 gemm"]["floor_gb"] is None
 
 
+@pytest.mark.parametrize("name", ["stages::residues_kernel<false>(stages::ResidueArgs)",
+                                  "void stages::residues_ahead_kernel<false>(stages::ResidueArgs)"])
+def test_either_residues_kernel_is_the_residues_stage(st, name):
+    """The look-ahead residues kernel counts as the residues too, so the GEMMs after it are
+    the products."""
+    ks = st.parse_ncu(ncu_text().replace("stages::residues_kernel(stages::ResidueArgs)", name))
+    assert st.stage_of(ks[2]["kernel"], False) == "residues"
+    run = {"m": 1000, "n": 2000, "k": 500, "moduli": 15}
+    assert [r["stage"] for r in st.stage_rows(run, ks, 4.0)] == ["scan", "coarse gemm", "residues", "int8 gemm",
+                                                                  "combine"]
+
+
 @pytest.mark.parametrize("coarse, alone", [("<0, 1>", "<0, 0>"), ("<0, 1, 128>", "<0, 0, 512>"),
                                            ("<1, 1, 0>", "<1, 0, 0>")])
 def test_scan_writing_the_coarse_magnitudes_is_its_own_stage(st, coarse, alone):
