@@ -3,7 +3,8 @@
 # $OZAKI_CACHE_DIR, default /root/ozaki-cache): bash scripts/device_stages.sh [CONFIG...]
 # CONFIG: "accurate15" (15 moduli, accurate mode, fused path) and/or "contract" (the
 # default call's choice, fused path). For each shape, one call under
-#   ncu --clock-control none --profile-from-start off --metrics time, DRAM read, DRAM write
+#   ncu --clock-control none --profile-from-start off --metrics time, DRAM read, DRAM write,
+#   SM clock, warp instructions
 # (stages-SHAPE-CONFIG.{json,csv}) and the device's copy bandwidth (copy.txt), all in one
 # $OUT/stages.tar (the device tool brings back a few files only); then here: python scripts/stage_table.py table --bandwidth TBS RUN.json:NCU.csv ...
 set -uo pipefail
@@ -34,7 +35,7 @@ for S in $SHAPES; do
       *) echo "unknown config $C"; exit 2 ;;
     esac
     timeout 300 ncu --clock-control none --profile-from-start off --csv \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum \
       $PY scripts/stage_table.py call "$M" "$N" "$K" $ARGS --path fused --json "$OUT/stages-$S-$C.json" \
       > "$OUT/stages-$S-$C.csv" 2> "$OUT/stages-$S-$C.err" || tail -5 "$OUT/stages-$S-$C.err"
     echo "$S $C: $(grep -c gpu__time "$OUT/stages-$S-$C.csv") kernels"

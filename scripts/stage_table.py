@@ -10,6 +10,10 @@ Two steps, the first on the GPU under Nsight Compute (scripts/device_stages.sh r
       groups the kernels of each profiled call into stages, adds their ncu durations and
       DRAM bytes, and sets each stage against the bytes it must move at TBS TB/s
       (the measured copy bandwidth); prints a Markdown table (and --json writes it).
+      Where the CSV holds each kernel's SM clock (sm__cycles_elapsed.avg.per_second) and
+      warp instructions (smsp__inst_executed.sum) and the run its SM count, each stage
+      also gets its issue floor: the instructions at one per scheduler and cycle
+      (SCHEDULERS_PER_SM per SM) at the kernel's own clock, and how busy that kept issue.
   python scripts/stage_table.py needs TABLES.json --target MxNxK=TFLOPS ...
       from a table's --json: per shape, the GEMMs as measured plus every other stage at its
       floor (the ceiling of the pipeline), and what a whole-call target leaves the other
@@ -42,6 +46,7 @@ import statistics
 import sys
 
 INT8_TOPS = 1500.0  # the INT8 rate the H200's 700 W cap allows (docs/benchmarks.md)
+SCHEDULERS_PER_SM = 4  # warp schedulers of an sm_80 / sm_90 SM, one instruction each per cycle
 
 STAGES = ("pack", "inner", "scan", "scan and coarse", "contract", "coarse", "coarse gemm", "shifts", "residues",
           "int8 gemm", "combine")
@@ -73,35 +78,50 @@ def floor_bytes(stage: str, m: int, n: int, k: int, moduli: int, packed: int) ->
             "combine": float(moduli) * m * n + 8.0 * m * n}.get(stage, 0.0)
 
 
+# metric -> (record key, {unit: scale to the key's unit})
+_METRICS = {
+    "gpu__time_duration.sum": ("ns", {"ns": 1.0, "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6}),
+    "dram__bytes_read.sum": ("read", {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}),
+    "dram__bytes_write.sum": ("write", {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}),
+    "sm__cycles_elapsed.avg.per_second": ("hz", {"hz": 1.0, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9}),
+    "smsp__inst_executed.sum": ("inst", {"inst": 1.0, "Kinst": 1e3, "Minst": 1e6, "Ginst": 1e9}),
+}
+
+
 def parse_ncu(text: str) -> list[dict]:
-    """ncu --csv rows (one per kernel and metric) -> [{kernel, ns, read, write}] in launch order."""
+    """ncu --csv rows (one per kernel and metric) -> [{kernel, ns, read, write[, hz, inst]}] in
+    launch order (hz: the SM clock, inst: warp instructions, where the CSV has them)."""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
     kernels: dict[str, dict] = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines))):
         rec = kernels.setdefault(row["ID"], {"kernel": row["Kernel Name"], "ns": 0.0, "read": 0.0, "write": 0.0})
         value = float(row["Metric Value"].replace(",", ""))
         unit = row["Metric Unit"]
-        scale = {"ns": 1.0, "usecond": 1e3, "msecond": 1e6, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6,
-                 "Gbyte": 1e9}.get(unit)
-        if scale is None:
+        if row["Metric Name"] not in _METRICS:
+            raise ValueError(f"unexpected metric {row['Metric Name']!r}")
+        key, scales = _METRICS[row["Metric Name"]]
+        if unit not in scales:
             raise ValueError(f"unexpected unit {unit!r} for {row['Metric Name']}")
-        key = {"gpu__time_duration.sum": "ns", "dram__bytes_read.sum": "read",
-               "dram__bytes_write.sum": "write"}[row["Metric Name"]]
-        rec[key] = value * scale
+        rec[key] = value * scales[unit]
     return [kernels[i] for i in sorted(kernels, key=int)]
 
 
 def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dict]:
     m, n, k, moduli = run["m"], run["n"], run["k"], run["moduli"]
+    sms = run.get("sms")
+    issue = sms is not None and all("hz" in kr and "inst" in kr for kr in kernels)
     sums: dict[str, dict] = {}
     seen = False
     for kr in kernels:
         st = stage_of(kr["kernel"], seen)
         seen = seen or st == "residues"
-        s = sums.setdefault(st, {"kernels": 0, "ms": 0.0, "bytes": 0.0})
+        s = sums.setdefault(st, {"kernels": 0, "ms": 0.0, "bytes": 0.0, "cycles": 0.0, "issue_ms": 0.0})
         s["kernels"] += 1
         s["ms"] += kr["ns"] / 1e6
         s["bytes"] += kr["read"] + kr["write"]
+        if issue:
+            s["cycles"] += kr["hz"] * kr["ns"] / 1e9  # the clock weighted by time
+            s["issue_ms"] += kr["inst"] / (sms * SCHEDULERS_PER_SM * kr["hz"]) * 1e3
     packed = run.get("packed", 0)
     rows = []
     for st in STAGES:
@@ -115,10 +135,14 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dic
         else:
             fb = floor_bytes(st, m, n, k, moduli, packed)
             floor_ms = fb / (bandwidth_tbs * 1e12) * 1e3
-        rows.append({"stage": st, "kernels": s["kernels"], "ms": s["ms"], "dram_gb": s["bytes"] / 1e9,
-                     "gbs": s["bytes"] / (s["ms"] * 1e6) if s["ms"] else 0.0,
-                     "floor_gb": None if fb is None else fb / 1e9, "floor_ms": floor_ms,
-                     "ratio": s["ms"] / floor_ms if floor_ms else None})
+        row = {"stage": st, "kernels": s["kernels"], "ms": s["ms"], "dram_gb": s["bytes"] / 1e9,
+               "gbs": s["bytes"] / (s["ms"] * 1e6) if s["ms"] else 0.0,
+               "floor_gb": None if fb is None else fb / 1e9, "floor_ms": floor_ms,
+               "ratio": s["ms"] / floor_ms if floor_ms else None}
+        if issue and s["ms"]:
+            row.update({"sm_ghz": s["cycles"] / (s["ms"] * 1e6), "issue_floor_ms": s["issue_ms"],
+                        "issue_busy": s["issue_ms"] / s["ms"]})
+        rows.append(row)
     return rows
 
 
@@ -126,13 +150,19 @@ def format_rows(run: dict, rows: list[dict]) -> str:
     ph = run.get("phases_ms", {})
     head = (f"{run['m']} x {run['n']} x {run['k']}, {run['moduli']} moduli {run['mode']}, path {run['path']}"
             f" (events, ms: " + ", ".join(f"{p} {v:.2f}" for p, v in ph.items()) + ")")
-    out = [head, "", "| stage | kernels | ms (ncu) | DRAM GB | GB/s | must move GB | floor ms | x floor |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    issue = any("issue_floor_ms" in r for r in rows)
+    out = [head, "", "| stage | kernels | ms (ncu) | DRAM GB | GB/s | must move GB | floor ms | x floor |"
+           + (" SM GHz | issue floor ms | issue busy |" if issue else ""),
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if issue else "")]
     for r in rows:
         fg = "-" if r["floor_gb"] is None else f"{r['floor_gb']:.3f}"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        out.append(f"| {r['stage']} | {r['kernels']} | {r['ms']:.3f} | {r['dram_gb']:.3f} | {r['gbs']:.0f} | "
-                   f"{fg} | {r['floor_ms']:.3f} | {ratio} |")
+        line = (f"| {r['stage']} | {r['kernels']} | {r['ms']:.3f} | {r['dram_gb']:.3f} | {r['gbs']:.0f} | "
+                f"{fg} | {r['floor_ms']:.3f} | {ratio} |")
+        if issue:
+            line += (f" {r['sm_ghz']:.2f} | {r['issue_floor_ms']:.3f} | {r['issue_busy'] * 100:.0f} % |"
+                     if "issue_floor_ms" in r else " - | - | - |")
+        out.append(line)
     return "\n".join(out)
 
 
@@ -165,7 +195,8 @@ def call_main(args) -> int:
     cp.cuda.profiler.stop()
     # B row-major: op(B)'s columns are strided and packed (operands.stages.needs_pack)
     run = {"m": m, "n": n, "k": k, "moduli": phases[-1].get("moduli", args.moduli), "mode": phases[-1].get(
-        "mode", args.mode), "path": args.path, "phases_ms": med, "packed": n * k, "kernel": phases[-1].get("kernel")}
+        "mode", args.mode), "path": args.path, "phases_ms": med, "packed": n * k, "kernel": phases[-1].get("kernel"),
+        "sms": cp.cuda.Device().attributes["MultiProcessorCount"]}
     with open(args.json, "w") as f:
         json.dump(run, f, indent=1)
     print(json.dumps(run))

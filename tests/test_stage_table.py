@@ -60,6 +60,50 @@ def test_stages_and_their_floors(st):
     assert got["int8 gemm"]["floor_gb"] is None
 
 
+def with_issue(text, clocks, insts):
+    """The fake CSV with each kernel's SM clock (Ghz, Mhz: both units) and warp instructions."""
+    lines = text.splitlines()
+    for kid, (ghz, inst) in enumerate(zip(clocks, insts)):
+        pre = f'"{kid}","1","p","h","k","1","7","(256, 1, 1)","(2, 1, 1)","0","9.0","m",'
+        clock = f'"sm__cycles_elapsed.avg.per_second","Ghz","{ghz}"' if kid % 2 else \
+            f'"sm__cycles_elapsed.avg.per_second","Mhz","{ghz * 1e3:,.1f}"'
+        lines += [pre + clock, pre + f'"smsp__inst_executed.sum","inst","{inst:,}"']
+    return "\n".join(lines)
+
+
+def test_issue_floor_from_the_clock_and_the_instructions(st):
+    clocks, insts = [1.9, 1.8, 2.0, 1.6, 1.75], [40_000_000, 1, 80_000_000, 5, 30_000_000]
+    ks = st.parse_ncu(with_issue(ncu_text(), clocks, insts))
+    assert ks[2]["hz"] == pytest.approx(2.0e9) and ks[2]["inst"] == 80_000_000
+    assert ks[0]["hz"] == pytest.approx(1.9e9)  # Mhz
+    run = {"m": 1000, "n": 2000, "k": 500, "moduli": 15, "mode": "accurate", "path": "fused", "sms": 132}
+    got = {r["stage"]: r for r in st.stage_rows(run, ks, 4.0)}
+    res = got["residues"]
+    assert res["issue_floor_ms"] == pytest.approx(80e6 / (132 * 4 * 2.0e9) * 1e3)
+    assert res["issue_busy"] == pytest.approx(res["issue_floor_ms"] / 2.0)  # the kernel ran 2 ms
+    assert res["sm_ghz"] == pytest.approx(2.0)
+    text = st.format_rows(run, list(got.values()))
+    assert "| issue floor ms |" in text and f"| {res['issue_floor_ms']:.3f} |" in text
+    # no SM count in the run (tables of older runs): the issue columns stay out
+    del run["sms"]
+    rows = st.stage_rows(run, ks, 4.0)
+    assert all("issue_floor_ms" not in r for r in rows) and "issue" not in st.format_rows(run, rows)
+
+
+def test_a_stage_of_several_kernels_weights_their_clocks_by_time(st):
+    text = ncu_text().replace("stages::residues_kernel(stages::ResidueArgs)", "stages::scan_vector_kernel(x)")
+    ks = st.parse_ncu(with_issue(text, [1.0, 1.8, 2.0, 1.6, 1.75], [10, 1, 20, 5, 30]))
+    run = {"m": 1000, "n": 2000, "k": 500, "moduli": 15, "sms": 2}
+    scan = {r["stage"]: r for r in st.stage_rows(run, ks, 4.0)}["scan"]  # 1 ms at 1 GHz, 2 ms at 2 GHz
+    assert scan["sm_ghz"] == pytest.approx((1.0 * 1 + 2.0 * 2) / 3)
+    assert scan["issue_floor_ms"] == pytest.approx((10 / 8e9 + 20 / 16e9) * 1e3)
+
+
+def test_unknown_metrics_are_refused(st):
+    with pytest.raises(ValueError, match="metric"):
+        st.parse_ncu("\n".join([HEAD, *rows(0, "k", 1, "1", "1")]).replace("dram__bytes_read.sum", "lts__t_bytes.sum"))
+
+
 @pytest.mark.parametrize("name", ["stages::residues_kernel<false>(stages::ResidueArgs)",
                                   "void stages::residues_ahead_kernel<false>(stages::ResidueArgs)"])
 def test_either_residues_kernel_is_the_residues_stage(st, name):
