@@ -6,11 +6,14 @@ residue bytes, timed against its memory floor, in the ways a call can launch it:
   no-source  no non-finite source, beta 0
   beta       a non-finite source and beta != 0 (c read: the general store path)
 Each case in alternation with the others, --rounds rounds of back-to-back launches, CUDA
-events, medians. The floor: count + 8 bytes per entry (+ 8 read with beta) at the copy rate
+events, medians. --other TREE: each case also with the stage kernels built from TREE's
+templates (another checkout, e.g. `git archive BRANCH templates | tar -x -C TREE`;
+kernels.stages.stages_from_tree), in alternation with this checkout's, outputs compared bit
+for bit with this checkout's (exit 1 where they differ); --cases to time fewer. The floor: count + 8 bytes per entry (+ 8 read with beta) at the copy rate
 measured in the same process (cupy.copyto of 2 GiB). The calls and no-source outputs are
 checked bit for bit against each other (beta's output differs by its c term: not compared).
     python scripts/combine_alone.py [--shapes 4096 8192 16384x1024] [--moduli 15 16 17]
-        [--rounds 5] [--json FILE]"""
+        [--rounds 5] [--cases calls] [--other TREE] [--json FILE]"""
 
 import argparse
 import json
@@ -18,7 +21,7 @@ import statistics
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
-from ozaki_cutlass.kernels.stages import CNonfiniteSource, load_stages
+from ozaki_cutlass.kernels.stages import CNonfiniteSource, load_stages, stages_from_tree
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.tools.measure import copy_rate_gbps, launch_ms
 
@@ -43,18 +46,36 @@ def floor_ms(m: int, n: int, count: int, case: str, gbps: float) -> float:
     return per_entry * m * n / gbps / 1e6
 
 
+def differing_runs(outs: dict, equal) -> set:
+    """The (kernels, case) runs whose output differs from the one it must equal: every run
+    from this checkout's kernels of its case, and the calls and no-source cases of one
+    library from each other (beta's output has its c term: compared only across libraries)."""
+    differ = set()
+    for (name, case), out in outs.items():
+        ref = ("this", case)
+        if ref in outs and ref != (name, case) and not equal(outs[ref], out):
+            differ.add((name, case))
+        if case == "no-source" and (name, "calls") in outs and not equal(outs[(name, "calls")], out):
+            differ.update({(name, "calls"), (name, case)})
+    return differ
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", type=parse_shape, default=[parse_shape(s) for s in DEFAULT_SHAPES])
     ap.add_argument("--moduli", nargs="+", type=int, default=[15, 16, 17])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
     import cupy as cp
 
     driver.ensure_context()
-    st = load_stages(visible_arch())
+    libs = {"this": load_stages(visible_arch())}
+    if args.other:
+        libs["other"] = stages_from_tree(visible_arch(), args.other)
     gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     rows = []
@@ -72,36 +93,38 @@ def main(argv=None) -> int:
             consts = crt_constants(count)
             mods = cp.asarray(consts.moduli, cp.int32)[:, None, None]
             planes = (rng.integers(0, 2**30, (count, m, ldx), dtype=cp.int32) % mods).astype(cp.uint8)
-            outs = {case: cp.empty((m, n)) for case in CASES}
+            runs = [(name, case) for case in args.cases for name in libs]
+            outs = {run: cp.empty((m, n)) for run in runs}
 
-            def launch(case):
+            def launch(run):
+                name, case = run
                 beta = -0.5 if case == "beta" else 0.0
                 nf = None if case == "no-source" else source
-                return lambda: st.combine_unscale(planes.data.ptr, [1] * count, m, n, ldx, m * ldx, consts,
-                                                  mu.data.ptr, nu.data.ptr, 1.0, beta,
-                                                  cin.data.ptr if beta else 0, n, 1, outs[case].data.ptr, n,
-                                                  1, nf, 0)
-            calls = {case: launch(case) for case in CASES}
+                return lambda: libs[name].combine_unscale(planes.data.ptr, [1] * count, m, n, ldx, m * ldx, consts,
+                                                          mu.data.ptr, nu.data.ptr, 1.0, beta,
+                                                          cin.data.ptr if beta else 0, n, 1, outs[run].data.ptr,
+                                                          n, 1, nf, 0)
+            calls = {run: launch(run) for run in runs}
             for f in calls.values():
                 f()
             cp.cuda.runtime.deviceSynchronize()
-            same = bool(cp.array_equal(outs["calls"].view(cp.int64), outs["no-source"].view(cp.int64)))
+            differ = differing_runs(outs, lambda a, b: bool(cp.array_equal(a.view(cp.int64), b.view(cp.int64))))
             reps = max(3, int(2e9 // ((count + 8) * m * n)))
-            times = {case: [] for case in CASES}
+            times = {run: [] for run in runs}
             for _ in range(args.rounds):
-                for case, f in calls.items():
-                    times[case].append(launch_ms(f, reps))
-            for case in CASES:
-                ms = statistics.median(times[case])
+                for run, f in calls.items():
+                    times[run].append(launch_ms(f, reps))
+            for name, case in runs:
+                ms = statistics.median(times[(name, case)])
                 fl = floor_ms(m, n, count, case, gbps)
-                rows.append({"m": m, "n": n, "moduli": count, "case": case, "ms": ms, "floor_ms": fl,
-                             "x_floor": ms / fl, "same_bits": same})
-                print(f"{m}x{n} {count} moduli {case:9s} {ms:.3f} ms ({ms / fl:.2f}x floor {fl:.3f})"
-                      + ("" if same else "  BITS DIFFER between calls and no-source"))
+                rows.append({"m": m, "n": n, "moduli": count, "case": case, "kernels": name, "ms": ms,
+                             "floor_ms": fl, "x_floor": ms / fl, "same_bits": (name, case) not in differ})
+                print(f"{m}x{n} {count} moduli {case:9s}{'' if len(libs) == 1 else ' ' + name:6s} {ms:.3f} ms "
+                      f"({ms / fl:.2f}x floor {fl:.3f})" + ("  BITS DIFFER" if (name, case) in differ else ""))
             del planes, outs
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_gbps": gbps, "rows": rows}, f, indent=1)
+            json.dump({"copy_gbps": gbps, "other": args.other, "rows": rows}, f, indent=1)
     return 0 if all(r["same_bits"] for r in rows) else 1
 
 

@@ -8,8 +8,12 @@ Inputs: standard normal vectors of k entries; --rounds rounds of back-to-back la
 CUDA events, medians. The floor: 8 bytes read and one byte per modulus written per entry,
 at the copy rate measured in the same process (cupy.copyto of 2 GiB); it does not bind
 where the input and its planes fit the L2 (50 MB).
+--other TREE: also the stage kernels built from TREE's templates (another checkout, e.g.
+`git archive BRANCH templates | tar -x -C TREE`; kernels.stages.stages_from_tree), in
+alternation with this checkout's round by round, their planes compared bit for bit (exit 1
+where they differ).
     python scripts/residues_alone.py [--shapes 4096 8192x2048] [--moduli 15] [--top 56 90]
-        [--rounds 7] [--json FILE]"""
+        [--rounds 7] [--other TREE] [--json FILE]"""
 
 import argparse
 import json
@@ -17,7 +21,7 @@ import statistics
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
-from ozaki_cutlass.kernels.stages import load_stages
+from ozaki_cutlass.kernels.stages import load_stages, stages_from_tree
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.tools.measure import copy_rate_gbps, launch_ms
 
@@ -45,13 +49,16 @@ def main(argv=None) -> int:
     ap.add_argument("--moduli", type=int, default=15)
     ap.add_argument("--top", nargs="+", type=int, default=[56, 90], help="log2 of each vector's largest scaled |x|")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
     import cupy as cp
 
     driver.ensure_context()
-    st = load_stages(visible_arch())
+    libs = {"this": load_stages(visible_arch())}
+    if args.other:
+        libs["other"] = stages_from_tree(visible_arch(), args.other)
     gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     consts = crt_constants(args.moduli)
@@ -62,25 +69,34 @@ def main(argv=None) -> int:
         for nvec, k in args.shapes:
             x = rng.standard_normal((nvec, k))
             shifts = (top - cp.ceil(cp.log2(cp.abs(x).max(axis=1)))).astype(cp.int32)
-            out = cp.empty(args.moduli * nvec * k, cp.int8)
+            outs = {name: cp.empty(args.moduli * nvec * k, cp.int8) for name in libs}
 
-            def launch():
-                st.residues(x.data.ptr, nvec, k, k, 1, shifts.data.ptr, args.moduli, moduli.data.ptr, out.data.ptr,
-                            nvec, k, 0)
+            def launch(name):
+                return lambda: libs[name].residues(x.data.ptr, nvec, k, k, 1, shifts.data.ptr, args.moduli,
+                                                   moduli.data.ptr, outs[name].data.ptr, nvec, k, 0)
 
+            calls = {name: launch(name) for name in libs}
             fl = floor_ms(nvec, k, args.moduli, gbps)
             reps = max(5, int(4e9 // ((8 + args.moduli) * nvec * k)))
-            launch()
-            ms = statistics.median(launch_ms(launch, reps) for _ in range(args.rounds))
-            rows.append({"nvec": nvec, "k": k, "moduli": args.moduli, "top": top, "ms": ms, "floor_ms": fl,
-                         "x_floor": ms / fl})
-            print(f"top 2^{top} {nvec}x{k} {args.moduli} moduli: {ms * 1e3:.1f} us ({ms / fl:.2f}x floor "
-                  f"{fl * 1e3:.1f} us)")
-            del x, out
+            for f in calls.values():
+                f()
+            same = all(bool(cp.array_equal(outs["this"], out)) for out in outs.values())
+            times = {name: [] for name in libs}
+            for _ in range(args.rounds):
+                for name, f in calls.items():
+                    times[name].append(launch_ms(f, reps))
+            for name in libs:
+                ms = statistics.median(times[name])
+                rows.append({"nvec": nvec, "k": k, "moduli": args.moduli, "top": top, "kernels": name, "ms": ms,
+                             "floor_ms": fl, "x_floor": ms / fl, "same_bits": same})
+                print(f"top 2^{top} {nvec}x{k} {args.moduli} moduli{'' if len(libs) == 1 else ' ' + name}: "
+                      f"{ms * 1e3:.1f} us ({ms / fl:.2f}x floor {fl * 1e3:.1f} us)"
+                      + ("" if same else "  BITS DIFFER from this checkout's"))
+            del x, outs
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_gbps": gbps, "rows": rows}, f, indent=1)
-    return 0
+            json.dump({"copy_gbps": gbps, "other": args.other, "rows": rows}, f, indent=1)
+    return 0 if all(r["same_bits"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -8,13 +8,14 @@ stage mirrors a function of ``ozaki_cutlass.reference``.
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
-from ..generator import Arch, StagesVariant, abi
+from ..generator import Arch, StagesVariant, abi, build, resolve_toolchain
 from ..generator.artifact import Artifact
 from ..numerics.moduli import CRTConstants
 from .library import GeneratedLibrary, KernelError, load_library
 
-__all__ = ["Stages", "CCrtConstants", "CNonfiniteSource", "crt_constants_struct", "load_stages"]
+__all__ = ["Stages", "CCrtConstants", "CNonfiniteSource", "crt_constants_struct", "load_stages", "stages_from_tree"]
 
 #: ``ozaki::CrtConstants`` as ctypes (its C++ definition is rendered from the same spec).
 CCrtConstants = abi.CRT_CONSTANTS.ctypes_type
@@ -186,3 +187,17 @@ def load_stages(arch: Arch, out_dir=None, *, build_missing: bool = True, progres
     """The stage kernels of ``arch``, building them first (with progress) when missing."""
     return load_library(Stages, StagesVariant(arch=Arch(arch)), out_dir, build_missing=build_missing,
                         progress=progress)
+
+
+def stages_from_tree(arch: Arch, tree, out_dir=None, *, progress: bool = True) -> Stages:
+    """The stage kernels of ``arch`` built from another checkout's templates (``tree``/templates
+    and its include/ headers; e.g. ``git archive BRANCH templates | tar -x -C TREE``), cached
+    next to this checkout's under their own key: a branch's kernels timed against these in one
+    process (``--other`` of scripts/residues_alone.py and scripts/combine_alone.py). This
+    checkout's generator renders them, and the library must have this checkout's stage ABI."""
+    templates = Path(tree) / "templates"
+    if not (templates / "stages.cu.j2").is_file():
+        raise FileNotFoundError(f"{templates} holds no stages.cu.j2: not a checkout's tree")
+    toolchain = resolve_toolchain(templates_dir=templates)
+    (art,) = build([StagesVariant(arch=Arch(arch))], out_dir, progress=progress, toolchain=toolchain).artifacts
+    return Stages(art)
