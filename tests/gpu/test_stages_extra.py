@@ -48,6 +48,26 @@ def _want_residues(a, mu, moduli):
     return out
 
 
+def _run_strided(st, dev, a, mu, moduli, lanes, layout, nbytes, inner=None):
+    """P_residues_strided of ``a`` (its vectors' entries along the lanes: "k", or along the
+    vectors) into a fresh, poisoned buffer of ``nbytes``, ``layout`` = (rows_pad, k_pad,
+    row_stride, plane_stride): the planes read back as (count, rows_pad, k_pad), and the byte
+    of each."""
+    m, k = a.shape
+    rows_pad, k_pad, row_stride, plane_stride = layout
+    if lanes == "k":
+        px, vs, es = dev.put(a), k, 1
+    else:
+        px, vs, es = dev.put(np.asfortranarray(a).ravel(order="K")), 1, m
+    out = dev.empty(nbytes)
+    st.residues_strided(px, m, k, vs, es, dev.put(mu), len(moduli), dev.put(np.array(moduli, np.int32)), out.ptr,
+                        rows_pad, k_pad, row_stride, plane_stride, 0,
+                        inner=dev.put(inner) if inner is not None else 0)
+    idx = (np.arange(len(moduli))[:, None, None] * plane_stride + np.arange(rows_pad)[None, :, None] * row_stride
+           + np.arange(k_pad)[None, None, :])
+    return dev.get(out, np.int8, nbytes)[idx], idx
+
+
 @pytest.mark.parametrize("count", [3, 15, 20])
 @pytest.mark.parametrize("layout", ["planes", "concatenated"])
 @pytest.mark.parametrize("lanes", ["k", "vectors"])
@@ -67,22 +87,13 @@ def test_residues_strided(st, rng, count, layout, lanes, dev):
         row_stride, plane_stride = k_pad, rows_pad * k_pad
     else:
         row_stride, plane_stride = count * k_pad, k_pad
-    d = dev
-    if lanes == "k":
-        px, vs, es = d.put(a), k, 1
-    else:
-        px, vs, es = d.put(np.asfortranarray(a).ravel(order="K")), 1, m
-    out = d.empty(rows_pad * row_stride if layout == "concatenated" else count * plane_stride)
-    st.residues_strided(px, m, k, vs, es, d.put(mu), count, d.put(np.array(consts.moduli, np.int32)),
-                        out.ptr, rows_pad, k_pad, row_stride, plane_stride, 0)
-    got = d.get(out, np.int8, out.nbytes)
-    idx = (np.arange(count)[:, None, None] * plane_stride + np.arange(rows_pad)[None, :, None] * row_stride
-           + np.arange(k_pad)[None, None, :])
-    planes = got[idx]
+    nbytes = rows_pad * row_stride if layout == "concatenated" else count * plane_stride
+    planes, idx = _run_strided(st, dev, a, mu, consts.moduli, lanes, (rows_pad, k_pad, row_stride, plane_stride),
+                               nbytes)
     assert np.array_equal(planes[:, :m, :k], want)
     assert not planes[:, :, k:].any() and not planes[:, m:, :].any()
     if layout == "concatenated":  # the layout covers the buffer exactly
-        assert idx.size == out.nbytes and np.unique(idx).size == idx.size
+        assert idx.size == nbytes and np.unique(idx).size == idx.size
 
 
 def test_residues_plain_matches_strided(st, rng, dev):
@@ -153,18 +164,8 @@ def test_residues_of_a_large_grid(st, rng, dev, layout, lanes, shifted):
     rows_pad, k_pad = 2056, 2048
     row_stride, plane_stride = (k_pad, rows_pad * k_pad) if layout == "planes" else (count * k_pad, k_pad)
     assert rows_pad * k_pad // 16 >= 1.25 * 202752
-    if lanes == "k":
-        px, vs, es = dev.put(a), k, 1
-    else:
-        px, vs, es = dev.put(np.asfortranarray(a).ravel(order="K")), 1, m
-    out = dev.empty(count * rows_pad * k_pad)
-    st.residues_strided(px, m, k, vs, es, dev.put(mu), count, dev.put(np.array(consts.moduli, np.int32)),
-                        out.ptr, rows_pad, k_pad, row_stride, plane_stride, 0,
-                        inner=dev.put(inner) if shifted else 0)
-    got = dev.get(out, np.int8, out.nbytes)
-    idx = (np.arange(count)[:, None, None] * plane_stride + np.arange(rows_pad)[None, :, None] * row_stride
-           + np.arange(k_pad)[None, None, :])
-    planes = got[idx]
+    planes, _ = _run_strided(st, dev, a, mu, consts.moduli, lanes, (rows_pad, k_pad, row_stride, plane_stride),
+                             count * rows_pad * k_pad, inner if shifted else None)
     assert np.array_equal(planes[:, :m, :k], want)
     assert not planes[:, :, k:].any() and not planes[:, m:, :].any()
 
