@@ -285,6 +285,7 @@ accurate_columns_finish_kernel(ShiftArgs<G> a) {
 // entries by kAbsentLog2, scaling.h): the column keys in shared memory and the row keys
 // carry its -1, so every slack is exact; present_or_none reads a minimum back, and d_i is
 // int32 (row_gain_keys). T = 256 asks for two blocks per SM (at most 128 registers).
+
 // Column j's gain from `parts` rows of partial column minima (rows ceil(n / 4) * 4 apart), by
 // a slice of kCols columns x kGroups row groups: thread (c, g) takes rows g, g + kGroups, ..
 // of its column, then group 0 takes the minimum over the groups (s_min: kGroups x kCols)
