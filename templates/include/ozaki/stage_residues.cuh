@@ -230,23 +230,21 @@ __device__ inline void load_chunk_input(const ResidueArgs& a, int64_t c, ChunkIn
 template <bool kParts>
 __device__ __forceinline__ void residue_chunk(const ResidueArgs& a, const ChunkInput& in, const ResidueTables& T) {
   int32_t t[kChunk];
+  if (a.xs.inner != nullptr) {
+    load_shifts(a.xs, in.l0, t);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(t[i] + in.shift);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(in.shift);
+  }
   int emax = 0;
-  {
-    if (a.xs.inner != nullptr) {
-      load_shifts(a.xs, in.l0, t);
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(t[i] + in.shift);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) t[i] = clamped_shift(in.shift);
-    }
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const EntryBits b = entry_bits_clamped(in.x[i], t[i]);
-      t[i] = b.t;
-      const int e = entry_exp(b);
-      emax = e > emax ? e : emax;
-    }
+  for (int i = 0; i < kChunk; ++i) {
+    const EntryBits b = entry_bits_clamped(in.x[i], t[i]);
+    t[i] = b.t;
+    const int e = entry_exp(b);
+    emax = e > emax ? e : emax;
   }
 #pragma unroll
   for (int d = 1; d < kWarp; d *= 2) {
@@ -313,7 +311,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
 }
 
 // The same with the next pass's chunk read before this pass's arithmetic, so that its load
-// latency overlaps the arithmetic: 32 registers more (168 in all), 12 warps per SM. 5-6 %
+// latency overlaps the arithmetic: 32 registers more (168 in all), 12 warps per SM. 3-7 %
 // faster where each warp makes many passes; with few, the kernel of more warps is faster
 // (2026-12-04, docs/benchmarks.md).
 inline constexpr int kAheadThreads = 128;
@@ -345,11 +343,11 @@ inline constexpr int64_t kAheadMinPasses = 4;
 
 template <bool kParts>
 inline void launch_residues(const ResidueArgs& args, cudaStream_t stream) {
-  const int64_t lanes = resident_capacity(reinterpret_cast<const void*>(residues_ahead_kernel<kParts>),
-                                          kAheadThreads, 0) * kAheadThreads;
-  if (args.grid.slots >= kAheadMinPasses * lanes) {
-    const int64_t blocks = resident_blocks(residues_ahead_kernel<kParts>, kAheadThreads, args.grid.slots, kAheadThreads);
-    residues_ahead_kernel<kParts><<<blocks, kAheadThreads, 0, stream>>>(args);
+  // its resident blocks: from kAheadMinPasses passes on, the work always fills them
+  const int64_t capacity = resident_capacity(reinterpret_cast<const void*>(residues_ahead_kernel<kParts>),
+                                             kAheadThreads, 0);
+  if (args.grid.slots >= kAheadMinPasses * capacity * kAheadThreads) {
+    residues_ahead_kernel<kParts><<<capacity, kAheadThreads, 0, stream>>>(args);
   } else {
     const int64_t blocks = resident_blocks(residues_kernel<kParts>, kThreads, args.grid.slots, kThreads);
     residues_kernel<kParts><<<blocks, kThreads, 0, stream>>>(args);
