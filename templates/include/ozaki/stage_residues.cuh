@@ -80,19 +80,20 @@ __device__ inline float shared_float(uint32_t address) {
   return f;
 }
 
-// Modulus g's 16 residue bytes of one chunk (four words), stored where the lane is active.
-// kPlain: every lane of the warp is, and stores 16 aligned bytes (no test).
+// Modulus g's 16 residue bytes of one chunk (four words), stored at `plane` (the chunk's
+// place in g's plane) where the lane is active. kPlain: every lane of the warp is, and
+// stores 16 aligned bytes (no test).
 template <bool kParts, bool kPlain>
-__device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t (&words)[4], int g, int8_t* dst,
+__device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t (&words)[4], int g, int8_t* plane,
                                            bool active, const uint32_t* s_m) {
   if constexpr (kPlain) {
-    *reinterpret_cast<uint4*>(dst + g * a.plane_stride) = make_uint4(words[0], words[1], words[2], words[3]);
+    *reinterpret_cast<uint4*>(plane) = make_uint4(words[0], words[1], words[2], words[3]);
   } else if (!active) {
     return;
   } else if constexpr (kParts) {
-    store_parts(words, static_cast<int>(s_m[g]), a.parts.im_first, dst + g * a.plane_stride, a.parts.part_stride);
+    store_parts(words, static_cast<int>(s_m[g]), a.parts.im_first, plane, a.parts.part_stride);
   } else {
-    store_chunk(dst + g * a.plane_stride, make_uint4(words[0], words[1], words[2], words[3]), a.vector_stores);
+    store_chunk(plane, make_uint4(words[0], words[1], words[2], words[3]), a.vector_stores);
   }
 }
 
@@ -102,7 +103,8 @@ __device__ inline void store_residue_words(const ResidueArgs& a, const uint32_t 
 template <bool kParts, int kPieces, bool kPlain>
 __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces (&w)[kChunk], int8_t* dst,
                                          bool active, const WideModulus* s_wide, const uint32_t* s_m) {
-  for (int g = 0; g < a.nmod; ++g) {
+  int8_t* plane = dst;  // modulus g's, one plane_stride on per modulus
+  for (int g = 0; g < a.nmod; ++g, plane += a.plane_stride) {
     const WideModulus k = s_wide[g];
     uint32_t words[4];
 #pragma unroll
@@ -110,7 +112,7 @@ __device__ inline void write_wide_planes(const ResidueArgs& a, const WidePieces 
       words[q] = pack_bytes(residue_wide<kPieces>(w[4 * q], k), residue_wide<kPieces>(w[4 * q + 1], k),
                             residue_wide<kPieces>(w[4 * q + 2], k), residue_wide<kPieces>(w[4 * q + 3], k));
     }
-    store_residue_words<kParts, kPlain>(a, words, g, dst, active, s_m);
+    store_residue_words<kParts, kPlain>(a, words, g, plane, active, s_m);
   }
 }
 
@@ -130,7 +132,8 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
     rows[i] = static_cast<uint32_t>(__cvta_generic_to_shared(s_pow2)) +
               static_cast<uint32_t>((e[i] < kPow2Table ? e[i] : 0) * kMaxModuli * sizeof(float));
   }
-  for (int g = 0; g < a.nmod; ++g) {
+  int8_t* plane = dst;  // modulus g's, one plane_stride on per modulus
+  for (int g = 0; g < a.nmod; ++g, plane += a.plane_stride) {
     const FloatModulus k = s_mod[g];
     uint32_t words[4];
 #pragma unroll
@@ -155,7 +158,7 @@ __device__ inline void write_residue_planes(const ResidueArgs& a, const Pieces (
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) rows[i] += sizeof(float);
-    store_residue_words<kParts, kPlain>(a, words, g, dst, active, s_m);
+    store_residue_words<kParts, kPlain>(a, words, g, plane, active, s_m);
   }
 }
 
