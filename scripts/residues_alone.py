@@ -8,12 +8,17 @@ Inputs: standard normal vectors of k entries; --rounds rounds of back-to-back la
 CUDA events, medians. The floor: 8 bytes read and one byte per modulus written per entry,
 at the copy rate measured in the same process (cupy.copyto of 2 GiB); it does not bind
 where the input and its planes fit the L2 (50 MB).
+--calls MxNxK: instead, both operands of such calls, op(A)'s m rows and op(B)'s n columns
+(k entries each) in the fused GEMM's layout, timed twice: one launch after the other on one
+stream (what ncu's per-kernel times add up), and as a call launches them, op(B)'s on a
+second stream forked off the first and joined back (device.workspace.Fork), where one
+launch's last blocks and the other's first share the SMs.
 --other TREE: also the stage kernels built from TREE's templates (another checkout, e.g.
 `git archive BRANCH templates | tar -x -C TREE`; kernels.stages.stages_from_tree), in
 alternation with this checkout's round by round, their planes compared bit for bit (exit 1
 where they differ).
-    python scripts/residues_alone.py [--shapes 4096 8192x2048] [--moduli 15] [--top 56 90]
-        [--rounds 7] [--other TREE] [--json FILE]"""
+    python scripts/residues_alone.py [--shapes 4096 8192x2048 | --calls 4096x4096x4096]
+        [--moduli 15] [--top 56 90] [--rounds 7] [--other TREE] [--json FILE]"""
 
 import argparse
 import json
@@ -21,6 +26,7 @@ import statistics
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
+from ozaki_cutlass.device.workspace import Fork, Workspace
 from ozaki_cutlass.kernels.stages import load_stages, stages_from_tree
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.tools.measure import copy_rate_gbps, launch_ms
@@ -38,6 +44,14 @@ def parse_shape(text: str) -> tuple[int, int]:
     return parts[0], parts[1]
 
 
+def parse_call(text: str) -> tuple[int, int, int]:
+    """"MxNxK", K a multiple of 16."""
+    parts = [int(p) for p in text.lower().split("x")]
+    if len(parts) != 3 or min(parts) < 1 or parts[2] % 16:
+        raise argparse.ArgumentTypeError(f"call {text!r}: expected MxNxK, positive, K a multiple of 16")
+    return parts[0], parts[1], parts[2]
+
+
 def floor_ms(nvec: int, k: int, moduli: int, gbps: float) -> float:
     """8 bytes read and ``moduli`` written per entry at ``gbps`` GB/s, in ms."""
     return (8 + moduli) * nvec * k / gbps / 1e6
@@ -45,13 +59,19 @@ def floor_ms(nvec: int, k: int, moduli: int, gbps: float) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", nargs="+", type=parse_shape, default=[parse_shape(s) for s in DEFAULT_SHAPES])
+    ap.add_argument("--shapes", nargs="+", type=parse_shape)
+    ap.add_argument("--calls", nargs="+", type=parse_call, metavar="MxNxK",
+                    help="both operands of these calls, one stream and two (instead of --shapes)")
     ap.add_argument("--moduli", type=int, default=15)
     ap.add_argument("--top", nargs="+", type=int, default=[56, 90], help="log2 of each vector's largest scaled |x|")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
+    if args.calls and args.shapes:
+        ap.error("--calls and --shapes: one or the other")
+    if not args.calls and not args.shapes:
+        args.shapes = [parse_shape(s) for s in DEFAULT_SHAPES]
 
     import cupy as cp
 
@@ -65,7 +85,9 @@ def main(argv=None) -> int:
     moduli = cp.asarray(consts.moduli, cp.int32)
     rng = cp.random.default_rng(20261204)
     rows = []
-    for top in args.top:
+    if args.calls:
+        rows = time_calls(args, libs, gbps, moduli, rng)
+    for top in [] if args.calls else args.top:
         for nvec, k in args.shapes:
             x = rng.standard_normal((nvec, k))
             shifts = (top - cp.ceil(cp.log2(cp.abs(x).max(axis=1)))).astype(cp.int32)
@@ -97,6 +119,66 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"copy_gbps": gbps, "other": args.other, "rows": rows}, f, indent=1)
     return 0 if all(r["same_bits"] for r in rows) else 1
+
+
+def time_calls(args, libs: dict, gbps: float, moduli, rng) -> list[dict]:
+    """--calls: per call shape and top, both operands' residues one after the other on the
+    legacy stream, then forked as a call forks them, per library; every run's planes
+    compared with this checkout's on one stream."""
+    import cupy as cp
+
+    ws = Workspace()
+    rows = []
+    for top in args.top:
+        for m, n, k in args.calls:
+            sides = []
+            for nvec in (m, n):
+                x = rng.standard_normal((nvec, k))
+                shifts = (top - cp.ceil(cp.log2(cp.abs(x).max(axis=1)))).astype(cp.int32)
+                sides.append((x, shifts, nvec))
+            hows = ("one stream", "two streams")
+            outs = {(name, how): [cp.empty(args.moduli * nvec * k, cp.int8) for _, _, nvec in sides]
+                    for name in libs for how in hows}
+
+            def side(key, i, stream):
+                x, shifts, nvec = sides[i]
+                # the fused GEMM's layout: a row's moduli side by side along k
+                libs[key[0]].residues_strided(x.data.ptr, nvec, k, k, 1, shifts.data.ptr, args.moduli,
+                                              moduli.data.ptr, outs[key][i].data.ptr, nvec, k, args.moduli * k, k,
+                                              stream)
+
+            def launcher(key):
+                def serial():
+                    side(key, 0, 0)
+                    side(key, 1, 0)
+
+                def forked():
+                    with Fork(ws, 0, True) as other:
+                        side(key, 1, other)
+                        side(key, 0, 0)
+                return serial if key[1] == hows[0] else forked
+
+            calls = {key: launcher(key) for key in outs}
+            fl = floor_ms(m + n, k, args.moduli, gbps)
+            reps = max(5, int(4e9 // ((8 + args.moduli) * (m + n) * k)))
+            for f in calls.values():
+                f()
+            # every run's planes against this checkout's on one stream
+            base = outs[("this", hows[0])]
+            same = all(bool(cp.array_equal(base[i], out[i])) for out in outs.values() for i in (0, 1))
+            times = {key: [] for key in calls}
+            for _ in range(args.rounds):
+                for key, f in calls.items():
+                    times[key].append(launch_ms(f, reps))
+            for (name, how), ts in times.items():
+                ms = statistics.median(ts)
+                rows.append({"m": m, "n": n, "k": k, "moduli": args.moduli, "top": top, "kernels": name,
+                             "streams": how, "ms": ms, "floor_ms": fl, "x_floor": ms / fl, "same_bits": same})
+                print(f"top 2^{top} {m}x{n}x{k} {args.moduli} moduli{'' if len(libs) == 1 else ' ' + name}, {how}: "
+                      f"{ms * 1e3:.1f} us ({ms / fl:.2f}x floor {fl * 1e3:.1f} us)"
+                      + ("" if same else "  BITS DIFFER from this checkout's"))
+            del sides, outs
+    return rows
 
 
 if __name__ == "__main__":
