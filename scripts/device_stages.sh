@@ -5,7 +5,9 @@
 # default call's choice, fused path). For each shape, one call under
 #   ncu --clock-control none --profile-from-start off --metrics time, DRAM read, DRAM write,
 #   SM clock, warp instructions
-# (stages-SHAPE-CONFIG.{json,csv}) and the device's copy bandwidth (copy.txt), all in one
+# (stages-SHAPE-CONFIG.{json,csv}), the residues of both operands as a call launches them
+# (stages-residue-calls.json: scripts/residues_alone.py --calls) and the device's copy
+# bandwidth (copy.txt), all in one
 # $OUT/stages.tar (the device tool brings back a few files only); then here: python scripts/stage_table.py table --bandwidth TBS RUN.json:NCU.csv ...
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -41,4 +43,11 @@ for S in $SHAPES; do
     echo "$S $C: $(grep -c gpu__time "$OUT/stages-$S-$C.csv") kernels"
   done
 done
+# The residues of both operands as the calls launch them (op(B)'s forked onto a second
+# stream; ncu above runs one kernel at a time): CUDA events, route 2^56 (accurate mode's at
+# k <= 8192), unless RESIDUE_CALLS=0.
+if [ "${RESIDUE_CALLS:-1}" != 0 ]; then
+  timeout 200 $PY scripts/residues_alone.py --calls $SHAPES --top 56 --rounds 5 \
+    --json "$OUT/stages-residue-calls.json"
+fi
 (cd "$OUT" && tar -cf stages.tar copy.txt stages-*.json stages-*.csv && rm -f stages-*)
