@@ -11,8 +11,8 @@ where the input and its planes fit the L2 (50 MB).
 --calls MxNxK: instead, both operands of such calls, op(A)'s m rows and op(B)'s n columns
 (k entries each) in the fused GEMM's layout, timed twice: one launch after the other on one
 stream (what ncu's per-kernel times add up), and as a call launches them, op(B)'s on a
-second stream forked off the first and joined back (device.workspace.Fork), where one
-launch's last blocks and the other's first share the SMs.
+second stream forked off the first and joined back (tools.measure.operands_launch), where
+one launch's last blocks and the other's first share the SMs.
 --other TREE: also the stage kernels built from TREE's templates (another checkout, e.g.
 `git archive BRANCH templates | tar -x -C TREE`; kernels.stages.stages_from_tree), in
 alternation with this checkout's round by round, their planes compared bit for bit (exit 1
@@ -26,10 +26,11 @@ import statistics
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
-from ozaki_cutlass.device.workspace import Fork, Workspace
+from ozaki_cutlass.device.workspace import Workspace
 from ozaki_cutlass.kernels.stages import load_stages, stages_from_tree
 from ozaki_cutlass.numerics.moduli import crt_constants
-from ozaki_cutlass.tools.measure import copy_rate_gbps, launch_ms
+from ozaki_cutlass.tools.arguments import parse_shape as parse_shape_mnk
+from ozaki_cutlass.tools.measure import OPERAND_LAUNCHES, copy_rate_gbps, launch_ms, operands_launch
 
 DEFAULT_SHAPES = ("2048", "4096", "8192x2048", "2048x16384", "8192", "16384")
 
@@ -45,11 +46,14 @@ def parse_shape(text: str) -> tuple[int, int]:
 
 
 def parse_call(text: str) -> tuple[int, int, int]:
-    """"MxNxK", K a multiple of 16."""
-    parts = [int(p) for p in text.lower().split("x")]
-    if len(parts) != 3 or min(parts) < 1 or parts[2] % 16:
-        raise argparse.ArgumentTypeError(f"call {text!r}: expected MxNxK, positive, K a multiple of 16")
-    return parts[0], parts[1], parts[2]
+    """"N" or "MxNxK" (arguments.parse_shape), K a multiple of 16."""
+    try:
+        m, n, k = parse_shape_mnk(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if k % 16:
+        raise argparse.ArgumentTypeError(f"call {text!r}: K must be a multiple of 16")
+    return m, n, k
 
 
 def floor_ms(nvec: int, k: int, moduli: int, gbps: float) -> float:
@@ -136,27 +140,17 @@ def time_calls(args, libs: dict, gbps: float, moduli, rng) -> list[dict]:
                 x = rng.standard_normal((nvec, k))
                 shifts = (top - cp.ceil(cp.log2(cp.abs(x).max(axis=1)))).astype(cp.int32)
                 sides.append((x, shifts, nvec))
-            hows = ("one stream", "two streams")
             outs = {(name, how): [cp.empty(args.moduli * nvec * k, cp.int8) for _, _, nvec in sides]
-                    for name in libs for how in hows}
-
-            def side(key, i, stream):
-                x, shifts, nvec = sides[i]
-                # the fused GEMM's layout: a row's moduli side by side along k
-                libs[key[0]].residues_strided(x.data.ptr, nvec, k, k, 1, shifts.data.ptr, args.moduli,
-                                              moduli.data.ptr, outs[key][i].data.ptr, nvec, k, args.moduli * k, k,
-                                              stream)
+                    for name in libs for how in OPERAND_LAUNCHES}
 
             def launcher(key):
-                def serial():
-                    side(key, 0, 0)
-                    side(key, 1, 0)
-
-                def forked():
-                    with Fork(ws, 0, True) as other:
-                        side(key, 1, other)
-                        side(key, 0, 0)
-                return serial if key[1] == hows[0] else forked
+                def side(i, stream):
+                    x, shifts, nvec = sides[i]
+                    # the fused GEMM's layout: a row's moduli side by side along k
+                    libs[key[0]].residues_strided(x.data.ptr, nvec, k, k, 1, shifts.data.ptr, args.moduli,
+                                                  moduli.data.ptr, outs[key][i].data.ptr, nvec, k, args.moduli * k,
+                                                  k, stream)
+                return operands_launch(side, key[1], ws)
 
             calls = {key: launcher(key) for key in outs}
             fl = floor_ms(m + n, k, args.moduli, gbps)
@@ -164,7 +158,7 @@ def time_calls(args, libs: dict, gbps: float, moduli, rng) -> list[dict]:
             for f in calls.values():
                 f()
             # every run's planes against this checkout's on one stream
-            base = outs[("this", hows[0])]
+            base = outs[("this", OPERAND_LAUNCHES[0])]
             same = all(bool(cp.array_equal(base[i], out[i])) for out in outs.values() for i in (0, 1))
             times = {key: [] for key in calls}
             for _ in range(args.rounds):

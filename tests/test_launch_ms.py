@@ -1,5 +1,6 @@
-"""tools.measure.launch_ms and copy_rate_gbps: back-to-back launches between two events (no GPU:
-a fake timer), and their refusal of sizes that measure nothing."""
+"""tools.measure.launch_ms, copy_rate_gbps and operands_launch: back-to-back launches between
+two events, both operands launched as a call launches them (no GPU: a fake timer and a fake
+fork), and their refusal of what measures nothing."""
 
 import pytest
 
@@ -35,3 +36,34 @@ def test_launch_ms_refuses_no_launches(reps):
 def test_copy_rate_refuses_sizes_that_copy_nothing(nbytes, rounds):
     with pytest.raises(ValueError, match="copy_rate_gbps"):
         measure.copy_rate_gbps(nbytes, rounds)
+
+
+def test_operands_launch_one_stream_runs_a_then_b_on_the_legacy_stream():
+    log = []
+    measure.operands_launch(lambda i, stream: log.append((i, stream)), "one stream")()
+    assert log == [(0, 0), (1, 0)]
+
+
+def test_operands_launch_two_streams_forks_b_off_and_joins_it(monkeypatch):
+    log = []
+
+    class FakeFork:
+        def __init__(self, ws, sh, on):
+            log.append(("fork", ws, sh, on))
+
+        def __enter__(self):
+            return 5   # the side stream
+
+        def __exit__(self, *exc):
+            log.append("join")
+
+    monkeypatch.setattr(measure, "Fork", FakeFork)
+    measure.operands_launch(lambda i, stream: log.append((i, stream)), "two streams", ws="W")()
+    assert log == [("fork", "W", 0, True), (1, 5), (0, 0), "join"]
+
+
+def test_operands_launch_refuses_unknown_launches_and_two_streams_without_a_workspace():
+    with pytest.raises(ValueError, match="how must be one of"):
+        measure.operands_launch(lambda i, s: None, "three streams")
+    with pytest.raises(ValueError, match="need a workspace"):
+        measure.operands_launch(lambda i, s: None, "two streams")

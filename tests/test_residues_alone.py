@@ -23,7 +23,8 @@ def test_shapes(ra):
 def test_calls(ra):
     assert ra.parse_call("4096x4096x4096") == (4096, 4096, 4096)
     assert ra.parse_call("8192X8192x2048") == (8192, 8192, 2048)
-    for bad in ("4096", "8x8", "0x16x16", "axbxc", "64x64x8"):  # 64x64x8: k not a multiple of 16
+    assert ra.parse_call("4096") == (4096, 4096, 4096)
+    for bad in ("8x8", "0x16x16", "axbxc", "64x64x8", "8"):  # 64x64x8 and 8: k not a multiple of 16
         with pytest.raises((argparse.ArgumentTypeError, ValueError)):
             ra.parse_call(bad)
 

@@ -24,12 +24,13 @@ from ..device import driver
 from ..device.cublas_emulation import fixed_point_dgemm
 from ..device.arrays import DeviceArray, allocate_like, current_stream, describe_input
 from ..device.layouts import plan_dgemm
+from ..device.workspace import Fork
 from ..numerics.accuracy import dd_product, normwise_error, random_matrix
 from .arguments import ARRAY_CHOICES
 
 __all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding",
-           "time_alternately", "launch_ms", "copy_rate_gbps", "CublasEmulation", "ENERGY_SECONDS",
-           "measure_energy", "sample_reference", "sample_error", "write_rows"]
+           "time_alternately", "launch_ms", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
+           "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "write_rows"]
 
 class CupyArrays:
     """CuPy arrays; native DGEMM is CuPy's ``a @ b`` (cuBLAS)."""
@@ -189,6 +190,34 @@ def launch_ms(launch, reps: int, stream=0) -> float:
     for _ in range(reps):
         launch()
     return timer.stop() / reps
+
+
+#: How a stage's two operands are launched: one after the other on the legacy stream (what
+#: ncu's per-kernel times add up), or forked as a call forks them (op(B)'s on a second stream).
+OPERAND_LAUNCHES = ("one stream", "two streams")
+
+
+def operands_launch(launch_side, how: str, ws=None):
+    """A callable that launches one stage for both operands, ``launch_side(i, stream)`` with
+    i = 0 for op(A) and 1 for op(B): ``how`` "one stream", both on the legacy stream in turn;
+    "two streams", op(B)'s on ``ws``'s second stream forked off the legacy stream and joined
+    back (device.workspace.Fork, as a call builds its operands) and op(A)'s on the legacy
+    stream, so the launch that starts second takes the SMs the other one's last blocks
+    leave."""
+    if how == OPERAND_LAUNCHES[0]:
+        def serial():
+            launch_side(0, 0)
+            launch_side(1, 0)
+        return serial
+    if how != OPERAND_LAUNCHES[1]:
+        raise ValueError(f"operands_launch: how must be one of {OPERAND_LAUNCHES}, got {how!r}")
+    if ws is None:
+        raise ValueError("operands_launch: two streams need a workspace (its second stream)")
+    def forked():
+        with Fork(ws, 0, True) as side:
+            launch_side(1, side)
+            launch_side(0, 0)
+    return forked
 
 
 def copy_rate_gbps(nbytes: int = 2**31, rounds: int = 5, reps: int = 5) -> float:
