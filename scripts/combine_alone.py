@@ -17,13 +17,12 @@ checked bit for bit against each other (beta's output differs by its c term: not
 
 import argparse
 import json
-import statistics
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
-from ozaki_cutlass.kernels.stages import CNonfiniteSource, load_stages, stages_from_tree
+from ozaki_cutlass.kernels.stages import CNonfiniteSource, stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
-from ozaki_cutlass.tools.measure import copy_rate_gbps, launch_ms
+from ozaki_cutlass.tools.measure import alternating_medians, copy_rate_gbps
 
 DEFAULT_SHAPES = ("4096", "8192", "16384", "16384x1024", "2048")
 CASES = ("calls", "no-source", "beta")
@@ -73,9 +72,7 @@ def main(argv=None) -> int:
     import cupy as cp
 
     driver.ensure_context()
-    libs = {"this": load_stages(visible_arch())}
-    if args.other:
-        libs["other"] = stages_from_tree(visible_arch(), args.other)
+    libs = stage_libraries(visible_arch(), args.other)
     gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     rows = []
@@ -110,12 +107,9 @@ def main(argv=None) -> int:
             cp.cuda.runtime.deviceSynchronize()
             differ = differing_runs(outs, lambda a, b: bool(cp.array_equal(a.view(cp.int64), b.view(cp.int64))))
             reps = max(3, int(2e9 // ((count + 8) * m * n)))
-            times = {run: [] for run in runs}
-            for _ in range(args.rounds):
-                for run, f in calls.items():
-                    times[run].append(launch_ms(f, reps))
+            medians = alternating_medians(calls, args.rounds, reps)
             for name, case in runs:
-                ms = statistics.median(times[(name, case)])
+                ms = medians[(name, case)]
                 fl = floor_ms(m, n, count, case, gbps)
                 rows.append({"m": m, "n": n, "moduli": count, "case": case, "kernels": name, "ms": ms,
                              "floor_ms": fl, "x_floor": ms / fl, "same_bits": (name, case) not in differ})

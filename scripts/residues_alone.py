@@ -22,15 +22,14 @@ where they differ).
 
 import argparse
 import json
-import statistics
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.device.workspace import Workspace
-from ozaki_cutlass.kernels.stages import load_stages, stages_from_tree
+from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.tools.arguments import parse_shape as parse_shape_mnk
-from ozaki_cutlass.tools.measure import OPERAND_LAUNCHES, copy_rate_gbps, launch_ms, operands_launch
+from ozaki_cutlass.tools.measure import OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch
 
 DEFAULT_SHAPES = ("2048", "4096", "8192x2048", "2048x16384", "8192", "16384")
 
@@ -80,9 +79,7 @@ def main(argv=None) -> int:
     import cupy as cp
 
     driver.ensure_context()
-    libs = {"this": load_stages(visible_arch())}
-    if args.other:
-        libs["other"] = stages_from_tree(visible_arch(), args.other)
+    libs = stage_libraries(visible_arch(), args.other)
     gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     consts = crt_constants(args.moduli)
@@ -107,12 +104,9 @@ def main(argv=None) -> int:
             for f in calls.values():
                 f()
             same = all(bool(cp.array_equal(outs["this"], out)) for out in outs.values())
-            times = {name: [] for name in libs}
-            for _ in range(args.rounds):
-                for name, f in calls.items():
-                    times[name].append(launch_ms(f, reps))
+            medians = alternating_medians(calls, args.rounds, reps)
             for name in libs:
-                ms = statistics.median(times[name])
+                ms = medians[name]
                 rows.append({"nvec": nvec, "k": k, "moduli": args.moduli, "top": top, "kernels": name, "ms": ms,
                              "floor_ms": fl, "x_floor": ms / fl, "same_bits": same})
                 print(f"top 2^{top} {nvec}x{k} {args.moduli} moduli{'' if len(libs) == 1 else ' ' + name}: "
@@ -160,12 +154,7 @@ def time_calls(args, libs: dict, gbps: float, moduli, rng) -> list[dict]:
             # every run's planes against this checkout's on one stream
             base = outs[("this", OPERAND_LAUNCHES[0])]
             same = all(bool(cp.array_equal(base[i], out[i])) for out in outs.values() for i in (0, 1))
-            times = {key: [] for key in calls}
-            for _ in range(args.rounds):
-                for key, f in calls.items():
-                    times[key].append(launch_ms(f, reps))
-            for (name, how), ts in times.items():
-                ms = statistics.median(ts)
+            for (name, how), ms in alternating_medians(calls, args.rounds, reps).items():
                 rows.append({"m": m, "n": n, "k": k, "moduli": args.moduli, "top": top, "kernels": name,
                              "streams": how, "ms": ms, "floor_ms": fl, "x_floor": ms / fl, "same_bits": same})
                 print(f"top 2^{top} {m}x{n}x{k} {args.moduli} moduli{'' if len(libs) == 1 else ' ' + name}, {how}: "

@@ -18,16 +18,15 @@ checkout's on one stream (exit 1 where they differ).
 
 import argparse
 import json
-import statistics
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.device.workspace import Workspace
-from ozaki_cutlass.kernels.stages import load_stages, stages_from_tree
+from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.operands.stages import round_up
 from ozaki_cutlass.tools.arguments import moduli_count, shape
-from ozaki_cutlass.tools.measure import OPERAND_LAUNCHES, copy_rate_gbps, launch_ms, operands_launch
+from ozaki_cutlass.tools.measure import OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch
 
 DEFAULT_CALLS = ("4096x4096x65536", "2048x2048x16384", "16384x1024x16384", "4096x4096x4096")
 
@@ -54,9 +53,7 @@ def main(argv=None) -> int:
     import cupy as cp
 
     driver.ensure_context()
-    libs = {"this": load_stages(visible_arch())}
-    if args.other:
-        libs["other"] = stages_from_tree(visible_arch(), args.other)
+    libs = stage_libraries(visible_arch(), args.other)
     gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     accurate = args.mode == "accurate"
@@ -97,12 +94,7 @@ def main(argv=None) -> int:
         base = outs[("this", OPERAND_LAUNCHES[0])]
         same = all(bool(cp.array_equal(base[i][what], out[i][what]))
                    for out in outs.values() for i in (0, 1) for what in base[i])
-        times = {key: [] for key in calls}
-        for _ in range(args.rounds):
-            for key, f in calls.items():
-                times[key].append(launch_ms(f, reps))
-        for (name, how), ts in times.items():
-            ms = statistics.median(ts)
+        for (name, how), ms in alternating_medians(calls, args.rounds, reps).items():
             rows.append({"m": m, "n": n, "k": k, "mode": args.mode, "moduli": args.moduli, "kernels": name,
                          "streams": how, "ms": ms, "floor_ms": fl, "x_floor": ms / fl, "same_bits": same})
             print(f"{m}x{n}x{k} {args.mode}{'' if len(libs) == 1 else ' ' + name}, {how}: "

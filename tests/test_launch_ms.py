@@ -67,3 +67,16 @@ def test_operands_launch_refuses_unknown_launches_and_two_streams_without_a_work
         measure.operands_launch(lambda i, s: None, "three streams")
     with pytest.raises(ValueError, match="need a workspace"):
         measure.operands_launch(lambda i, s: None, "two streams")
+
+
+def test_alternating_medians_times_the_calls_in_turn_and_takes_each_ones_median(monkeypatch):
+    order, results = [], iter([5.0, 1.0, 3.0, 2.0, 4.0, 9.0])
+    monkeypatch.setattr(measure, "launch_ms", lambda f, reps: (order.append((f(), reps)), next(results))[1])
+    got = measure.alternating_medians({"a": lambda: "a", "b": lambda: "b"}, rounds=3, reps=7)
+    assert order == [("a", 7), ("b", 7)] * 3        # round by round, in turn
+    assert got == {"a": 4.0, "b": 2.0}              # a: 5, 3, 4; b: 1, 2, 9
+
+
+def test_alternating_medians_refuses_no_rounds():
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        measure.alternating_medians({"a": lambda: None}, rounds=0, reps=1)

@@ -36,3 +36,10 @@ def test_the_tree_s_templates_are_built_and_loaded(tmp_path, monkeypatch):
     assert got == ("Stages", "artifact of the tree")
     assert seen == {"templates_dir": tmp_path / "templates", "variants": [StagesVariant(arch=Arch.SM90A)],
                     "out_dir": "/cache", "toolchain": "toolchain of the tree"}
+
+
+def test_stage_libraries_names_this_checkouts_and_the_others_where_given(monkeypatch):
+    monkeypatch.setattr(stages, "load_stages", lambda arch: ("this", arch))
+    monkeypatch.setattr(stages, "stages_from_tree", lambda arch, tree: ("tree", arch, tree))
+    assert stages.stage_libraries("sm_90a") == {"this": ("this", "sm_90a")}
+    assert stages.stage_libraries("sm_90a", "/t") == {"this": ("this", "sm_90a"), "other": ("tree", "sm_90a", "/t")}

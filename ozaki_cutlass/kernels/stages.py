@@ -15,7 +15,8 @@ from ..generator.artifact import Artifact
 from ..numerics.moduli import CRTConstants
 from .library import GeneratedLibrary, KernelError, load_library
 
-__all__ = ["Stages", "CCrtConstants", "CNonfiniteSource", "crt_constants_struct", "load_stages", "stages_from_tree"]
+__all__ = ["Stages", "CCrtConstants", "CNonfiniteSource", "crt_constants_struct", "load_stages", "stages_from_tree",
+           "stage_libraries"]
 
 #: ``ozaki::CrtConstants`` as ctypes (its C++ definition is rendered from the same spec).
 CCrtConstants = abi.CRT_CONSTANTS.ctypes_type
@@ -193,7 +194,7 @@ def stages_from_tree(arch: Arch, tree, out_dir=None, *, progress: bool = True) -
     """The stage kernels of ``arch`` built from another checkout's templates (``tree``/templates
     and its include/ headers; e.g. ``git archive BRANCH templates | tar -x -C TREE``), cached
     next to this checkout's under their own key: a branch's kernels timed against these in one
-    process (``--other`` of scripts/residues_alone.py and scripts/combine_alone.py). This
+    process (``--other`` of scripts/residues_alone.py, scan_alone.py and combine_alone.py). This
     checkout's generator renders them, and the library must have this checkout's stage ABI."""
     templates = Path(tree) / "templates"
     if not (templates / "stages.cu.j2").is_file():
@@ -201,3 +202,12 @@ def stages_from_tree(arch: Arch, tree, out_dir=None, *, progress: bool = True) -
     toolchain = resolve_toolchain(templates_dir=templates)
     (art,) = build([StagesVariant(arch=Arch(arch))], out_dir, progress=progress, toolchain=toolchain).artifacts
     return Stages(art)
+
+
+def stage_libraries(arch: Arch, other=None) -> dict[str, Stages]:
+    """The stage scripts' libraries by name: "this" (this checkout's, :func:`load_stages`)
+    and, where ``other`` names another checkout's tree, "other" (:func:`stages_from_tree`)."""
+    libs = {"this": load_stages(arch)}
+    if other:
+        libs["other"] = stages_from_tree(arch, other)
+    return libs

@@ -28,8 +28,8 @@ from ..device.workspace import Fork
 from ..numerics.accuracy import dd_product, normwise_error, random_matrix
 from .arguments import ARRAY_CHOICES
 
-__all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding",
-           "time_alternately", "launch_ms", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
+__all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding", "time_alternately",
+           "launch_ms", "alternating_medians", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
            "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "write_rows"]
 
 class CupyArrays:
@@ -190,6 +190,19 @@ def launch_ms(launch, reps: int, stream=0) -> float:
     for _ in range(reps):
         launch()
     return timer.stop() / reps
+
+
+def alternating_medians(calls: dict, rounds: int, reps: int) -> dict:
+    """Median milliseconds per launch of each of ``calls`` (key -> callable), timed in turn
+    round by round, ``reps`` back-to-back launches each (:func:`launch_ms`): the stage
+    scripts' comparison of kernels or launches in one process."""
+    if rounds < 1:
+        raise ValueError(f"alternating_medians: rounds must be at least 1, got {rounds}")
+    times = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, f in calls.items():
+            times[key].append(launch_ms(f, reps))
+    return {key: statistics.median(ts) for key, ts in times.items()}
 
 
 #: How a stage's two operands are launched: one after the other on the legacy stream (what
