@@ -16,13 +16,12 @@ checked bit for bit against each other (beta's output differs by its c term: not
         [--rounds 5] [--cases calls] [--other TREE] [--json FILE]"""
 
 import argparse
-import json
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.kernels.stages import CNonfiniteSource, stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
-from ozaki_cutlass.tools.measure import alternating_medians, copy_rate_gbps
+from ozaki_cutlass.tools.measure import alternating_medians, copy_rate_gbps, write_rows
 
 DEFAULT_SHAPES = ("4096", "8192", "16384", "16384x1024", "2048")
 CASES = ("calls", "no-source", "beta")
@@ -117,8 +116,7 @@ def main(argv=None) -> int:
                       f"({ms / fl:.2f}x floor {fl:.3f})" + ("  BITS DIFFER" if (name, case) in differ else ""))
             del planes, outs
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"copy_gbps": gbps, "other": args.other, "rows": rows}, f, indent=1)
+        write_rows(args.json, rows, copy_gbps=gbps, other=args.other)
     return 0 if all(r["same_bits"] for r in rows) else 1
 
 

@@ -21,7 +21,6 @@ where they differ).
         [--moduli 15] [--top 56 90] [--rounds 7] [--other TREE] [--json FILE]"""
 
 import argparse
-import json
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
@@ -29,7 +28,8 @@ from ozaki_cutlass.device.workspace import Workspace
 from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.tools.arguments import parse_shape as parse_shape_mnk
-from ozaki_cutlass.tools.measure import OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch
+from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch,
+                                         write_rows)
 
 DEFAULT_SHAPES = ("2048", "4096", "8192x2048", "2048x16384", "8192", "16384")
 
@@ -114,8 +114,7 @@ def main(argv=None) -> int:
                       + ("" if same else "  BITS DIFFER from this checkout's"))
             del x, outs
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"copy_gbps": gbps, "other": args.other, "rows": rows}, f, indent=1)
+        write_rows(args.json, rows, copy_gbps=gbps, other=args.other)
     return 0 if all(r["same_bits"] for r in rows) else 1
 
 

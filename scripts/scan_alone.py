@@ -17,7 +17,6 @@ checkout's on one stream (exit 1 where they differ).
         [--moduli 15] [--rounds 5] [--other TREE] [--json FILE]"""
 
 import argparse
-import json
 
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
@@ -26,7 +25,8 @@ from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.operands.stages import round_up
 from ozaki_cutlass.tools.arguments import moduli_count, shape
-from ozaki_cutlass.tools.measure import OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch
+from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch,
+                                         write_rows)
 
 DEFAULT_CALLS = ("4096x4096x65536", "2048x2048x16384", "16384x1024x16384", "4096x4096x4096")
 
@@ -102,8 +102,7 @@ def main(argv=None) -> int:
                   + ("" if same else "  OUTPUTS DIFFER from this checkout's one-stream run"))
         del xs, outs
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"copy_gbps": gbps, "other": args.other, "mode": args.mode, "rows": rows}, f, indent=1)
+        write_rows(args.json, rows, copy_gbps=gbps, other=args.other, mode=args.mode)
     return 0 if all(r["same_bits"] for r in rows) else 1
 
 
