@@ -226,6 +226,7 @@ def operands_launch(launch_side, how: str, ws=None):
         raise ValueError(f"operands_launch: how must be one of {OPERAND_LAUNCHES}, got {how!r}")
     if ws is None:
         raise ValueError("operands_launch: two streams need a workspace (its second stream)")
+
     def forked():
         with Fork(ws, 0, True) as side:
             launch_side(1, side)
