@@ -17,7 +17,8 @@ def test_floor_counts_both_operands_and_the_coarse_byte_in_accurate_mode(sa):
     assert sa.floor_ms(4096, 4096, 65536, False, 4000.0) == pytest.approx(8 * entries / 4e12 * 1e3)
 
 
-@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--calls", "8x8"], ["--mode", "exact"], ["--moduli", "1"]])
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--calls", "8x8"], ["--mode", "exact"], ["--moduli", "1"],
+                                  ["--stage", "combine"]])
 def test_refuses_what_measures_nothing(sa, argv):
     with pytest.raises(SystemExit):
         sa.main(argv)
