@@ -20,6 +20,7 @@ import argparse
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.kernels.stages import CNonfiniteSource, stage_libraries
+from ozaki_cutlass.tools.arguments import moduli_count, positive_int
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.tools.measure import alternating_medians, copy_rate_gbps, write_rows
 
@@ -61,8 +62,8 @@ def differing_runs(outs: dict, equal) -> set:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", type=parse_shape, default=[parse_shape(s) for s in DEFAULT_SHAPES])
-    ap.add_argument("--moduli", nargs="+", type=int, default=[15, 16, 17])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--moduli", nargs="+", type=moduli_count, default=[15, 16, 17])
+    ap.add_argument("--rounds", type=positive_int, default=5)
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
     ap.add_argument("--json", help="write the rows here")

@@ -27,6 +27,7 @@ from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.device.workspace import Workspace
 from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.tools.arguments import moduli_count, positive_int
 from ozaki_cutlass.tools.arguments import parse_shape as parse_shape_mnk
 from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch,
                                          write_rows)
@@ -65,9 +66,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", nargs="+", type=parse_shape)
     ap.add_argument("--calls", nargs="+", type=parse_call, metavar="MxNxK",
                     help="both operands of these calls, one stream and two (instead of --shapes)")
-    ap.add_argument("--moduli", type=int, default=15)
+    ap.add_argument("--moduli", type=moduli_count, default=15)
     ap.add_argument("--top", nargs="+", type=int, default=[56, 90], help="log2 of each vector's largest scaled |x|")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=positive_int, default=7)
     ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)

@@ -27,7 +27,7 @@ from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.operands.stages import round_up
 from ozaki_cutlass.paths.contract import contract_buffers
-from ozaki_cutlass.tools.arguments import moduli_count, shape
+from ozaki_cutlass.tools.arguments import moduli_count, positive_int, shape
 from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch,
                                          write_rows)
 
@@ -47,12 +47,10 @@ def main(argv=None) -> int:
     ap.add_argument("--stage", choices=("scan", "inner"), default="scan")
     ap.add_argument("--mode", choices=("accurate", "fast"), default="accurate", help="the scan's (accurate: scan_coarse)")
     ap.add_argument("--moduli", type=moduli_count, default=15, help="the count whose bound exponent the scan takes")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=positive_int, default=5)
     ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
 
     import cupy as cp
 

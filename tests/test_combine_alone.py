@@ -39,3 +39,9 @@ def test_differing_runs_compares_each_run_with_this_checkouts_and_calls_with_no_
     alone = {("this", "calls"): 1, ("this", "no-source"): 2, ("this", "beta"): 9}
     assert ca.differing_runs(alone, eq) == {("this", "calls"), ("this", "no-source")}
     assert ca.differing_runs({("this", "beta"): 9}, eq) == set()
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--moduli", "15", "1"]])
+def test_refuses_what_measures_nothing(ca, argv):
+    with pytest.raises(SystemExit):
+        ca.main(argv)

@@ -38,3 +38,9 @@ def test_floor_counts_the_operand_and_one_byte_per_modulus(ra):
     # 8192 x 2048 entries, 8 bytes read and 15 written each, at 4000 GB/s
     assert ra.floor_ms(8192, 2048, 15, 4000.0) == pytest.approx(23 * 8192 * 2048 / 4e12 * 1e3)
     assert ra.floor_ms(8192, 2048, 17, 4000.0) == pytest.approx(25 * 8192 * 2048 / 4e12 * 1e3)
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--moduli", "40"]])
+def test_refuses_what_measures_nothing(ra, argv):
+    with pytest.raises(SystemExit):
+        ra.main(argv)
