@@ -31,6 +31,8 @@ from ozaki_cutlass.tools.arguments import moduli_count, positive_int, shape
 from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch,
                                          write_rows)
 
+#: the contract buffers inner_stats writes (the others, logq and s1, are the scan's)
+INNER_OUTPUTS = ("inner_part_a", "inner_pexp_a", "inner_e_a", "inner_s_a")
 DEFAULT_CALLS = ("4096x4096x65536", "2048x2048x16384", "16384x1024x16384", "4096x4096x4096")
 
 
@@ -75,7 +77,8 @@ def main(argv=None) -> int:
                 o["coarse"] = cp.empty(nvec * k16, cp.int8)
             if inner:  # the contract's buffers of one operand, as a call sizes them
                 del o["fast"]
-                o.update({name: cp.empty(size, cp.uint8) for name, size in contract_buffers("a", nvec, k).items()})
+                o.update({name: cp.empty(size, cp.uint8) for name, size in contract_buffers("a", nvec, k).items()
+                          if name in INNER_OUTPUTS})
             return o
 
         outs = {(name, how): [outputs(m), outputs(n)] for name in libs for how in OPERAND_LAUNCHES}

@@ -22,3 +22,13 @@ def test_floor_counts_both_operands_and_the_coarse_byte_in_accurate_mode(sa):
 def test_refuses_what_measures_nothing(sa, argv):
     with pytest.raises(SystemExit):
         sa.main(argv)
+
+
+def test_inner_outputs_are_contract_buffers(sa):
+    """The buffers --stage inner compares are the contract's own (a renamed buffer fails here,
+    not on the device), and exclude the two the inner pass does not write."""
+    from ozaki_cutlass.paths.contract import contract_buffers
+
+    names = set(contract_buffers("a", 300, 70))
+    assert set(sa.INNER_OUTPUTS) <= names
+    assert names - set(sa.INNER_OUTPUTS) == {"logq_a", "s1_a"}
