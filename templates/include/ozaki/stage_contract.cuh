@@ -36,31 +36,123 @@ __device__ inline double flushed_scale(double x, int ex, int64_t shift) {
   return ldexp(x, static_cast<int>(shift));
 }
 
-// One pass: the sum is kept relative to the largest exponent seen so far in the run. Work
-// item b of the grid takes run b / slices and, in each of its 8 warps, chunks of 32
-// consecutive l (every slices * 8-th from its own); lane t of a warp takes l = 32 c + t
-// over the run's vectors in sequence. With vector outputs (vec_exps not null) each warp
-// also reduces, per vector, the largest frexp exponent and the count of NaN/Inf over its
-// 32 l, the block gathers them in shared memory, and then adds them to vec_exps and
-// vec_nonfinite (set to kNoExponent and 0 by inner_vectors_init_kernel) with one atomic
-// per vector: an integer max and an integer count, so the order does not matter. That is
-// the scan's first pass (no inner shifts), from the same read of x.
-inline constexpr int kInnerWarps = kThreads / kWarp;
+// One lane's run: the sum of |x| 2^-top over the entries so far, top the largest frexp
+// exponent among them (kNoExponent: none yet); every term and every sum is 0 or a normal
+// double >= 2^kFlushExponent, so each scaling moves an exponent field. top_hi (top << 20,
+// the scaling's change to a double's high word) and flush (top + kFlushExponent: an entry
+// of that exponent or less counts as 0) follow top. e: the last entry's frexp exponent
+// (kNoExponent for 0 and NaN/Inf).
+struct InnerRun {
+  int32_t top, top_hi, flush, e;
+  double sum;
 
-__global__ void __launch_bounds__(kThreads)
+  __device__ __forceinline__ void raise(int32_t to) {  // top to `to` > top: sum 2^(top - to)
+    if (sum > 0.0) {  // a normal double: its exponent field moves, or it flushes
+      const int64_t down = int64_t(to) - top;
+      const uint64_t s = double_bits(sum);
+      sum = int64_t(s >> 52) - 1022 - down <= kFlushExponent ? 0.0 : double_from_bits(s - (uint64_t(down) << 52));
+    }
+    top = to;
+    top_hi = static_cast<int32_t>(static_cast<uint32_t>(to) << 20);
+    flush = to + kFlushExponent;
+  }
+};
+
+inline constexpr InnerRun kInnerRunStart{kNoExponent, 0, kNoExponent, kNoExponent, 0.0};
+
+// An entry that is not a normal double (0, subnormal, NaN/Inf), out of line so that the
+// loop stays small; a NaN/Inf adds 1 to *bad where bad is not null.
+__device__ __noinline__ InnerRun inner_add_rare(InnerRun r, double a, int32_t* bad) {
+  r.e = kNoExponent;
+  if (!isfinite(a)) {
+    if (bad != nullptr) atomicAdd(bad, 1);
+    return r;
+  }
+  if (a == 0.0) return r;
+  r.e = frexp_exponent(a);
+  if (r.e > r.top) r.raise(r.e);
+  r.sum = __dadd_rn(r.sum, flushed_scale(fabs(a), r.e, -int64_t(r.top)));
+  return r;
+}
+
+// flushed_scale(|a|, e, -top) for a normal a: the high word less top_hi, or 0; an added 0
+// leaves the sum (>= 0) as it is.
+__device__ __forceinline__ void inner_add(InnerRun& r, double a, int32_t* bad) {
+  const int32_t hi = __double2hiint(a) & 0x7fffffff;
+  const int biased = hi >> 20;
+  if (static_cast<unsigned>(biased - 1) >= 2046u) {
+    r = inner_add_rare(r, a, bad);
+    return;
+  }
+  r.e = biased - 1022;
+  if (r.e > r.top) r.raise(r.e);
+  if (r.e > r.flush) r.sum = __dadd_rn(r.sum, __hiloint2double(hi - r.top_hi, __double2loint(a)));
+}
+
+// One pass: each lane keeps an InnerRun. Work item b of the grid takes run b / slices
+// and, in each of its 8 warps, chunks of 32 consecutive l (every slices * 8-th from its
+// own); lane t of a warp takes l = 32 c + t over the run's vectors in sequence, loading
+// kInnerBatch entries at a time, the next batch's loads issued before this batch's
+// arithmetic (one load at a time, each waited for, the pass ran at 1.6-1.9 TB/s). With
+// vector outputs (vec_exps not null) each warp also reduces, per vector, the largest frexp
+// exponent over its 32 l (lane j keeps vector t0 + j's of each 32 and adds it to the
+// block's shared maximum after them), and each NaN/Inf adds 1 to the block's shared count
+// of its vector; the block then adds its maxima and counts to vec_exps and vec_nonfinite
+// (set to kNoExponent and 0 by inner_vectors_init_kernel) with one atomic per vector:
+// integer maxima and counts, so the order does not matter. That is the scan's first pass
+// (no inner shifts), from the same read of x.
+inline constexpr int kInnerWarps = kThreads / kWarp;
+inline constexpr int kInnerBatch = 8;  // loads in flight per lane
+static_assert(kInnerChunk % kWarp == 0 && kWarp % kInnerBatch == 0, "whole batches per 32 vectors");
+
+__device__ __forceinline__ void inner_load(double (&batch)[kInnerBatch], const double* p, int64_t vs, int t,
+                                           int entries) {
+#pragma unroll
+  for (int u = 0; u < kInnerBatch; ++u) batch[u] = t + u < entries ? __ldg(p + (t + u) * vs) : 0.0;
+}
+
+template <bool kVectors>
+__device__ __forceinline__ InnerRun inner_lane(const double* p, int64_t vs, bool live, int count, int lane,
+                                               int32_t* s_max, int32_t* s_bad) {
+  InnerRun run = kInnerRunStart;
+  const int entries = live ? count : 0;
+  double cur[kInnerBatch];
+  inner_load(cur, p, vs, 0, entries);
+  for (int t0 = 0; t0 < count; t0 += kWarp) {
+    int32_t mine = kNoExponent;  // the largest exponent of vector t0 + lane
+#pragma unroll
+    for (int b = 0; b < kWarp; b += kInnerBatch) {
+      double next[kInnerBatch];
+      inner_load(next, p, vs, t0 + b + kInnerBatch, entries);
+#pragma unroll
+      for (int u = 0; u < kInnerBatch; ++u) {
+        inner_add(run, cur[u], kVectors ? s_bad + t0 + b + u : nullptr);
+        if (kVectors) {
+          const int vmax = __reduce_max_sync(0xffffffffu, run.e);
+          if (lane == b + u) mine = vmax;
+        }
+        cur[u] = next[u];
+      }
+    }
+    if (kVectors && mine != kNoExponent) atomicMax(s_max + t0 + lane, mine);
+  }
+  return run;
+}
+
+template <bool kVectors>
+__global__ void __launch_bounds__(kThreads, 4)
 inner_partials_kernel(VectorSet xs, int64_t runs, int64_t slices, double* partial, int32_t* partial_exp,
                       int32_t* vec_exps, int32_t* vec_nonfinite) {
   __shared__ int32_t s_max[kInnerChunk];
   __shared__ int32_t s_bad[kInnerChunk];
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int warp = static_cast<int>(threadIdx.x / kWarp);
-  const bool vectors = vec_exps != nullptr;
   const int64_t chunks = (xs.k + kWarp - 1) / kWarp;
   for (int64_t item = blockIdx.x; item < runs * slices; item += gridDim.x) {
     const int64_t run = item / slices;
     const int64_t v0 = run * kInnerChunk;
     const int64_t count = v0 + kInnerChunk < xs.nvec ? kInnerChunk : xs.nvec - v0;
-    if (vectors) {
+    if (kVectors) {
       for (int t = threadIdx.x; t < kInnerChunk; t += kThreads) {
         s_max[t] = kNoExponent;
         s_bad[t] = 0;
@@ -70,36 +162,14 @@ inner_partials_kernel(VectorSet xs, int64_t runs, int64_t slices, double* partia
     for (int64_t c = (item - run * slices) * kInnerWarps + warp; c < chunks; c += slices * kInnerWarps) {
       const int64_t l = c * kWarp + lane;
       const bool live = l < xs.k;
-      const double* p = xs.x + v0 * xs.vs + (live ? l : 0) * xs.es;
-      int32_t top = kNoExponent;
-      double sum = 0.0;
-#pragma unroll 8
-      for (int64_t t = 0; t < count; ++t) {
-        const double a = live ? __ldg(p + t * xs.vs) : 0.0;
-        const bool finite = isfinite(a);
-        const int e = finite && a != 0.0 ? frexp_exponent(a) : kNoExponent;
-        if (e != kNoExponent) {
-          if (e > top) {
-            if (sum > 0.0) sum = flushed_scale(sum, frexp_exponent(sum), int64_t(top) - e);
-            top = e;
-          }
-          sum = __dadd_rn(sum, flushed_scale(fabs(a), e, -int64_t(top)));
-        }
-        if (vectors) {  // uniform over the block
-          const int vmax = __reduce_max_sync(0xffffffffu, e);
-          const unsigned bad = __ballot_sync(0xffffffffu, !finite);
-          if (lane == static_cast<int>(t % kWarp)) {  // the lanes take turns
-            if (vmax != kNoExponent) atomicMax(s_max + t, vmax);
-            if (bad != 0u) atomicAdd(s_bad + t, __popc(bad));
-          }
-        }
-      }
+      const InnerRun lane_run = inner_lane<kVectors>(xs.x + v0 * xs.vs + (live ? l : 0) * xs.es, xs.vs, live,
+                                                     static_cast<int>(count), lane, s_max, s_bad);
       if (live) {
-        partial[run * xs.k + l] = sum;
-        partial_exp[run * xs.k + l] = top;
+        partial[run * xs.k + l] = lane_run.sum;
+        partial_exp[run * xs.k + l] = lane_run.top;
       }
     }
-    if (vectors) {
+    if (kVectors) {
       __syncthreads();
       for (int t = threadIdx.x; t < count; t += kThreads) {
         if (s_max[t] != kNoExponent) atomicMax(vec_exps + v0 + t, s_max[t]);
@@ -326,8 +396,13 @@ inline int inner_stats(const double* x, int64_t nvec, int64_t k, int64_t vs, int
   if (runs > 0) {
     const VectorSet xs{x, nvec, k, vs, es};
     const int64_t slices = inner_slices(runs, k);
-    inner_partials_kernel<<<blocks_for(runs * slices, 1), kThreads, 0, stream>>>(
-        xs, runs, slices, partial, partial_exp, vec_exps, vec_nonfinite);
+    if (vec_exps != nullptr) {
+      inner_partials_kernel<true><<<blocks_for(runs * slices, 1), kThreads, 0, stream>>>(
+          xs, runs, slices, partial, partial_exp, vec_exps, vec_nonfinite);
+    } else {
+      inner_partials_kernel<false><<<blocks_for(runs * slices, 1), kThreads, 0, stream>>>(
+          xs, runs, slices, partial, partial_exp, nullptr, nullptr);
+    }
     if (int s = check_launch(err, what)) return s;
   }
   inner_combine_kernel<<<blocks_for(k, kThreads), kThreads, 0, stream>>>(runs, k, partial, partial_exp,
