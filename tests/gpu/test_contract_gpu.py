@@ -38,6 +38,12 @@ def _inner_stats_input(rng, nvec, k, vs_es):
     if k > 8:
         v[3, 5], v[9, 6], v[:, 7] = np.nan, -np.inf, 0.0
         v[200, 8] = 2.0**-1074
+        # a new largest exponent at every entry (each sum so far scaled down, flushed after
+        # about 60); subnormals alone; subnormals before and among normal entries
+        v[:, 1] = np.ldexp(1.0 + rng.random(nvec), np.minimum(-1000 + 16 * np.arange(nvec), 1000))
+        v[:, 2] = np.ldexp(rng.standard_normal(nvec), -1060)
+        v[:, 4] = np.where(np.arange(nvec) % 3 == 0, np.ldexp(rng.standard_normal(nvec), -1030),
+                           np.ldexp(rng.standard_normal(nvec), rng.integers(-1021, -900, nvec)))
     v[10, :], v[11, :], v[12, :k // 2] = 0.0, np.nan, np.inf  # no finite non-zero entry; a partial one
     x = v if vs_es[0] == 1 else np.asfortranarray(v)
     vs, es = (k, 1) if vs_es[0] == 1 else (1, nvec)
