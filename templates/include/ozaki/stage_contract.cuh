@@ -203,22 +203,37 @@ inner_vectors_init_kernel(int64_t nvec, int32_t* vec_exps, int32_t* vec_nonfinit
   }
 }
 
+// Per l, its runs in sequence (kCombineBatch loads at once: one thread per l leaves few
+// warps in flight, and one load at a time made this small kernel a chain of DRAM round
+// trips, two per run).
+inline constexpr int kCombineBatch = 16;
+
 __global__ void __launch_bounds__(kThreads)
 inner_combine_kernel(int64_t runs, int64_t k, const double* partial, const int32_t* partial_exp,
                      int32_t* exps, double* sums) {
   for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < k;
        l += int64_t(gridDim.x) * blockDim.x) {
     int32_t top = kNoExponent;
-    for (int64_t run = 0; run < runs; ++run) {
-      const int32_t e = partial_exp[run * k + l];
-      top = e > top ? e : top;
+    for (int64_t r0 = 0; r0 < runs; r0 += kCombineBatch) {
+      int32_t e[kCombineBatch];
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u) e[u] = r0 + u < runs ? __ldg(partial_exp + (r0 + u) * k + l) : kNoExponent;
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u) top = e[u] > top ? e[u] : top;
     }
     double sum = 0.0;
-    for (int64_t run = 0; run < runs; ++run) {
-      const double p = partial[run * k + l];
-      if (p > 0.0) {
-        sum = __dadd_rn(sum, flushed_scale(p, frexp_exponent(p),
-                                           int64_t(partial_exp[run * k + l]) - top));
+    for (int64_t r0 = 0; r0 < runs; r0 += kCombineBatch) {
+      double p[kCombineBatch];
+      int32_t e[kCombineBatch];
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u) {
+        const bool in = r0 + u < runs;
+        p[u] = in ? __ldg(partial + (r0 + u) * k + l) : 0.0;
+        e[u] = in ? __ldg(partial_exp + (r0 + u) * k + l) : kNoExponent;
+      }
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u) {
+        if (p[u] > 0.0) sum = __dadd_rn(sum, flushed_scale(p[u], frexp_exponent(p[u]), int64_t(e[u]) - top));
       }
     }
     sums[l] = sum;
