@@ -65,6 +65,10 @@ def test_csv_and_plot_carry_the_auto_policy(tmp_path):
     with open(out) as f:
         auto = [r for r in csv.DictReader(f) if r["path"] == "auto"]
     assert [a["kernel"].split(":")[0] for a in auto] == ["native", "staged"]
+    rows[1]["auto"] |= {"kernel": "i8_x", "speculation": "hit"}
+    write_csv(rows, ["staged"], out)
+    with open(out) as f:
+        assert [r for r in csv.DictReader(f) if r["path"] == "auto"][1]["kernel"].startswith("staged i8_x: ")
     assert float(auto[1]["ratio_to_native"]) == pytest.approx(20.5 / 16.0)
     pytest.importorskip("matplotlib")
     write_plot(rows, ["staged"], tmp_path / "b.png", "t")
@@ -352,7 +356,8 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
     def fake_gemm(a, b, timings=None, moduli=None, mode=None, path=None, **kw):
         if timings is not None:
             timings.update({"scale": 0.1, "residues": 0.2, "int8_gemm": 0.3, "crt": 0.1, "total": 0.7,
-                            "path": path or "fused", "kernel": f"k_{path}"})
+                            "path": path or "fused", "kernel": f"k_{path}"}
+                           | ({} if path or moduli else {"speculation": "hit"}))  # the default call's
         return reference.gemm(a, b, moduli=moduli or 15, mode=mode or "accurate")
 
     class Emulation:
@@ -405,6 +410,11 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
     record = json.loads(out.read_text())
     assert record["graphs"] is True and record["replay_lane"] is False
     assert "graphs: a path's repeated call replays" in printed and "the replay lane takes CuPy" in printed
+    # the auto row names the kernel it ran (the fake's timings give path and kernel)
+    assert row["auto"]["kernel"] == "k_None" and row["auto"]["chose"] == "fused"
+    auto_line = next(line for line in printed.splitlines() if " auto " in line)
+    assert "-> fused k_None (" in auto_line and " run ahead: hit; " in auto_line
+    assert row["auto"]["speculation"] == "hit"
 
 
 def test_the_header_says_where_the_replay_lane_runs():

@@ -119,7 +119,8 @@ def csv_rows(rows, paths):
             e = r["auto"]
             c = e.get("contract") or {}
             chosen = f" ({c['moduli']} moduli {c['mode']})" if c and not c["native"] else ""
-            out.append(base | {"path": "auto", "kernel": f"{e['chose']}: {e['why']}{chosen}", "ms": e["ms"],
+            ran = f" {e['kernel']}" if e.get("kernel") and e["chose"] != "native" else ""
+            out.append(base | {"path": "auto", "kernel": f"{e['chose']}{ran}: {e['why']}{chosen}", "ms": e["ms"],
                                "tflops": e["tflops"], "ratio_to_native": e["ratio"], "error": e.get("error", "")}
                        | _energy_fields(e.get("energy")))
     return out
@@ -366,8 +367,11 @@ def _auto_row(row, xa, xb, arrays, args, flops, sample, ref, meter, stream) -> N
     auto_ms, native_ms = statistics.median(auto_t), statistics.median(native_t)
     t = {}
     gemm(xa, xb, timings=t, mode=args.auto_mode)
+    # the kernel it ran, and whether the contract's run ahead held ("hit") or ran again
+    # ("miss"): what the table's timing of the same call can be checked against
     row["auto"] = {"ms": auto_ms, "tflops": flops / auto_ms / 1e9, "native_ms": native_ms, "reps": auto_reps,
-                   "ratio": native_ms / auto_ms, "chose": t["path"],
+                   "ratio": native_ms / auto_ms, "chose": t["path"], "kernel": t.get("kernel"),
+                   "speculation": t.get("speculation"),
                    "why": t.get("policy", "emulation faster"), "contract": t.get("contract"),
                    "error": sample_error(arrays.rows(auto_out, sample), ref),
                    # native: the very kernel of native DGEMM? (equal bits say so)
@@ -406,8 +410,11 @@ def _print_row(r, paths) -> None:
         chosen = "" if not c or c["native"] else (f" {c['moduli']} moduli {c['mode']}"
                                                   + (", equilibrated" if c["equilibrated"] else "")
                                                   + f", bound {c['bound']:.2g};")
+        ran = f" {e['kernel']}" if e.get("kernel") and e["chose"] != "native" else ""
+        ahead = f" run ahead: {e['speculation']};" if e.get("speculation") else ""
         print(f"{shape:>19} {'auto':>10} {e['tflops']:7.1f} {e['ratio']:8.2f} {blank} "
-              f"{e['ms']:9.2f} {e['error']:9.2e} {_gfj(e.get('energy'))}  -> {e['chose']} ({e['why']});{chosen} "
+              f"{e['ms']:9.2f} {e['error']:9.2e} {_gfj(e.get('energy'))}  -> {e['chose']}{ran} ({e['why']});"
+              f"{chosen}{ahead} "
               f"{e['ms']:.4g} ms against native {e['native_ms']:.4g} ms, alternating, median of {e['reps']}"
               + ("; bits equal to native" if e.get("bits_equal_native") else ""))
     if "bit_identical" in r:
