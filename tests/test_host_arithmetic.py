@@ -2,7 +2,7 @@
 
 The GPU stages are built only from `__host__ __device__` helpers of
 templates/include/ozaki/{scaling.h, residue_arith.h, crt_arith.h, barrett.h,
-group_arith.h, karatsuba_arith.h}. This test compiles tests/host/check_arithmetic.cu for the host with nvcc
+group_arith.h, karatsuba_arith.h, inner_arith.h}. This test compiles tests/host/check_arithmetic.cu for the host with nvcc
 (no GPU needed; the stage library's rendered ABI prelude supplies the constants and structs
 the headers need), feeds it cases whose expected answers come from
 `ozaki_cutlass.reference` (or from exact Python integers where the reference has no
@@ -31,7 +31,9 @@ import pytest
 from ozaki_cutlass import reference as ref
 from ozaki_cutlass.generator import abi
 from ozaki_cutlass.numerics.moduli import MODULI_TABLE, crt_constants
+from ozaki_cutlass.numerics.contract import inner_stats
 from ozaki_cutlass.numerics.moduli import partial_bytes
+from ozaki_cutlass.templates.constants import FLUSH_EXPONENT, INNER_CHUNK
 
 pytestmark = pytest.mark.nvcc
 
@@ -149,6 +151,44 @@ def gen_scan(rng, out):
         s = ref.fast_shifts(finite, 1, e, pb)
         nf = int((~np.isfinite(x)).sum())
         out.append(f"scan {pb} {k} {int(e[0])} {int(s[0])} {nf} " + " ".join(hx(v) for v in x))
+
+
+def gen_inner(rng, out):
+    """The contract's inner statistics of one column (numerics.contract.inner_stats): runs
+    of INNER_CHUNK entries and their combine, on wide spreads, a new largest exponent at
+    every entry (each sum so far scaled down, then flushed), entries at the flush boundary
+    below the top, subnormals alone, before and among normals, the largest doubles, zeros
+    and NaN/Inf, at lengths around a warp and a run."""
+    lengths = [1, 2, 31, 32, 33, INNER_CHUNK - 1, INNER_CHUNK, INNER_CHUNK + 1, 2 * INNER_CHUNK,
+               3 * INNER_CHUNK + 5]
+
+    def columns():
+        for n in lengths:
+            for spread in (3, 60, 600, 1000):
+                yield rand_doubles(rng, n, spread)
+            i = np.arange(n)
+            yield np.ldexp(1.0 + rng.random(n), np.minimum(-1000 + 16 * i, 1000))  # top up at every entry
+            yield np.ldexp(1.0 + rng.random(n), np.maximum(1000 - 16 * i, -1070))  # down into the flush
+            top = int(rng.integers(-60, 60))
+            edge = np.ldexp(1.0 + rng.random(n), top + FLUSH_EXPONENT + rng.integers(-3, 3, n))
+            edge[0] = np.ldexp(1.5, top - 1)  # frexp exponent top
+            yield edge
+            yield rng.integers(1, 2**52, n) * 5e-324 * rng.choice([-1, 1], n)  # subnormals alone
+            mixed = np.where(rng.random(n) < 0.5, rng.integers(1, 2**52, n) * 5e-324,
+                             np.ldexp(rng.standard_normal(n), rng.integers(-1022, -880, n)))
+            yield mixed
+            yield np.ldexp(1.0 + rng.random(n), rng.integers(1015, 1024, n))  # the largest doubles
+            odd = rand_doubles(rng, n, 30)
+            odd[rng.random(n) < 0.2] = rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0])
+            yield odd
+        yield np.zeros(5)
+        yield np.array([np.nan, np.inf, -np.inf])
+
+    for x in columns():
+        x = np.asarray(x, dtype=np.float64)
+        e, total = inner_stats(x[:, None])
+        nf = int((~np.isfinite(x)).sum())
+        out.append(f"inner {len(x)} {int(e[0])} {hx(total[0])} {nf} " + " ".join(hx(v) for v in x))
 
 
 def gen_csm(rng, out):
@@ -519,7 +559,7 @@ def gen_wide_pieces(rng, out):
 def generate_cases() -> list[str]:
     rng = np.random.default_rng(SEED)
     out: list[str] = []
-    for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_csm, gen_coarse,
+    for gen in (gen_integer_helpers, gen_exponents, gen_large_residues, gen_scan, gen_inner, gen_csm, gen_coarse,
                 gen_scale, gen_scaled_extremes, gen_accurate_shifts, gen_crt, gen_ldexp, gen_pattern,
                 gen_fastmod, gen_group_arith, gen_karatsuba, gen_wide_pieces, gen_routes):
         gen(rng, out)
@@ -530,7 +570,7 @@ def generate_cases() -> list[str]:
 TAGS = ("clog2", "fdiv", "fbb", "pmod", "frexp", "res", "scan", "csm", "coarse", "scale", "sres", "route",
         "acc", "crt", "ldx", "pat", "p2", "bmod", "imod", "pack", "grp", "gfold", "gconst", "gcrt",
         "gbad", "gbytes", "sweep_y", "sweep_rf", "sweep_u32", "sweep_barrett32", "sweep_barrett64",
-        "kres", "kresn", "sweep_karatsuba")
+        "kres", "kresn", "sweep_karatsuba", "inner")
 
 
 # ------------------------------------------------------------------ running the checker

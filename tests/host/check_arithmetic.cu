@@ -7,6 +7,7 @@
 //   ozaki/barrett.h        (the one Barrett reduction: stage CRT inputs, the fused fold,
 //                           the fused epilogue's 64-bit partial CRT)
 //   ozaki/group_arith.h    (fused modulus-group fold and partial CRT)
+//   ozaki/inner_arith.h    (the accuracy contract's inner statistics: runs and combine)
 // Every helper is __host__ __device__, so calling it here on the CPU runs the same source
 // the kernels run (the device-only intrinsics have exact host twins in the headers).
 // Nothing touches a GPU.
@@ -47,6 +48,7 @@
 #include "ozaki/barrett.h"
 #include "ozaki/crt_arith.h"
 #include "ozaki/group_arith.h"
+#include "ozaki/inner_arith.h"
 #include "ozaki/karatsuba_arith.h"
 #include "ozaki/residue_arith.h"
 #include "ozaki/scaling.h"
@@ -1105,6 +1107,46 @@ bool sweep_karatsuba(Fields& f, const std::string& tag) {
   return true;
 }
 
+// inner <n> <E> <hex sum> <nonfinite> <hex x_0 .. x_n-1>: one column of n entries, as the
+// inner pass reads it: runs of kInnerChunk entries, each an InnerRun (the kernel's own
+// per-entry arithmetic, its normal entries by exponent fields), then the runs combined in
+// order (inner_combine_add); E, sum: numerics.contract.inner_stats of the column. Each
+// entry's returned exponent is checked against frexp_exponent (what the kernel's warp
+// maximum reads), and the NaN/Inf count against the column's.
+bool check_inner(Fields& f, const std::string& tag) {
+  const long long n = f.i();
+  const int want_top = static_cast<int>(f.i());
+  const double want_sum = f.hex();
+  const long long want_bad = f.i();
+  std::vector<double> x(n > 0 ? n : 0);
+  for (auto& v : x) v = f.hex();
+  if (!f.ok()) return false;
+  count(tag);
+  std::vector<st::InnerRun> runs;
+  int32_t bad = 0;
+  bool exps_ok = true;
+  for (long long i = 0; i < n; ++i) {
+    if (i % ozaki::kInnerChunk == 0) runs.emplace_back();
+    st::InnerRun& r = runs.back();
+    r.add(x[i], &bad);
+    const int want_e = std::isfinite(x[i]) && x[i] != 0.0 ? st::frexp_exponent(x[i]) : ozaki::kNoExponent;
+    if (exps_ok && r.e != want_e) {
+      mismatch(tag, "entry " + std::to_string(i) + " (" + hex_of(x[i]) + "): exponent " + std::to_string(r.e) +
+                        ", want " + std::to_string(want_e));
+      exps_ok = false;
+    }
+  }
+  int32_t top = ozaki::kNoExponent;
+  for (const auto& r : runs) top = r.top > top ? r.top : top;
+  double sum = 0.0;
+  for (const auto& r : runs) sum = st::inner_combine_add(sum, r.sum, r.top, top);
+  if (exps_ok && expect_eq(tag, "top exponent", top, want_top) &&
+      expect_eq(tag, "non-finite count", static_cast<long long>(bad), want_bad) && !same_double(sum, want_sum)) {
+    mismatch(tag, "sum " + hex_of(sum) + ", want " + hex_of(want_sum));
+  }
+  return true;
+}
+
 using Check = bool (*)(Fields&, const std::string&);
 
 const std::map<std::string, Check>& checks() {
@@ -1122,6 +1164,7 @@ const std::map<std::string, Check>& checks() {
       {"sweep_rf", sweep_rf},     {"sweep_u32", sweep_u32},
       {"sweep_barrett32", sweep_barrett32},                    {"sweep_barrett64", sweep_barrett64},
       {"kres", check_kres},       {"kresn", check_kresn},     {"sweep_karatsuba", sweep_karatsuba},
+      {"inner", check_inner},
   };
   return table;
 }

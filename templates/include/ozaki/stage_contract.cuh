@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "ozaki/constants.h"
+#include "ozaki/inner_arith.h"
 #include "ozaki/scaling.h"
 #include "ozaki/stage_common.cuh"
 #include "ozaki/stage_launch.cuh"
@@ -24,71 +25,8 @@ namespace ozaki {
 namespace stages {
 
 // --- inner stats: per run of kInnerChunk vectors its largest exponent R and the sum of
-// |x| 2^-R in sequence; then per l the runs in sequence, each scaled by 2^(R - E_l) -----
-// x 2^shift for x >= 0 with frexp exponent ex: 0 unless the result's exponent exceeds
-// kFlushExponent (then it is a normal double and the scaling is exact).
-__device__ inline double flushed_scale(double x, int ex, int64_t shift) {
-  if (ex == kNoExponent || ex + shift <= kFlushExponent) return 0.0;
-  const uint64_t bits = double_bits(x);
-  if ((bits >> 52) != 0 && ex + shift <= 1024) {  // x >= 0 normal, the result normal: move the exponent field
-    return __longlong_as_double(static_cast<long long>(bits + (static_cast<uint64_t>(shift) << 52)));
-  }
-  return ldexp(x, static_cast<int>(shift));
-}
-
-// One lane's run: the sum of |x| 2^-top over the entries so far, top the largest frexp
-// exponent among them (kNoExponent: none yet); every term and every sum is 0 or a normal
-// double >= 2^kFlushExponent, so each scaling moves an exponent field. top_hi (top << 20,
-// the scaling's change to a double's high word) and flush (top + kFlushExponent: an entry
-// of that exponent or less counts as 0) follow top. e: the last entry's frexp exponent
-// (kNoExponent for 0 and NaN/Inf).
-struct InnerRun {
-  int32_t top, top_hi, flush, e;
-  double sum;
-
-  __device__ __forceinline__ void raise(int32_t to) {  // top to `to` > top: sum 2^(top - to)
-    if (sum > 0.0) {  // a normal double: its exponent field moves, or it flushes
-      const int64_t down = int64_t(to) - top;
-      const uint64_t s = double_bits(sum);
-      sum = int64_t(s >> 52) - 1022 - down <= kFlushExponent ? 0.0 : double_from_bits(s - (uint64_t(down) << 52));
-    }
-    top = to;
-    top_hi = static_cast<int32_t>(static_cast<uint32_t>(to) << 20);
-    flush = to + kFlushExponent;
-  }
-};
-
-inline constexpr InnerRun kInnerRunStart{kNoExponent, 0, kNoExponent, kNoExponent, 0.0};
-
-// An entry that is not a normal double (0, subnormal, NaN/Inf), out of line so that the
-// loop stays small; a NaN/Inf adds 1 to *bad where bad is not null.
-__device__ __noinline__ InnerRun inner_add_rare(InnerRun r, double a, int32_t* bad) {
-  r.e = kNoExponent;
-  if (!isfinite(a)) {
-    if (bad != nullptr) atomicAdd(bad, 1);
-    return r;
-  }
-  if (a == 0.0) return r;
-  r.e = frexp_exponent(a);
-  if (r.e > r.top) r.raise(r.e);
-  r.sum = __dadd_rn(r.sum, flushed_scale(fabs(a), r.e, -int64_t(r.top)));
-  return r;
-}
-
-// flushed_scale(|a|, e, -top) for a normal a: the high word less top_hi, or 0; an added 0
-// leaves the sum (>= 0) as it is.
-__device__ __forceinline__ void inner_add(InnerRun& r, double a, int32_t* bad) {
-  const int32_t hi = __double2hiint(a) & 0x7fffffff;
-  const int biased = hi >> 20;
-  if (static_cast<unsigned>(biased - 1) >= 2046u) {
-    r = inner_add_rare(r, a, bad);
-    return;
-  }
-  r.e = biased - 1022;
-  if (r.e > r.top) r.raise(r.e);
-  if (r.e > r.flush) r.sum = __dadd_rn(r.sum, __hiloint2double(hi - r.top_hi, __double2loint(a)));
-}
-
+// |x| 2^-R in sequence (InnerRun, inner_arith.h); then per l the runs in sequence, each
+// scaled by 2^(R - E_l) -------------------------------------------------------------
 // One pass: each lane keeps an InnerRun. Work item b of the grid takes run b / slices
 // and, in each of its 8 warps, chunks of 32 consecutive l (every slices * 8-th from its
 // own); lane t of a warp takes l = 32 c + t over the run's vectors in sequence, loading
@@ -114,7 +52,7 @@ __device__ __forceinline__ void inner_load(double (&batch)[kInnerBatch], const d
 template <bool kVectors>
 __device__ __forceinline__ InnerRun inner_lane(const double* p, int64_t vs, bool live, int count, int lane,
                                                int32_t* s_max, int32_t* s_bad) {
-  InnerRun run = kInnerRunStart;
+  InnerRun run;
   const int entries = live ? count : 0;
   double cur[kInnerBatch];
   inner_load(cur, p, vs, 0, entries);
@@ -126,7 +64,7 @@ __device__ __forceinline__ InnerRun inner_lane(const double* p, int64_t vs, bool
       inner_load(next, p, vs, t0 + b + kInnerBatch, entries);
 #pragma unroll
       for (int u = 0; u < kInnerBatch; ++u) {
-        inner_add(run, cur[u], kVectors ? s_bad + t0 + b + u : nullptr);
+        run.add(cur[u], kVectors ? s_bad + t0 + b + u : nullptr);
         if (kVectors) {
           const int vmax = __reduce_max_sync(0xffffffffu, run.e);
           if (lane == b + u) mine = vmax;
@@ -233,7 +171,7 @@ inner_combine_kernel(int64_t runs, int64_t k, const double* partial, const int32
       }
 #pragma unroll
       for (int u = 0; u < kCombineBatch; ++u) {
-        if (p[u] > 0.0) sum = __dadd_rn(sum, flushed_scale(p[u], frexp_exponent(p[u]), int64_t(e[u]) - top));
+        sum = inner_combine_add(sum, p[u], e[u], top);
       }
     }
     sums[l] = sum;

@@ -28,8 +28,8 @@
 //                       staged path of a complex call (stage_karatsuba.cuh)
 //
 // Where each idea lives:
-//   scaling.h, residue_arith.h, crt_arith.h   the scalar arithmetic of the stages, pure
-//                                             __host__ __device__ (checked on the host)
+//   scaling.h, residue_arith.h, crt_arith.h,  the scalar arithmetic of the stages, pure
+//   inner_arith.h                             __host__ __device__ (checked on the host)
 //   barrett.h, double_word.h, bits.h          the one Barrett reduction, the one
 //                                             double-word library, bit-level helpers
 //   stage_common.cuh, stage_launch.cuh        device plumbing and host launch helpers
