@@ -72,6 +72,11 @@ def test_inner_stats_kernel_is_the_mirror(st, rng, dev, vs_es, k):
     want_v = np.where((finite != 0).any(axis=1), reference.exponents(finite, 1), NO_EXPONENT)
     assert np.array_equal(dev.get(vexp, np.int32, (nvec,)), want_v)
     assert np.array_equal(dev.get(vnf, np.int32, (nvec,)), (~np.isfinite(v)).sum(axis=1))
+    # without the vector outputs (the kernel's other instance): the same statistics
+    exps2, sums2 = dev.empty(4 * k), dev.empty(8 * k)
+    st.inner_stats(px, nvec, k, vs, es, part.ptr, pexp.ptr, exps2.ptr, sums2.ptr, 0)
+    assert np.array_equal(dev.get(exps2, np.int32, (k,)), want_e)
+    assert same_bits(dev.get(sums2, np.float64, (k,)), want_s)
 
 
 @pytest.mark.parametrize("vs_es", [(1, None), (None, 1)])
