@@ -106,6 +106,13 @@ def parse_ncu(text: str) -> list[dict]:
     return [kernels[i] for i in sorted(kernels, key=int)]
 
 
+def kernel_label(name: str) -> str:
+    """ncu's kernel name without its return type and parameter list:
+    "void stages::inner_partials_kernel<1>(stages::VectorSet, ...)" -> "stages::inner_partials_kernel<1>"."""
+    name = name.split("(")[0].strip()
+    return name[len("void "):] if name.startswith("void ") else name
+
+
 def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dict]:
     m, n, k, moduli = run["m"], run["n"], run["k"], run["moduli"]
     sms = run.get("sms")
@@ -115,9 +122,13 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dic
     for kr in kernels:
         st = stage_of(kr["kernel"], seen)
         seen = seen or st == "residues"
-        s = sums.setdefault(st, {"kernels": 0, "ms": 0.0, "bytes": 0.0, "cycles": 0.0, "issue_ms": 0.0})
+        s = sums.setdefault(st, {"kernels": 0, "ms": 0.0, "bytes": 0.0, "cycles": 0.0, "issue_ms": 0.0,
+                                 "by_kernel": {}})
         s["kernels"] += 1
         s["ms"] += kr["ns"] / 1e6
+        each = s["by_kernel"].setdefault(kernel_label(kr["kernel"]), {"launches": 0, "ms": 0.0})
+        each["launches"] += 1
+        each["ms"] += kr["ns"] / 1e6
         s["bytes"] += kr["read"] + kr["write"]
         if issue:
             s["cycles"] += kr["hz"] * kr["ns"] / 1e9  # the clock weighted by time
@@ -138,7 +149,9 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dic
         row = {"stage": st, "kernels": s["kernels"], "ms": s["ms"], "dram_gb": s["bytes"] / 1e9,
                "gbs": s["bytes"] / (s["ms"] * 1e6) if s["ms"] else 0.0,
                "floor_gb": None if fb is None else fb / 1e9, "floor_ms": floor_ms,
-               "ratio": s["ms"] / floor_ms if floor_ms else None}
+               "ratio": s["ms"] / floor_ms if floor_ms else None,
+               # which kernel of the stage takes its time (ncu, added over its launches)
+               "by_kernel": [{"kernel": name} | each for name, each in s["by_kernel"].items()]}
         if issue and s["ms"]:
             row.update({"sm_ghz": s["cycles"] / (s["ms"] * 1e6), "issue_floor_ms": s["issue_ms"],
                         "issue_busy": s["issue_ms"] / s["ms"]})

@@ -58,6 +58,12 @@ def test_stages_and_their_floors(st):
     assert got["combine"]["floor_gb"] == pytest.approx((15 + 8) * 1000 * 2000 / 1e9)
     assert got["int8 gemm"]["floor_ms"] == pytest.approx(15 * 2e9 / 1.5e15 * 1e3)
     assert got["int8 gemm"]["floor_gb"] is None
+    # each stage says which kernels took its time
+    assert got["combine"]["by_kernel"] == [{"kernel": "stages::crt_residue_mma_kernel<4, 1>", "launches": 1,
+                                            "ms": pytest.approx(1.0)}]
+    for r in got.values():
+        assert sum(e["ms"] for e in r["by_kernel"]) == pytest.approx(r["ms"])
+        assert sum(e["launches"] for e in r["by_kernel"]) == r["kernels"]
 
 
 def with_issue(text, clocks, insts):
