@@ -17,12 +17,10 @@ checked bit for bit against each other (beta's output differs by its c term: not
 
 import argparse
 
-from ozaki_cutlass.device import driver
-from ozaki_cutlass.device.arch import visible_arch
-from ozaki_cutlass.kernels.stages import CNonfiniteSource, stage_libraries
-from ozaki_cutlass.tools.arguments import moduli_count, positive_int
+from ozaki_cutlass.kernels.stages import CNonfiniteSource
+from ozaki_cutlass.tools.arguments import moduli_count
 from ozaki_cutlass.numerics.moduli import crt_constants
-from ozaki_cutlass.tools.measure import alternating_medians, copy_rate_gbps, write_rows
+from ozaki_cutlass.tools.measure import add_alone_arguments, alone_setup, alternating_medians, write_rows
 
 DEFAULT_SHAPES = ("4096", "8192", "16384", "16384x1024", "2048")
 CASES = ("calls", "no-source", "beta")
@@ -63,18 +61,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", type=parse_shape, default=[parse_shape(s) for s in DEFAULT_SHAPES])
     ap.add_argument("--moduli", nargs="+", type=moduli_count, default=[15, 16, 17])
-    ap.add_argument("--rounds", type=positive_int, default=5)
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
-    ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
-    ap.add_argument("--json", help="write the rows here")
+    add_alone_arguments(ap, rounds=5)
     args = ap.parse_args(argv)
 
     import cupy as cp
 
-    driver.ensure_context()
-    libs = stage_libraries(visible_arch(), args.other)
-    gbps = copy_rate_gbps()
-    print(f"copy {gbps:.0f} GB/s")
+    libs, gbps = alone_setup(args.other)
     rows = []
     rng = cp.random.default_rng(20261204)
     for m, n in args.shapes:

@@ -22,15 +22,12 @@ where they differ).
 
 import argparse
 
-from ozaki_cutlass.device import driver
-from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.device.workspace import Workspace
-from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
-from ozaki_cutlass.tools.arguments import moduli_count, positive_int
+from ozaki_cutlass.tools.arguments import moduli_count
 from ozaki_cutlass.tools.arguments import parse_shape as parse_shape_mnk
-from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch,
-                                         write_rows)
+from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, add_alone_arguments, alone_setup, alternating_medians,
+                                        operands_launch, write_rows)
 
 DEFAULT_SHAPES = ("2048", "4096", "8192x2048", "2048x16384", "8192", "16384")
 
@@ -68,9 +65,7 @@ def main(argv=None) -> int:
                     help="both operands of these calls, one stream and two (instead of --shapes)")
     ap.add_argument("--moduli", type=moduli_count, default=15)
     ap.add_argument("--top", nargs="+", type=int, default=[56, 90], help="log2 of each vector's largest scaled |x|")
-    ap.add_argument("--rounds", type=positive_int, default=7)
-    ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
-    ap.add_argument("--json", help="write the rows here")
+    add_alone_arguments(ap, rounds=7)
     args = ap.parse_args(argv)
     if args.calls and args.shapes:
         ap.error("--calls and --shapes: one or the other")
@@ -79,10 +74,7 @@ def main(argv=None) -> int:
 
     import cupy as cp
 
-    driver.ensure_context()
-    libs = stage_libraries(visible_arch(), args.other)
-    gbps = copy_rate_gbps()
-    print(f"copy {gbps:.0f} GB/s")
+    libs, gbps = alone_setup(args.other)
     consts = crt_constants(args.moduli)
     moduli = cp.asarray(consts.moduli, cp.int32)
     rng = cp.random.default_rng(20261204)

@@ -20,16 +20,13 @@ checkout's on one stream (exit 1 where they differ).
 
 import argparse
 
-from ozaki_cutlass.device import driver
-from ozaki_cutlass.device.arch import visible_arch
 from ozaki_cutlass.device.workspace import Workspace
-from ozaki_cutlass.kernels.stages import stage_libraries
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.operands.stages import round_up
 from ozaki_cutlass.paths.contract import contract_buffers
-from ozaki_cutlass.tools.arguments import moduli_count, positive_int, shape
-from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, alternating_medians, copy_rate_gbps, operands_launch,
-                                         write_rows)
+from ozaki_cutlass.tools.arguments import moduli_count, shape
+from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, add_alone_arguments, alone_setup, alternating_medians,
+                                        operands_launch, write_rows)
 
 #: the contract buffers inner_stats writes (the others, logq and s1, are the scan's)
 INNER_OUTPUTS = ("inner_part_a", "inner_pexp_a", "inner_e_a", "inner_s_a")
@@ -49,17 +46,12 @@ def main(argv=None) -> int:
     ap.add_argument("--stage", choices=("scan", "inner"), default="scan")
     ap.add_argument("--mode", choices=("accurate", "fast"), default="accurate", help="the scan's (accurate: scan_coarse)")
     ap.add_argument("--moduli", type=moduli_count, default=15, help="the count whose bound exponent the scan takes")
-    ap.add_argument("--rounds", type=positive_int, default=5)
-    ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
-    ap.add_argument("--json", help="write the rows here")
+    add_alone_arguments(ap, rounds=5)
     args = ap.parse_args(argv)
 
     import cupy as cp
 
-    driver.ensure_context()
-    libs = stage_libraries(visible_arch(), args.other)
-    gbps = copy_rate_gbps()
-    print(f"copy {gbps:.0f} GB/s")
+    libs, gbps = alone_setup(args.other)
     accurate = args.stage == "scan" and args.mode == "accurate"
     inner = args.stage == "inner"
     pb = crt_constants(args.moduli).bound_exponent

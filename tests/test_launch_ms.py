@@ -80,3 +80,27 @@ def test_alternating_medians_times_the_calls_in_turn_and_takes_each_ones_median(
 def test_alternating_medians_refuses_no_rounds():
     with pytest.raises(ValueError, match="rounds must be at least 1"):
         measure.alternating_medians({"a": lambda: None}, rounds=0, reps=1)
+
+
+def test_alone_arguments_are_the_stage_scripts_common_options():
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    measure.add_alone_arguments(ap, rounds=7)
+    args = ap.parse_args([])
+    assert (args.rounds, args.other, args.json) == (7, None, None)
+    args = ap.parse_args(["--rounds", "3", "--other", "tree", "--json", "f.json"])
+    assert (args.rounds, args.other, args.json) == (3, "tree", "f.json")
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--rounds", "0"])
+
+
+def test_alone_setup_loads_both_trees_and_prints_the_copy_rate(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(measure.driver, "ensure_context", lambda: calls.append("context"))
+    monkeypatch.setattr(measure, "visible_arch", lambda: "sm_90a")
+    monkeypatch.setattr(measure, "stage_libraries", lambda arch, other: calls.append((arch, other)) or {"this": 1})
+    monkeypatch.setattr(measure, "copy_rate_gbps", lambda: 4242.4)
+    assert measure.alone_setup("tree") == ({"this": 1}, 4242.4)
+    assert calls == ["context", ("sm_90a", "tree")]  # the context before any library
+    assert capsys.readouterr().out == "copy 4242 GB/s\n"

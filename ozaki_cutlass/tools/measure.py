@@ -24,12 +24,15 @@ from ..device import driver
 from ..device.cublas_emulation import fixed_point_dgemm
 from ..device.arrays import DeviceArray, allocate_like, current_stream, describe_input
 from ..device.layouts import plan_dgemm
+from ..device.arch import visible_arch
 from ..device.workspace import Fork
+from ..kernels.stages import stage_libraries
 from ..numerics.accuracy import dd_product, normwise_error, random_matrix
-from .arguments import ARRAY_CHOICES
+from .arguments import ARRAY_CHOICES, positive_int
 
 __all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding", "time_alternately",
            "launch_ms", "alternating_medians", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
+           "add_alone_arguments", "alone_setup",
            "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "write_rows"]
 
 class CupyArrays:
@@ -246,6 +249,25 @@ def copy_rate_gbps(nbytes: int = 2**31, rounds: int = 5, reps: int = 5) -> float
     src, dst = cp.empty(nbytes // 8), cp.empty(nbytes // 8)
     ms = statistics.median(launch_ms(lambda: cp.copyto(dst, src), reps) for _ in range(rounds))
     return 2 * src.nbytes / ms / 1e6
+
+
+def add_alone_arguments(ap, rounds: int) -> None:
+    """The options every stage-alone script (scripts/*_alone.py) takes: --rounds (default
+    ``rounds``), --other TREE (also another checkout's stage kernels, in alternation) and
+    --json FILE."""
+    ap.add_argument("--rounds", type=positive_int, default=rounds)
+    ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
+    ap.add_argument("--json", help="write the rows here")
+
+
+def alone_setup(other) -> tuple[dict, float]:
+    """A stage-alone script's start on the GPU: the context, this checkout's stage kernels
+    and ``other``'s (kernels.stages.stage_libraries) and the device's copy rate, printed."""
+    driver.ensure_context()
+    libs = stage_libraries(visible_arch(), other)
+    gbps = copy_rate_gbps()
+    print(f"copy {gbps:.0f} GB/s")
+    return libs, gbps
 
 
 class CublasEmulation:
