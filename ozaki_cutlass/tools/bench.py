@@ -119,9 +119,9 @@ def csv_rows(rows, paths):
             e = r["auto"]
             c = e.get("contract") or {}
             chosen = f" ({c['moduli']} moduli {c['mode']})" if c and not c["native"] else ""
-            ran = f" {e['kernel']}" if e.get("kernel") and e["chose"] != "native" else ""
-            out.append(base | {"path": "auto", "kernel": f"{e['chose']}{ran}: {e['why']}{chosen}", "ms": e["ms"],
-                               "tflops": e["tflops"], "ratio_to_native": e["ratio"], "error": e.get("error", "")}
+            out.append(base | {"path": "auto", "kernel": f"{e['chose']}{_auto_kernel(e)}: {e['why']}{chosen}",
+                               "ms": e["ms"], "tflops": e["tflops"], "ratio_to_native": e["ratio"],
+                               "error": e.get("error", "")}
                        | _energy_fields(e.get("energy")))
     return out
 
@@ -380,6 +380,12 @@ def _auto_row(row, xa, xb, arrays, args, flops, sample, ref, meter, stream) -> N
         row["auto"]["energy"] = measure_energy(auto_call, auto_ms, flops, meter, args.energy_seconds, stream)
 
 
+def _auto_kernel(e) -> str:
+    """" KERNEL" where the auto row emulated and knows its kernel, else "" (the CSV and the
+    printout name it the same way)."""
+    return f" {e['kernel']}" if e.get("kernel") and e["chose"] != "native" else ""
+
+
 def _gfj(e) -> str:
     return f"{e['gflop_per_joule']:7.1f}" if e else f"{'n/a':>7}"
 
@@ -410,10 +416,10 @@ def _print_row(r, paths) -> None:
         chosen = "" if not c or c["native"] else (f" {c['moduli']} moduli {c['mode']}"
                                                   + (", equilibrated" if c["equilibrated"] else "")
                                                   + f", bound {c['bound']:.2g};")
-        ran = f" {e['kernel']}" if e.get("kernel") and e["chose"] != "native" else ""
         ahead = f" run ahead: {e['speculation']};" if e.get("speculation") else ""
         print(f"{shape:>19} {'auto':>10} {e['tflops']:7.1f} {e['ratio']:8.2f} {blank} "
-              f"{e['ms']:9.2f} {e['error']:9.2e} {_gfj(e.get('energy'))}  -> {e['chose']}{ran} ({e['why']});"
+              f"{e['ms']:9.2f} {e['error']:9.2e} {_gfj(e.get('energy'))}  "
+              f"-> {e['chose']}{_auto_kernel(e)} ({e['why']});"
               f"{chosen}{ahead} "
               f"{e['ms']:.4g} ms against native {e['native_ms']:.4g} ms, alternating, median of {e['reps']}"
               + ("; bits equal to native" if e.get("bits_equal_native") else ""))
