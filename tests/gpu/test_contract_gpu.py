@@ -119,6 +119,32 @@ def test_certificate_and_choice_are_the_references(rng, name, p):
         assert ozaki_cutlass.contract(cp.asarray(a), cp.asarray(b), **kw) == reference.contract(a, b, **kw)
 
 
+def test_inner_stats_over_many_runs(st, rng, dev):
+    """More runs than the combine takes at once (kCombineRuns, 64): 66 runs of one l
+    chunk, and a partial one; the runs' sums combined in run order across chunks."""
+    nvec, k = 65 * INNER_CHUNK + 3, 40
+    v = np.ldexp(random_matrix(nvec, k, 4.0, rng), rng.integers(-900, 900, (1, k)))
+    v[::97, 3] = np.ldexp(1.5, 700)  # a top in every chunk
+    px = dev.put(v.ravel())
+    runs = -(-nvec // INNER_CHUNK)
+    exps, sums = dev.empty(4 * k), dev.empty(8 * k)
+    st.inner_stats(px, nvec, k, k, 1, dev.empty(8 * runs * k).ptr, dev.empty(4 * runs * k).ptr, exps.ptr, sums.ptr, 0)
+    want_e, want_s = K.inner_stats(v)
+    assert np.array_equal(dev.get(exps, np.int32, (k,)), want_e)
+    assert same_bits(dev.get(sums, np.float64, (k,)), want_s)
+
+
+@pytest.mark.parametrize("m, k, n", [(40, 20000, 30), (9000, 16, 20), (20, 16, 9001)])
+@pytest.mark.parametrize("name, p", [("phi", 4.0), ("inner", 40)])
+def test_certificate_past_one_batch_of_loads(rng, m, k, n, name, p):
+    """The equilibration and the certificate, one block each, read kLatencyBatch entries
+    per lane at once: k, m or n past one batch of the block's 1024 lanes (8192), the
+    reference's choice."""
+    cp = pytest.importorskip("cupy")
+    a, b = family(rng, name, m, k, n, p)
+    assert ozaki_cutlass.contract(cp.asarray(a), cp.asarray(b)) == reference.contract(a, b)
+
+
 @pytest.mark.parametrize("path", ["staged", "fused"])
 @pytest.mark.parametrize("name, p", CASES)
 def test_default_calls_are_bit_identical_to_the_reference(rng, path, name, p):

@@ -36,7 +36,7 @@ namespace stages {
 // exponent over its 32 l (lane j keeps vector t0 + j's of each 32 and adds it to the
 // block's shared maximum after them), and each NaN/Inf adds 1 to the block's shared count
 // of its vector; the block then adds its maxima and counts to vec_exps and vec_nonfinite
-// (set to kNoExponent and 0 by inner_vectors_init_kernel) with one atomic per vector:
+// (set to kNoExponent and 0 by inner_init_kernel) with one atomic per vector:
 // integer maxima and counts, so the order does not matter. That is the scan's first pass
 // (no inner shifts), from the same read of x.
 inline constexpr int kInnerWarps = kThreads / kWarp;
@@ -80,7 +80,7 @@ __device__ __forceinline__ InnerRun inner_lane(const double* p, int64_t vs, bool
 template <bool kVectors>
 __global__ void __launch_bounds__(kThreads, 4)
 inner_partials_kernel(VectorSet xs, int64_t runs, int64_t slices, double* partial, int32_t* partial_exp,
-                      int32_t* vec_exps, int32_t* vec_nonfinite) {
+                      int32_t* exps, int32_t* vec_exps, int32_t* vec_nonfinite) {
   __shared__ int32_t s_max[kInnerChunk];
   __shared__ int32_t s_bad[kInnerChunk];
   const int lane = static_cast<int>(threadIdx.x % kWarp);
@@ -105,6 +105,7 @@ inner_partials_kernel(VectorSet xs, int64_t runs, int64_t slices, double* partia
       if (live) {
         partial[run * xs.k + l] = lane_run.sum;
         partial_exp[run * xs.k + l] = lane_run.top;
+        if (lane_run.top != kNoExponent) atomicMax(exps + l, lane_run.top);  // E_l: the runs' largest
       }
     }
     if (kVectors) {
@@ -132,92 +133,128 @@ inline int64_t inner_slices(int64_t runs, int64_t k) {
   return slices > 0 ? slices : 1;
 }
 
+// Before the pass: each vector's outputs (nvec of them; 0 where there are none) and each
+// l's largest exponent E_l, which the pass raises by atomics.
 __global__ void __launch_bounds__(kThreads)
-inner_vectors_init_kernel(int64_t nvec, int32_t* vec_exps, int32_t* vec_nonfinite) {
-  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nvec;
-       v += int64_t(gridDim.x) * blockDim.x) {
-    vec_exps[v] = kNoExponent;
-    vec_nonfinite[v] = 0;
+inner_init_kernel(int64_t nvec, int32_t* vec_exps, int32_t* vec_nonfinite, int64_t k, int32_t* exps) {
+  const int64_t n = nvec > k ? nvec : k;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if (i < nvec) {
+      vec_exps[i] = kNoExponent;
+      vec_nonfinite[i] = 0;
+    }
+    if (i < k) exps[i] = kNoExponent;
   }
 }
 
-// Per l, its runs in sequence (kCombineBatch loads at once: one thread per l leaves few
-// warps in flight, and one load at a time made this small kernel a chain of DRAM round
-// trips, two per run).
-inline constexpr int kCombineBatch = 16;
+// Per l, its runs' sums in run order, each scaled from its run's top to E_l. A block takes
+// 32 consecutive l and the runs kCombineRuns at a time: its 8 warps load them into shared
+// memory, every load of a warp at once (one thread per l loading its runs itself made
+// this small kernel a chain of DRAM round trips), and warp 0 adds them in order.
+inline constexpr int kCombineRuns = 64;
+inline constexpr int kCombineLoads = kCombineRuns / kInnerWarps;  // per lane and chunk
+static_assert(kCombineRuns % kInnerWarps == 0, "whole loads per warp");
 
 __global__ void __launch_bounds__(kThreads)
 inner_combine_kernel(int64_t runs, int64_t k, const double* partial, const int32_t* partial_exp,
-                     int32_t* exps, double* sums) {
-  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < k;
-       l += int64_t(gridDim.x) * blockDim.x) {
-    int32_t top = kNoExponent;
-    for (int64_t r0 = 0; r0 < runs; r0 += kCombineBatch) {
-      int32_t e[kCombineBatch];
-#pragma unroll
-      for (int u = 0; u < kCombineBatch; ++u) e[u] = r0 + u < runs ? __ldg(partial_exp + (r0 + u) * k + l) : kNoExponent;
-#pragma unroll
-      for (int u = 0; u < kCombineBatch; ++u) top = e[u] > top ? e[u] : top;
-    }
+                     const int32_t* exps, double* sums) {
+  __shared__ double s_p[kCombineRuns][kWarp];
+  __shared__ int32_t s_e[kCombineRuns][kWarp];
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int warp = static_cast<int>(threadIdx.x / kWarp);
+  for (int64_t l0 = blockIdx.x * int64_t(kWarp); l0 < k; l0 += int64_t(gridDim.x) * kWarp) {
+    const int64_t l = l0 + lane;
+    const bool live = l < k;
+    const int32_t top = live && warp == 0 ? exps[l] : kNoExponent;
     double sum = 0.0;
-    for (int64_t r0 = 0; r0 < runs; r0 += kCombineBatch) {
-      double p[kCombineBatch];
-      int32_t e[kCombineBatch];
+    for (int64_t r0 = 0; r0 < runs; r0 += kCombineRuns) {
+      const int chunk = static_cast<int>(runs - r0 < kCombineRuns ? runs - r0 : kCombineRuns);
+      double p[kCombineLoads];
+      int32_t e[kCombineLoads];
 #pragma unroll
-      for (int u = 0; u < kCombineBatch; ++u) {
-        const bool in = r0 + u < runs;
-        p[u] = in ? __ldg(partial + (r0 + u) * k + l) : 0.0;
-        e[u] = in ? __ldg(partial_exp + (r0 + u) * k + l) : kNoExponent;
+      for (int j = 0; j < kCombineLoads; ++j) {
+        const int r = warp + j * kInnerWarps;
+        const bool in = live && r < chunk;
+        p[j] = in ? __ldg(partial + (r0 + r) * k + l) : 0.0;
+        e[j] = in ? __ldg(partial_exp + (r0 + r) * k + l) : kNoExponent;
       }
 #pragma unroll
-      for (int u = 0; u < kCombineBatch; ++u) {
-        sum = inner_combine_add(sum, p[u], e[u], top);
+      for (int j = 0; j < kCombineLoads; ++j) {
+        const int r = warp + j * kInnerWarps;
+        if (r < chunk) {
+          s_p[r][lane] = p[j];
+          s_e[r][lane] = e[j];
+        }
       }
+      __syncthreads();
+      if (warp == 0 && live) {
+        for (int r = 0; r < chunk; ++r) sum = inner_combine_add(sum, s_p[r][lane], s_e[r][lane], top);
+      }
+      __syncthreads();  // the next chunk overwrites them
     }
-    sums[l] = sum;
-    exps[l] = top;
+    if (warp == 0 && live) sums[l] = sum;
   }
 }
 
 // --- equilibrate: e_l = floor((Ea_l - Eb_l) / 2), applied when it spreads enough ------
-__device__ inline int64_t inner_exponent(const int32_t* ea, const int32_t* eb, int64_t l) {
-  return ea[l] == kNoExponent || eb[l] == kNoExponent
-             ? 0
-             : floor_div(static_cast<int64_t>(ea[l]) - eb[l], 2);
+// This kernel and the certificate's are one block each: their cost is the latency of
+// their loads, so each lane issues kLatencyBatch of them at once (one at a time, at
+// k = 65536 the two took 0.33 ms: 2026-12-04) and then uses them in its own order.
+inline constexpr int kLatencyBatch = 8;
+
+__device__ inline int32_t inner_exponent(int32_t ea, int32_t eb) {
+  return ea == kNoExponent || eb == kNoExponent ? 0 : static_cast<int32_t>(floor_div(int64_t(ea) - eb, 2));
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kReduceLanes)
 equilibrate_kernel(const int32_t* ea, const int32_t* eb, int64_t k, int32_t* shift_a,
                    int32_t* shift_b, int32_t* applied) {
-  __shared__ int64_t s_lo[kThreads];
-  __shared__ int64_t s_hi[kThreads];
-  int64_t lo = 0, hi = 0;
-  bool any = false;
-  for (int64_t l = threadIdx.x; l < k; l += kThreads) {
-    const int64_t e = inner_exponent(ea, eb, l);
-    lo = !any || e < lo ? e : lo;
-    hi = !any || e > hi ? e : hi;
-    any = true;
-  }
-  if (!any) {  // every lane covers l = threadIdx.x first, so only lanes past k get here
-    lo = inner_exponent(ea, eb, 0);
-    hi = lo;
+  __shared__ int32_t s_lo[kReduceLanes];
+  __shared__ int32_t s_hi[kReduceLanes];
+  constexpr int64_t kStep = int64_t(kLatencyBatch) * kReduceLanes;
+  int32_t lo = INT32_MAX, hi = INT32_MIN;  // over no l: no spread
+  for (int64_t l0 = threadIdx.x; l0 < k; l0 += kStep) {
+    int32_t a[kLatencyBatch], b[kLatencyBatch];
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      const int64_t l = l0 + int64_t(u) * kReduceLanes;
+      a[u] = l < k ? __ldg(ea + l) : kNoExponent;
+      b[u] = l < k ? __ldg(eb + l) : kNoExponent;
+    }
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      if (l0 + int64_t(u) * kReduceLanes >= k) break;
+      const int32_t e = inner_exponent(a[u], b[u]);
+      lo = e < lo ? e : lo;
+      hi = e > hi ? e : hi;
+    }
   }
   s_lo[threadIdx.x] = lo;
   s_hi[threadIdx.x] = hi;
   __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
+  for (int half = kReduceLanes / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) {
       s_lo[threadIdx.x] = s_lo[threadIdx.x + half] < s_lo[threadIdx.x] ? s_lo[threadIdx.x + half] : s_lo[threadIdx.x];
       s_hi[threadIdx.x] = s_hi[threadIdx.x + half] > s_hi[threadIdx.x] ? s_hi[threadIdx.x + half] : s_hi[threadIdx.x];
     }
     __syncthreads();
   }
-  const bool apply = s_hi[0] - s_lo[0] >= kEquilibrationSpread;
-  for (int64_t l = threadIdx.x; l < k; l += kThreads) {
-    const int32_t e = apply ? static_cast<int32_t>(inner_exponent(ea, eb, l)) : 0;
-    shift_a[l] = -e;
-    shift_b[l] = e;
+  const bool apply = int64_t(s_hi[0]) - s_lo[0] >= kEquilibrationSpread;
+  for (int64_t l0 = threadIdx.x; l0 < k; l0 += kStep) {
+    int32_t e[kLatencyBatch];
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {  // not applied: zeros, nothing read
+      const int64_t l = l0 + int64_t(u) * kReduceLanes;
+      e[u] = apply && l < k ? inner_exponent(__ldg(ea + l), __ldg(eb + l)) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      const int64_t l = l0 + int64_t(u) * kReduceLanes;
+      if (l < k) {
+        shift_a[l] = -e[u];
+        shift_b[l] = e[u];
+      }
+    }
   }
   if (threadIdx.x == 0) applied[0] = apply ? 1 : 0;
 }
@@ -254,8 +291,19 @@ __device__ inline double lane_tree(double* s) {
 
 __device__ inline int32_t side_top(const CertificateSide& c, int32_t* s_top) {
   int32_t top = kNoExponent;
-  for (int64_t i = threadIdx.x; i < c.nvec; i += kReduceLanes) {
-    if (c.logq[i] >= 0 && c.exps[i] > top) top = c.exps[i];
+  constexpr int64_t kStep = int64_t(kLatencyBatch) * kReduceLanes;
+  for (int64_t i0 = threadIdx.x; i0 < c.nvec; i0 += kStep) {
+    int32_t lq[kLatencyBatch], ex[kLatencyBatch];
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      const int64_t i = i0 + int64_t(u) * kReduceLanes;
+      lq[u] = i < c.nvec ? __ldg(c.logq + i) : -1;
+      ex[u] = i < c.nvec ? __ldg(c.exps + i) : kNoExponent;
+    }
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      if (lq[u] >= 0 && ex[u] > top) top = ex[u];
+    }
   }
   s_top[threadIdx.x] = top;
   __syncthreads();
@@ -271,16 +319,30 @@ __device__ inline int32_t side_top(const CertificateSide& c, int32_t* s_top) {
 // out[0..4] (or out[5..9]): the x2[0], x2[1], xz[0], xz[1], z2 sums of one side.
 __device__ inline void side_sums(const CertificateSide& c, int32_t top, int qb, double* s, double* out) {
   double acc[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
-  for (int64_t i = threadIdx.x; i < c.nvec; i += kReduceLanes) {
-    const int32_t lq = c.logq[i];
-    if (lq < 0) continue;
-    const int64_t d = static_cast<int64_t>(c.exps[i]) - top - qb;
-    const int64_t h = lq >> 1;
-    const int p = lq & 1;
-    const double s1 = static_cast<double>(c.s1[i]);
-    acc[p] = __dadd_rn(acc[p], scaled_term(1.0, 2 * (h + d)));
-    acc[2 + p] = __dadd_rn(acc[2 + p], scaled_term(s1, h + 2 * d));
-    acc[4] = __dadd_rn(acc[4], scaled_term(__dmul_rn(s1, s1), 2 * d));
+  constexpr int64_t kStep = int64_t(kLatencyBatch) * kReduceLanes;
+  for (int64_t i0 = threadIdx.x; i0 < c.nvec; i0 += kStep) {
+    int32_t lqs[kLatencyBatch], ex[kLatencyBatch];
+    int64_t s1s[kLatencyBatch];
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      const int64_t i = i0 + int64_t(u) * kReduceLanes;
+      const bool in = i < c.nvec;
+      lqs[u] = in ? __ldg(c.logq + i) : -1;
+      ex[u] = in ? __ldg(c.exps + i) : 0;
+      s1s[u] = in ? __ldg(reinterpret_cast<const long long*>(c.s1) + i) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      const int32_t lq = lqs[u];
+      if (lq < 0) continue;
+      const int64_t d = static_cast<int64_t>(ex[u]) - top - qb;
+      const int64_t h = lq >> 1;
+      const int p = lq & 1;
+      const double s1 = static_cast<double>(s1s[u]);
+      acc[p] = __dadd_rn(acc[p], scaled_term(1.0, 2 * (h + d)));
+      acc[2 + p] = __dadd_rn(acc[2 + p], scaled_term(s1, h + 2 * d));
+      acc[4] = __dadd_rn(acc[4], scaled_term(__dmul_rn(s1, s1), 2 * d));
+    }
   }
   for (int q = 0; q < 5; ++q) {
     s[threadIdx.x] = acc[q];
@@ -300,13 +362,27 @@ certificate_kernel(CertificateSide a, CertificateSide b, const int32_t* inner_ex
   side_sums(a, ra, qb, s, out);
   side_sums(b, rb, qb, s, out + 5);
   double acc = 0.0;
-  for (int64_t l = threadIdx.x; l < k; l += kReduceLanes) {
-    if (!(inner_a[l] > 0.0 && inner_b[l] > 0.0)) continue;
-    int ea, eb;
-    const double fa = frexp(inner_a[l], &ea);
-    const double fb = frexp(inner_b[l], &eb);
-    acc = __dadd_rn(acc, scaled_term(__dmul_rn(fa, fb), static_cast<int64_t>(ea) + eb + inner_exp_a[l] +
-                                                            inner_exp_b[l] - ra - rb));
+  constexpr int64_t kStep = int64_t(kLatencyBatch) * kReduceLanes;
+  for (int64_t l0 = threadIdx.x; l0 < k; l0 += kStep) {
+    double va[kLatencyBatch], vb[kLatencyBatch];
+    int32_t xa[kLatencyBatch], xb[kLatencyBatch];
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      const int64_t l = l0 + int64_t(u) * kReduceLanes;
+      const bool in = l < k;
+      va[u] = in ? __ldg(inner_a + l) : 0.0;
+      vb[u] = in ? __ldg(inner_b + l) : 0.0;
+      xa[u] = in ? __ldg(inner_exp_a + l) : 0;
+      xb[u] = in ? __ldg(inner_exp_b + l) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kLatencyBatch; ++u) {
+      if (!(va[u] > 0.0 && vb[u] > 0.0)) continue;
+      int ea, eb;
+      const double fa = frexp(va[u], &ea);
+      const double fb = frexp(vb[u], &eb);
+      acc = __dadd_rn(acc, scaled_term(__dmul_rn(fa, fb), static_cast<int64_t>(ea) + eb + xa[u] + xb[u] - ra - rb));
+    }
   }
   s[threadIdx.x] = acc;
   const double l1 = lane_tree(s);
@@ -338,28 +414,29 @@ inline int inner_stats(const double* x, int64_t nvec, int64_t k, int64_t vs, int
   if (!product_fits(runs, k)) return err.set(kBadArgument, "%s: size overflows", what);
   if ((vec_exps == nullptr) != (vec_nonfinite == nullptr))
     return err.set(kBadArgument, "%s: vec_exps and vec_nonfinite must be both null or both set", what);
-  if (nvec > 0 && vec_exps != nullptr) {  // before k == 0 returns: the vectors' values are written
-    inner_vectors_init_kernel<<<blocks_for(nvec, kThreads), kThreads, 0, stream>>>(nvec, vec_exps,
-                                                                                  vec_nonfinite);
+  if (k > 0 && (exps == nullptr || sums == nullptr || (nvec > 0 && (partial == nullptr || partial_exp == nullptr))))
+    return err.set(kBadArgument, "%s: null pointer", what);
+  const int64_t vectors = vec_exps != nullptr ? nvec : 0;  // k == 0 too: the vectors' values are written
+  if (vectors > 0 || k > 0) {
+    inner_init_kernel<<<blocks_for(vectors > k ? vectors : k, kThreads), kThreads, 0, stream>>>(
+        vectors, vec_exps, vec_nonfinite, k, exps);
     if (int s = check_launch(err, what)) return s;
   }
   if (k == 0) return kOk;
-  if (exps == nullptr || sums == nullptr || (nvec > 0 && (partial == nullptr || partial_exp == nullptr)))
-    return err.set(kBadArgument, "%s: null pointer", what);
   if (runs > 0) {
     const VectorSet xs{x, nvec, k, vs, es};
     const int64_t slices = inner_slices(runs, k);
     if (vec_exps != nullptr) {
       inner_partials_kernel<true><<<blocks_for(runs * slices, 1), kThreads, 0, stream>>>(
-          xs, runs, slices, partial, partial_exp, vec_exps, vec_nonfinite);
+          xs, runs, slices, partial, partial_exp, exps, vec_exps, vec_nonfinite);
     } else {
       inner_partials_kernel<false><<<blocks_for(runs * slices, 1), kThreads, 0, stream>>>(
-          xs, runs, slices, partial, partial_exp, nullptr, nullptr);
+          xs, runs, slices, partial, partial_exp, exps, nullptr, nullptr);
     }
     if (int s = check_launch(err, what)) return s;
   }
-  inner_combine_kernel<<<blocks_for(k, kThreads), kThreads, 0, stream>>>(runs, k, partial, partial_exp,
-                                                                        exps, sums);
+  inner_combine_kernel<<<blocks_for(k, kWarp), kThreads, 0, stream>>>(runs, k, partial, partial_exp, exps,
+                                                                      sums);
   return check_launch(err, what);
 }
 
@@ -370,7 +447,7 @@ inline int equilibrate(const int32_t* exps_a, const int32_t* exps_b, int64_t k, 
   if (applied == nullptr || (k > 0 && (exps_a == nullptr || exps_b == nullptr || shift_a == nullptr ||
                                        shift_b == nullptr)))
     return err.set(kBadArgument, "%s: null pointer", what);
-  equilibrate_kernel<<<1, kThreads, 0, stream>>>(exps_a, exps_b, k, shift_a, shift_b, applied);
+  equilibrate_kernel<<<1, kReduceLanes, 0, stream>>>(exps_a, exps_b, k, shift_a, shift_b, applied);
   return check_launch(err, what);
 }
 
