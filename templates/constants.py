@@ -103,6 +103,10 @@ REDUCE_LANES = 1024
 #: The exponent of an inner column with no finite non-zero entry.
 NO_EXPONENT = -(1 << 30)
 
+#: The inner sums' combine (stage_contract.cuh) takes one thread per inner index l from
+#: this many on (fewer: a block per 32 l sharing the loads); the same adds either way.
+INNER_COMBINE_LANES_FROM = 16384
+
 #: The inner equilibration is applied only when its exponents spread over at least this
 #: many (well-scaled inputs keep their unequilibrated bits).
 EQUILIBRATION_SPREAD = 3
@@ -172,6 +176,8 @@ KERNEL_CONSTANTS: tuple[KernelConstant, ...] = (
                    "slack of an unconstrained (i, j) pair (NO_CONSTRAINT)"),
     KernelConstant("kMaxGroupSize", "int", MAX_GROUP_SIZE, "moduli one fused kernel folds (MAX_GROUP_SIZE)"),
     KernelConstant("kInnerChunk", "int", INNER_CHUNK, "vectors per run of an inner sum (INNER_CHUNK)"),
+    KernelConstant("kCombineLanesFrom", "int64_t", INNER_COMBINE_LANES_FROM,
+                   "k from which the inner combine takes one thread per l (INNER_COMBINE_LANES_FROM)"),
     KernelConstant("kReduceLanes", "int", REDUCE_LANES, "lanes of the certificate's sums (REDUCE_LANES)"),
     KernelConstant("kNoExponent", "int", NO_EXPONENT, "exponent of an all-zero inner column (NO_EXPONENT)"),
     KernelConstant("kEquilibrationSpread", "int", EQUILIBRATION_SPREAD,

@@ -11,7 +11,7 @@ import ozaki_cutlass
 from ozaki_cutlass import reference
 from ozaki_cutlass.numerics import contract as K
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
-from ozaki_cutlass.templates.constants import INNER_CHUNK, NO_EXPONENT
+from ozaki_cutlass.templates.constants import INNER_CHUNK, INNER_COMBINE_LANES_FROM, NO_EXPONENT
 
 pytestmark = pytest.mark.gpu
 
@@ -119,10 +119,11 @@ def test_certificate_and_choice_are_the_references(rng, name, p):
         assert ozaki_cutlass.contract(cp.asarray(a), cp.asarray(b), **kw) == reference.contract(a, b, **kw)
 
 
-def test_inner_stats_over_many_runs(st, rng, dev):
-    """More runs than the combine takes at once (kCombineRuns, 64): 66 runs of one l
-    chunk, and a partial one; the runs' sums combined in run order across chunks."""
-    nvec, k = 65 * INNER_CHUNK + 3, 40
+@pytest.mark.parametrize("nvec, k", [(65 * INNER_CHUNK + 3, 40), (4 * INNER_CHUNK + 3, INNER_COMBINE_LANES_FROM + 33)])
+def test_inner_stats_over_many_runs(st, rng, dev, nvec, k):
+    """More runs than the block combine takes at once (kCombineRuns, 64): 66 runs of one l
+    chunk, the last partial; the runs' sums combined in run order across chunks. Long k:
+    the combine's one thread per l (INNER_COMBINE_LANES_FROM), the same bits."""
     v = np.ldexp(random_matrix(nvec, k, 4.0, rng), rng.integers(-900, 900, (1, k)))
     v[::97, 3] = np.ldexp(1.5, 700)  # a top in every chunk
     px = dev.put(v.ravel())
