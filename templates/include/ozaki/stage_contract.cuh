@@ -187,14 +187,13 @@ static_assert(kCombineRuns % kInnerWarps == 0, "whole loads per warp");
 __global__ void __launch_bounds__(kThreads)
 inner_combine_kernel(int64_t runs, int64_t k, const double* partial, const int32_t* partial_exp,
                      const int32_t* exps, double* sums) {
-  __shared__ double s_p[kCombineRuns][kWarp];
-  __shared__ int32_t s_e[kCombineRuns][kWarp];
+  __shared__ double s_term[kCombineRuns][kWarp];
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int warp = static_cast<int>(threadIdx.x / kWarp);
   for (int64_t l0 = blockIdx.x * int64_t(kWarp); l0 < k; l0 += int64_t(gridDim.x) * kWarp) {
     const int64_t l = l0 + lane;
     const bool live = l < k;
-    const int32_t top = live && warp == 0 ? exps[l] : kNoExponent;
+    const int32_t top = live ? exps[l] : kNoExponent;
     double sum = 0.0;
     for (int64_t r0 = 0; r0 < runs; r0 += kCombineRuns) {
       const int chunk = static_cast<int>(runs - r0 < kCombineRuns ? runs - r0 : kCombineRuns);
@@ -207,17 +206,17 @@ inner_combine_kernel(int64_t runs, int64_t k, const double* partial, const int32
         p[j] = in ? __ldg(partial + (r0 + r) * k + l) : 0.0;
         e[j] = in ? __ldg(partial_exp + (r0 + r) * k + l) : kNoExponent;
       }
+      // Each warp scales its runs' sums to E_l (an added 0 leaves the sum, >= 0, as it is:
+      // the same as inner_combine_add's skip); warp 0 then only adds, in run order.
 #pragma unroll
       for (int j = 0; j < kCombineLoads; ++j) {
         const int r = warp + j * kInnerWarps;
-        if (r < chunk) {
-          s_p[r][lane] = p[j];
-          s_e[r][lane] = e[j];
-        }
+        if (r < chunk) s_term[r][lane] = inner_combine_add(0.0, p[j], e[j], top);
       }
       __syncthreads();
       if (warp == 0 && live) {
-        for (int r = 0; r < chunk; ++r) sum = inner_combine_add(sum, s_p[r][lane], s_e[r][lane], top);
+#pragma unroll 8
+        for (int r = 0; r < chunk; ++r) sum = add_rn(sum, s_term[r][lane]);
       }
       __syncthreads();  // the next chunk overwrites them
     }
