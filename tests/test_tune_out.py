@@ -143,7 +143,7 @@ def _fake_tune(monkeypatch, cands, times, default_moduli):
             return ("a", m, k), ("b", k, n)
 
         def native(self, a, b):
-            raise AssertionError("only timed through the fake time_alternately")
+            raise AssertionError("only timed through the fake time_against")
 
         def release(self):
             pass
@@ -152,9 +152,9 @@ def _fake_tune(monkeypatch, cands, times, default_moduli):
         timed.extend(call.keywords for call in calls)
         return [[times(call.keywords)] * reps for call in calls], None
 
-    def time_alternately(first, second, warmup, reps, stream):
-        against_native.append(first.keywords)
-        return 3.0, 2.5   # the default call slower than native: a native bucket
+    def time_against(calls, native, warmup, reps, stream):
+        against_native.extend(call.keywords for call in calls)
+        return [3.0] * len(calls), 2.5   # the default calls slower than native: a native bucket
 
     monkeypatch.setattr(tune, "missing_tools", lambda command, plot: None)
     monkeypatch.setattr(tune, "arrays_for", lambda choice: Arrays())
@@ -164,7 +164,7 @@ def _fake_tune(monkeypatch, cands, times, default_moduli):
     monkeypatch.setattr(tune, "tune_candidates", lambda arch, variants, table: cands)
     monkeypatch.setattr(tune, "_unbuilt", lambda candidate, moduli: [])
     monkeypatch.setattr(tune, "discarding", lambda a, b, **kw: None)
-    monkeypatch.setattr(tune, "time_alternately", time_alternately)
+    monkeypatch.setattr(tune, "time_against", time_against)
     monkeypatch.setattr(tune, "contract_moduli", lambda a, b: default_moduli)
     monkeypatch.setattr(tune, "_gpu_identity", lambda *args: ("a GPU", "a driver"))
     return timed, against_native
@@ -222,6 +222,35 @@ def test_the_auto_kernel_is_ranked_by_the_default_call(tmp_path, monkeypatch, ca
         ("staged", staged.variant.name, None)]
     assert [e["ms"] for e in entries[2:]] == [1.0, 1.5]
     assert "as the default call (16 moduli)" in capsys.readouterr().out
+
+
+def test_the_fastest_default_calls_are_timed_again_and_the_second_timing_decides(tmp_path, monkeypatch):
+    """A default call whose time swings can win the first alternation's few rounds: the
+    default calls within FINALIST_MARGIN of the fastest (up to FINALISTS) are timed again
+    with native DGEMM for deciding_reps rounds, and the fastest there heads the bucket."""
+    from ozaki_cutlass.dispatch import Candidate, builtin_candidates
+    from ozaki_cutlass.device.arch import Arch
+    from ozaki_cutlass.tools.measure import deciding_reps
+
+    lucky, steady = _g1_kernels()
+    staged = next(c for c in builtin_candidates(Arch.SM90A) if c.path == "staged")
+    cands = [Candidate(path="fused", variant=lucky), Candidate(path="fused", variant=steady), staged]
+    first = {lucky: 1.0, steady: 1.0 * tune.FINALIST_MARGIN, staged.variant: 1.0 * tune.FINALIST_MARGIN * 1.01}
+    again = {lucky: 1.3, steady: 1.1}
+    _fake_tune(monkeypatch, cands, lambda kw: first[kw["kernel"]] if "moduli" not in kw else 1.0, 16)
+    finals = []
+
+    def time_against(calls, native, warmup, reps, stream):
+        finals.append(([call.keywords["kernel"] for call in calls], reps))
+        return [again[call.keywords["kernel"]] for call in calls], 2.0
+
+    monkeypatch.setattr(tune, "time_against", time_against)
+    out = tmp_path / "tuning.json"
+    assert cli.main(["tune", "--sizes", "64", "--reps", "2", "--out", str(out)]) == 0
+    assert finals == [([lucky, steady], deciding_reps(2, 1.0))]
+    entries = json.loads(out.read_text())["entries"]
+    head = next(e for e in entries if e["path"] != "native")
+    assert (head["kernel"], head["ms"], head["native_ms"]) == (steady.name, 1.1, 2.0)
 
 
 def test_each_point_is_reported_as_it_finishes(tmp_path, monkeypatch, capsys):

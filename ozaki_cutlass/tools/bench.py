@@ -43,7 +43,7 @@ from ..paths.launch import PHASES
 from .arguments import (ARRAY_CHOICES, PHI_MAX, batch_shape, moduli_count, nonnegative_float, nonnegative_int,
                         positive_int, shape, spread)
 from .bench_kinds import batched_row, print_kind_row, zgemm_row
-from .measure import (ENERGY_SECONDS, CublasEmulation, arrays_for, measure_energy, missing_tools,
+from .measure import (ENERGY_SECONDS, CublasEmulation, arrays_for, deciding_reps, measure_energy, missing_tools,
                       sample_error, sample_reference)
 
 __all__ = ["DEFAULT_SHAPES", "CSV_FIELDS", "CUBLAS_ROW", "bench_main", "add_bench_parser", "csv_rows", "write_csv",
@@ -51,7 +51,6 @@ __all__ = ["DEFAULT_SHAPES", "CSV_FIELDS", "CUBLAS_ROW", "bench_main", "add_benc
 
 log = logging.getLogger(__name__)
 
-AUTO_REPS_MAX, AUTO_BUDGET_MS = 200, 500.0  # the auto row's rounds: at most 200, about 0.5 s of native time
 
 
 DEFAULT_SHAPES = (
@@ -360,7 +359,7 @@ def _auto_row(row, xa, xb, arrays, args, flops, sample, ref, meter, stream) -> N
     either side), and for more rounds than the paths get (up to 200, about half a second
     of native time): where auto runs native DGEMM the two differ by microseconds of host
     time, which 5 samples do not resolve."""
-    auto_reps = max(args.reps, min(AUTO_REPS_MAX, int(AUTO_BUDGET_MS / row["native_ms"])))
+    auto_reps = deciding_reps(args.reps, row["native_ms"])
     auto_call = functools.partial(gemm, xa, xb, mode=args.auto_mode)
     (auto_t, native_t), (auto_out, native_out) = driver.event_times(
         [auto_call, functools.partial(arrays.native, xa, xb)], args.warmup, auto_reps, stream)

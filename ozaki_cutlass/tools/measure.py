@@ -30,7 +30,7 @@ from ..kernels.stages import stage_libraries
 from ..numerics.accuracy import dd_product, normwise_error, random_matrix
 from .arguments import ARRAY_CHOICES, positive_int
 
-__all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding", "time_alternately",
+__all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding", "deciding_reps", "time_against",
            "launch_ms", "alternating_medians", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
            "add_alone_arguments", "alone_setup",
            "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "write_rows"]
@@ -175,11 +175,23 @@ def discarding(a, b, **kwargs) -> None:
     gemm(a, b, **kwargs)
 
 
-def time_alternately(first, second, warmup: int, reps: int, stream=0) -> tuple[float, float]:
-    """Median ms of ``first()`` and of ``second()``, timed in alternation (events around
-    each call on ``stream``, by default the legacy default stream)."""
-    times, _ = driver.event_times([first, second], warmup, reps, stream)
-    return statistics.median(times[0]), statistics.median(times[1])
+#: Rounds of a timing that decides between calls within a few per cent of each other (the
+#: bench's auto row against native DGEMM, the tune's default-call finalists): at most this
+#: many, about DECIDING_BUDGET_MS of one call's time (5 samples do not resolve microseconds
+#: of host time, nor a kernel whose time swings from call to call).
+DECIDING_REPS_MAX, DECIDING_BUDGET_MS = 200, 500.0
+
+
+def deciding_reps(least: int, ms: float) -> int:
+    """Rounds for a deciding timing of calls of about ``ms`` each: at least ``least``."""
+    return max(least, min(DECIDING_REPS_MAX, int(DECIDING_BUDGET_MS / ms)))
+
+
+def time_against(calls: list, native, warmup: int, reps: int, stream=0) -> tuple[list[float], float]:
+    """Median ms of each of ``calls`` and of ``native()``, all timed in alternation (events
+    around each call on ``stream``, by default the legacy default stream)."""
+    times, _ = driver.event_times([*calls, native], warmup, reps, stream)
+    return [statistics.median(t) for t in times[:-1]], statistics.median(times[-1])
 
 
 def launch_ms(launch, reps: int, stream=0) -> float:
