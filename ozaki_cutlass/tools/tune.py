@@ -28,7 +28,8 @@ from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int
 from .measure import arrays_for, deciding_reps, discarding, missing_tools, time_against
 
 __all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune_candidates", "tune_main",
-           "bucket_entries", "FINALISTS", "FINALIST_MARGIN", "contract_moduli", "parse_gpu_identity", "add_tune_parser", "unwritable", "write_table"]
+           "bucket_entries", "FINALISTS", "FINALIST_MARGIN", "contract_moduli", "parse_gpu_identity",
+           "add_tune_parser", "unwritable", "write_table"]
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +157,8 @@ def tune_main(args) -> int:
         for m, n, k, bucket in tune_points(args.sizes, args.shapes or ())]
     print(f"tune: {len(points)} points, {len(cands)} candidates, each timed at {moduli} moduli ({args.mode}) and "
           f"as the default call where there is one, in alternation ({args.warmup} warm-up, {args.reps} rounds), "
-          f"then the fastest default calls (up to {FINALISTS}, within {FINALIST_MARGIN:g}x) again with native DGEMM for "
-          "more rounds; each point's lines as it finishes", flush=True)
+          f"then the fastest default calls (up to {FINALISTS}, within {FINALIST_MARGIN:g}x) again with native "
+          "DGEMM for more rounds; each point's lines as it finishes", flush=True)
     for label, m, n, k, bucket, flops, (make, *size) in points:
         try:
             xa, xb = getattr(arrays, make)(*size, 0.5, args.seed + m + 7 * n + 13 * k)
