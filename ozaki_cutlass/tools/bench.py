@@ -52,7 +52,6 @@ __all__ = ["DEFAULT_SHAPES", "CSV_FIELDS", "CUBLAS_ROW", "bench_main", "add_benc
 log = logging.getLogger(__name__)
 
 
-
 DEFAULT_SHAPES = (
     # squares
     (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),

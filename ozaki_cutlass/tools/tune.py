@@ -33,6 +33,10 @@ __all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune
 
 log = logging.getLogger(__name__)
 
+#: The default calls timed again before a bucket's auto kernel is chosen: up to this many,
+#: within this factor of the fastest in the first alternation.
+FINALISTS, FINALIST_MARGIN = 3, 1.10
+
 
 def tune_points(sizes, shapes) -> list[tuple[int, int, int, dict]]:
     """What ``tune`` measures, in table order: (m, n, k, bucket). Each rectangular shape
@@ -328,11 +332,6 @@ def write_table(path: Path, table: dict) -> None:
             raise
     finally:
         os.close(folder)
-
-
-#: The default calls timed again before a bucket's auto kernel is chosen: up to this many,
-#: within this factor of the fastest in the first alternation.
-FINALISTS, FINALIST_MARGIN = 3, 1.10
 
 
 def bucket_entries(arch: str, box: dict, flops: float, timings: list, best, best_ms: float,

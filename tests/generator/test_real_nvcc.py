@@ -96,6 +96,8 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
         st.scan_coarse(1 << 20, 4, 64, 64, 1, 100, 1 << 20, 0, 1 << 20, 1 << 20, 4, 56, 0)
     with pytest.raises(UnsupportedProblem, match="vec_exps and vec_nonfinite must be both null or both set"):
         st.inner_stats(1 << 20, 4, 64, 64, 1, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 0, vec_exps=1 << 20)
+    with pytest.raises(UnsupportedProblem, match="inner_stats: null pointer"):  # before its first launch
+        st.inner_stats(1 << 20, 4, 64, 64, 1, 1 << 20, 1 << 20, 0, 1 << 20, 0, vec_exps=1 << 20, vec_nonfinite=1 << 20)
     # Karatsuba's parts (x, nvec, k, vs, es, shifts, shift_step, nmod, moduli, out, rows_pad,
     # k_pad, im_first, plane, part): each inconsistency named before any CUDA call
     ok = dict(nvec=4, k=64, rows_pad=4, k_pad=32, shift_step=1, plane=4 * 32, part=3 * 4 * 32, out=1 << 20)
