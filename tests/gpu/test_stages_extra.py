@@ -256,13 +256,14 @@ def test_combine_unscale(st, rng, count, ones, dev):
         assert np.array_equal(d.get(out2, np.float64, (m, n)).view(np.int64), want.view(np.int64))
 
 
-@pytest.mark.parametrize("count", [15, 16, 17, 20])
+@pytest.mark.parametrize("count", [15, 16, 17, 18, 20])
 @pytest.mark.parametrize("m,n,ldx", [(5, 300, 304), (3, 133, 133), (2, 128, 128)],
                          ids=["items-and-a-tail", "byte-loads", "one-item"])
 def test_combine_residue_bytes_on_tensor_cores(st, rng, count, m, n, ldx, dev):
     """The combine of one-byte residues (the tensor-core kernel: 128 entries of a row per
-    warp, 16 moduli per MMA chunk) against the reference's bits: several items per row and
-    a tail, rows whose stride rules out 16-byte loads, a single item; the largest residue
+    warp, 16 moduli per MMA, the 17th-20th in a tail MMA of one modulus per lane) against
+    the reference's bits: several items per row and a tail, rows whose stride rules out
+    16-byte loads, a single item; the largest residue
     of every modulus in row 0 (the largest byte sums); with and without beta (the plain
     store path and the general one), and with a non-finite source that flags one row and
     two columns (plain launches send those entries to the general path, the rest stay)."""

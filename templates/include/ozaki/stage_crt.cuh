@@ -290,8 +290,8 @@ crt_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstan
 // recomposed exactly: the same limb sums as crt_add_value_limbs's, so the same bits.
 //
 // A warp takes 128 consecutive entries of a row (an item). Lane (q, t) = (lane / 4,
-// lane % 4) loads entries 16q .. 16q + 15 of moduli 16c + 4t .. 16c + 4t + 3 (chunk c <
-// kChunks; 0 past the count), one 16-byte word each, and transposes them by 4 x 4 bytes
+// lane % 4) loads entries 16q .. 16q + 15 of moduli 4t .. 4t + 3 (0 past the count; past
+// 16 moduli see kTail below), one 16-byte word each, and transposes them by 4 x 4 bytes
 // into A fragments: row q of MMA s (0..7) is entry 16q + 2s, row q + 8 entry 16q + 2s + 1,
 // the columns (k) the moduli. The constant B fragments hold the weights' bytes: column q of
 // n-tile u is byte tile_byte(u, q % 2) (2u + q % 2 but in the last tile) of limb q / 2.
@@ -368,12 +368,17 @@ __host__ __device__ constexpr int tile_byte(int u, int h) {
   return kLimbBytes % 2 == 1 && 2 * u + 1 == kLimbBytes ? 2 * u + 1 - h : 2 * u + h;
 }
 
-// kChunks: 16 moduli per chunk (count <= 16 * kChunks).
-// 4 blocks per SM (3 for two chunks) is what the registers allow either way; asking for it
-// lets ptxas use up to 128 registers (116 at 15 moduli; without the bound 4-7 % slower when
-// the swap changed, 10e13e3).
-template <int kLimbs, int kChunks>
-__global__ void __launch_bounds__(kMmaCombineThreads, kChunks == 1 ? 4 : 3)
+// kTail: moduli 17-20 (kMaxModuli <= 20): the 16 of the first MMA as above, and a tail MMA
+// whose lane (q, t) holds one modulus, 16 + t (k column 4t; columns 4t + 1 .. 4t + 3 are 0:
+// the order of the moduli along k does not change an exact integer sum), so that a lane
+// loads and keeps one 16-byte word for them rather than four (two chunks of four words, the
+// next item's too, took 168 registers, 3 blocks per SM and 12 bytes of spills, and ran the
+// kernel at 2.0x its floor at 17 moduli; the tail takes 128 registers, no spills, at 4).
+// 4 blocks per SM is what the registers allow; asking for it lets ptxas use up to 128
+// registers (116-122 without the tail; without the bound 4-7 % slower when the swap
+// changed, 10e13e3).
+template <int kLimbs, bool kTail>
+__global__ void __launch_bounds__(kMmaCombineThreads, 4)
 crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant__ CrtConstants consts,
                        const __grid_constant__ CrtReduce red) {
   constexpr int kWarps = kMmaCombineThreads / 32;
@@ -382,33 +387,35 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
   static_assert(kMaxLimbs <= 4 && kTiles <= 4, "a limb per lane of a group, 2 bytes per n-tile");
   static_assert(kMmaCombineItem == 8 * kRows, "8 lane groups per item");
   static_assert(kMaxLimbs == 4 && kRows == 16, "the swap's offsets: 4 limbs, 4 x 4 entries");
+  static_assert(kMaxModuli <= 20, "16 moduli and a tail of one per lane");
   __shared__ double swap[kWarps][8 * kSwapGroupWords];
   const int lane = threadIdx.x % 32;
   const int q = lane / 4;
   const int t = lane % 4;
   const int count = consts.count;
-  uint32_t weights[kChunks][kTiles];
-  const unsigned char* planes[kChunks][4];
-  bool real[kChunks][4];  // modulus 16c + 4t + p < count (else its bytes are 0)
+  auto weight = [&](int g, int u) {  // the weight byte of modulus g in column q of n-tile u
+    return g < count && q / 2 < kLimbs ? crt_weight_byte(consts, g, q / 2, tile_byte(u, q % 2)) : 0u;
+  };
+  uint32_t weights[kTiles];
+  uint32_t tail_weights[kTiles];
+  const unsigned char* planes[4];
+  bool real[4];  // modulus 4t + p < count (else its bytes are 0)
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
+  for (int u = 0; u < kTiles; ++u) {
+    uint32_t w = 0;
 #pragma unroll
-    for (int u = 0; u < kTiles; ++u) {
-      uint32_t w = 0;
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        const int g = 16 * c + 4 * t + p;
-        if (g < count && q / 2 < kLimbs) w |= crt_weight_byte(consts, g, q / 2, tile_byte(u, q % 2)) << (8 * p);
-      }
-      weights[c][u] = w;
-    }
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const int g = 16 * c + 4 * t + p;
-      real[c][p] = g < count;
-      planes[c][p] = a.x + red.plane[g < count ? g : 0];
-    }
+    for (int p = 0; p < 4; ++p) w |= weight(4 * t + p, u) << (8 * p);
+    weights[u] = w;
+    tail_weights[u] = kTail ? weight(16 + t, u) : 0u;
   }
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const int g = 4 * t + p;
+    real[p] = g < count;
+    planes[p] = a.x + red.plane[g < count ? g : 0];
+  }
+  const bool tail_real = kTail && 16 + t < count;
+  const unsigned char* const tail_plane = a.x + red.plane[tail_real ? 16 + t : 0];
   const bool plain = plain_output(a);
   double* const put = &swap[threadIdx.x / 32][swap_word(q, 0, t)];       // + swap_word(0, e, 0)
   const double* const get = &swap[threadIdx.x / 32][swap_word(q, 4 * t, 0)];  // + swap_word(0, r, l)
@@ -421,35 +428,35 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
   int64_t item = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
   int64_t i = item / blocks;
   int64_t jb = item - i * blocks;
-  auto load = [&](uint4 (&w)[kChunks][4]) {
+  // Each plane's 16 bytes of entries j .. j + 15 (0 where its modulus is not real).
+  auto gather = [&](const unsigned char* plane, bool is_real, int64_t offset, int64_t j) {
+    uint32_t v[4] = {0u, 0u, 0u, 0u};
+    if (item < items && is_real) {
+      const unsigned char* src = plane + offset;
+      for (int e = 0; e < kRows && j + e < a.n; ++e) v[e / 4] |= uint32_t(src[e]) << (8 * (e % 4));
+    }
+    return make_uint4(v[0], v[1], v[2], v[3]);
+  };
+  auto load = [&](uint4 (&w)[4], uint4& tail) {
     const int64_t j = jb * kMmaCombineItem + kRows * q;
     const int64_t offset = i * a.ld + j;
     if (item < items && a.vector_loads && j + kRows <= a.n) {
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          w[c][p] = real[c][p] ? __ldcs(reinterpret_cast<const uint4*>(planes[c][p] + offset))
-                               : make_uint4(0u, 0u, 0u, 0u);
-        }
+      for (int p = 0; p < 4; ++p) {
+        w[p] = real[p] ? __ldcs(reinterpret_cast<const uint4*>(planes[p] + offset)) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      if (kTail) {
+        tail = tail_real ? __ldcs(reinterpret_cast<const uint4*>(tail_plane + offset)) : make_uint4(0u, 0u, 0u, 0u);
       }
     } else {
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          uint32_t v[4] = {0u, 0u, 0u, 0u};
-          if (item < items && real[c][p]) {
-            const unsigned char* src = planes[c][p] + offset;
-            for (int e = 0; e < kRows && j + e < a.n; ++e) v[e / 4] |= uint32_t(src[e]) << (8 * (e % 4));
-          }
-          w[c][p] = make_uint4(v[0], v[1], v[2], v[3]);
-        }
-      }
+      for (int p = 0; p < 4; ++p) w[p] = gather(planes[p], real[p], offset, j);
+      if (kTail) tail = gather(tail_plane, tail_real, offset, j);
     }
   };
-  uint4 words[kChunks][4];
-  load(words);
+  uint4 words[4];
+  uint4 tail_word = make_uint4(0u, 0u, 0u, 0u);
+  load(words, tail_word);
   while (item < items) {
     const int64_t row = i;
     const int64_t j0 = jb * kMmaCombineItem;
@@ -460,20 +467,24 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
       jb -= blocks;
       ++i;
     }
-    uint4 next[kChunks][4];
-    load(next);
+    uint4 next[4];
+    uint4 next_tail = make_uint4(0u, 0u, 0u, 0u);
+    load(next, next_tail);
     double sums[kRows];  // S_t of the group's entries 16q + e
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
-      uint32_t x[kChunks][4];
+      uint32_t x[4];
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
+      for (int p = 0; p < 4; ++p) {
+        const uint4& w = words[p];
+        x[p] = h == 0 ? w.x : h == 1 ? w.y : h == 2 ? w.z : w.w;
+      }
+      transpose_bytes_4x4(x);  // x[e]: entry 16q + 4h + e's moduli 4t ..
+      uint32_t xt[4] = {0u, 0u, 0u, 0u};  // the tail: entry 16q + 4h + e's modulus 16 + t in byte 0
+      if (kTail) {
+        const uint32_t w = h == 0 ? tail_word.x : h == 1 ? tail_word.y : h == 2 ? tail_word.z : tail_word.w;
 #pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          const uint4& w = words[c][p];
-          x[c][p] = h == 0 ? w.x : h == 1 ? w.y : h == 2 ? w.z : w.w;
-        }
-        transpose_bytes_4x4(x[c]);  // x[c][e]: entry 16q + 4h + e's moduli 16c + 4t ..
+        for (int e = 0; e < 4; ++e) xt[e] = (w >> (8 * e)) & 0xffu;
       }
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
@@ -481,8 +492,8 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
 #pragma unroll
         for (int u = 0; u < kTiles; ++u) {
           int32_t d[4] = {0, 0, 0, 0};
-#pragma unroll
-          for (int c = 0; c < kChunks; ++c) mma_u8_m16n8k16(d, x[c][2 * v], x[c][2 * v + 1], weights[c][u]);
+          mma_u8_m16n8k16(d, x[2 * v], x[2 * v + 1], weights[u]);
+          if (kTail) mma_u8_m16n8k16(d, xt[2 * v], xt[2 * v + 1], tail_weights[u]);
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
 #pragma unroll
@@ -512,10 +523,8 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
       store_entries<kLimbs, 4>(a, consts, row, j, limb_sums);
     }
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-      for (int p = 0; p < 4; ++p) words[c][p] = next[c][p];
-    }
+    for (int p = 0; p < 4; ++p) words[p] = next[p];
+    tail_word = next_tail;
   }
 }
 
@@ -586,11 +595,10 @@ inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, c
       const int64_t blocks = resident_blocks(kernel, kMmaCombineThreads, items, kMmaCombineThreads / 32);
       kernel<<<blocks, kMmaCombineThreads, 0, stream>>>(args, consts, red);
     };
-    static_assert(kMaxModuli <= 32, "two chunks of 16 moduli at most");
     if (consts.count <= 16) {
-      launch(crt_residue_mma_kernel<kLimbs, 1>);
+      launch(crt_residue_mma_kernel<kLimbs, false>);
     } else {
-      launch(crt_residue_mma_kernel<kLimbs, 2>);
+      launch(crt_residue_mma_kernel<kLimbs, true>);
     }
   } else {
     const int64_t work = args.m * ((args.n + 3) / 4);
