@@ -1,11 +1,12 @@
 """The instruction mix and stall reasons of a kernel, from Nsight Compute's source page at
 SASS level (scripts/device_profile.sh writes it with KERNEL=REGEX):
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > SOURCE.csv
-    python scripts/ncu_mix.py SOURCE.csv [--entries N] [--top 24] [--json F]
+    python scripts/ncu_mix.py SOURCE.csv [--entries N] [--top 24] [--lines N] [--json F]
 Per SASS opcode: its share of the executed warp instructions and of the warp-stall
 samples, and, with --entries (the output entries the launch covers), its thread
 instructions per entry (warp instructions x 32 / entries). Then each stall reason's share
-of all samples."""
+of all samples; with --lines N, the N SASS lines with the most samples (offset from the
+kernel's first line, times executed, share of the samples, their largest stall reasons)."""
 
 import argparse
 import csv
@@ -56,17 +57,30 @@ def kernels(lines) -> list[dict]:
     return [k for i, k in enumerate(out) if i == 0 or k != out[i - 1]]
 
 
-def mix(kernel: dict, entries: int | None) -> dict:
-    """Executed warp instructions and stall samples per opcode, stall reasons summed."""
+def line_stalls(row: dict) -> Counter:
+    """One SASS line's samples per stall reason (all samples, not only the not-issued)."""
+    return Counter({key[len("stall_"):]: number(value) for key, value in row.items()
+                    if key.startswith("stall_") and "Not Issued" not in key})
+
+
+def mix(kernel: dict, entries: int | None, lines: int = 0) -> dict:
+    """Executed warp instructions and stall samples per opcode, stall reasons summed; with
+    ``lines``, that many SASS lines with the most samples."""
     executed, sampled, stalls = Counter(), Counter(), Counter()
     for r in kernel["rows"]:
         op = opcode(r["Source"])
         executed[op] += number(r[EXECUTED])
         sampled[op] += number(r.get(SAMPLES, "0"))
-        for key, value in r.items():
-            if key.startswith("stall_") and "Not Issued" not in key:
-                stalls[key[len("stall_"):]] += number(value)
+        stalls += line_stalls(r)
     total, samples, stall_total = sum(executed.values()), sum(sampled.values()), sum(stalls.values())
+    rows = kernel["rows"]
+    base = int(rows[0]["Address"], 16) if rows and "Address" in rows[0] else 0
+    hot = sorted((r for r in rows if number(r.get(SAMPLES, "0")) > 0), key=lambda r: -number(r[SAMPLES]))[:lines]
+    top_lines = [{"offset": int(r["Address"], 16) - base if "Address" in r else None,
+                  "sass": " ".join(r["Source"].split()), "executed": number(r[EXECUTED]),
+                  "sample_share": number(r[SAMPLES]) / samples,
+                  "stalls": {k: v / number(r[SAMPLES]) for k, v in line_stalls(r).most_common(3) if v > 0}}
+                 for r in hot]
     ops = [{"opcode": op, "warp_instructions": n, "share": n / total if total else 0.0,
             "sample_share": sampled[op] / samples if samples else 0.0,
             **({"per_entry": 32.0 * n / entries} if entries else {})}
@@ -74,7 +88,8 @@ def mix(kernel: dict, entries: int | None) -> dict:
     return {"kernel": kernel["name"], "warp_instructions": total,
             **({"per_entry": 32.0 * total / entries} if entries else {}),
             "opcodes": ops,
-            "stalls": {k: v / stall_total for k, v in stalls.most_common() if stall_total and v > 0}}
+            "stalls": {k: v / stall_total for k, v in stalls.most_common() if stall_total and v > 0},
+            **({"lines": top_lines} if lines else {})}
 
 
 def main() -> int:
@@ -82,17 +97,20 @@ def main() -> int:
     ap.add_argument("source", help="ncu --page source --csv --print-source sass output")
     ap.add_argument("--entries", type=int, default=None, help="output entries the launch covers (m x n)")
     ap.add_argument("--top", type=int, default=24, help="opcodes listed (default: %(default)s)")
+    ap.add_argument("--lines", type=int, default=0, help="SASS lines with the most samples listed (default: none)")
     ap.add_argument("--json", default=None, help="write the mix here too")
     args = ap.parse_args()
     if args.entries is not None and args.entries < 1:
         ap.error("--entries must be at least 1")
+    if args.lines < 0:
+        ap.error("--lines must be at least 0")
     try:
         with open(args.source, newline="") as f:
             found = kernels(f)
     except (OSError, ValueError) as exc:
         print(f"ncu_mix: {args.source}: {exc}", file=sys.stderr)
         return 1
-    results = [mix(k, args.entries) for k in found]
+    results = [mix(k, args.entries, args.lines) for k in found]
     for res in results:
         per = f", {res['per_entry']:.1f} thread instructions per entry" if "per_entry" in res else ""
         print(f"{res['kernel']}: {res['warp_instructions']:,.0f} warp instructions{per}")
@@ -102,6 +120,11 @@ def main() -> int:
                   + (f" {op['per_entry']:10.1f}" if per else ""))
         print("  stall reasons (share of all samples): "
               + ", ".join(f"{k} {100 * v:.1f} %" for k, v in res["stalls"].items() if v >= 0.005))
+        for ln in res.get("lines", []):
+            where = f"+0x{ln['offset']:05x}" if ln["offset"] is not None else "?"
+            why = ", ".join(f"{k} {100 * v:.0f} %" for k, v in ln["stalls"].items())
+            print(f"  {where} {100 * ln['sample_share']:5.1f} % of samples, executed {ln['executed']:,.0f}: "
+                  f"{ln['sass']}  ({why})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

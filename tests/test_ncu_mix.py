@@ -60,6 +60,18 @@ def test_opcodes_are_summed_without_predicates_and_modifiers(mix):
     assert res["stalls"] == pytest.approx({"wait": 60 / 80, "math": 20 / 80})
 
 
+def test_the_lines_with_the_most_samples(mix):
+    res = mix.mix(mix.kernels(page(FIRST).splitlines())[0], entries=None, lines=2)
+    assert "lines" not in mix.mix(mix.kernels(page(FIRST).splitlines())[0], entries=None)
+    first, second = res["lines"]
+    assert first["offset"] == 0x20 and first["sass"] == "IMAD.WIDE.U32 R4, R5, 0x8, R2"
+    assert first["executed"] == 2000 and first["sample_share"] == pytest.approx(40 / 80)
+    assert first["stalls"] == pytest.approx({"wait": 30 / 40, "math": 10 / 40})
+    assert second["offset"] == 0 and second["sample_share"] == pytest.approx(30 / 80)
+    # a line without samples is never listed, however many are asked for
+    assert len(mix.mix(mix.kernels(page(FIRST).splitlines())[0], entries=None, lines=9)["lines"]) == 3
+
+
 def test_each_launch_once_and_a_repeated_page_dropped(mix):
     found = mix.kernels(page(FIRST, FIRST, SECOND, SECOND).splitlines())
     assert [k["name"] for k in found] == ["void combine<3>(Args)", "void residues<0>(Args)"]
@@ -84,6 +96,12 @@ def test_the_command_line(tmp_path):
     assert "void combine<3>(Args): 6,000 warp instructions, 1920.0 thread instructions per entry" in run.stdout
     assert "stall reasons (share of all samples): wait 75.0 %, math 25.0 %" in run.stdout
     assert [r["kernel"] for r in json.loads(out.read_text())] == ["void combine<3>(Args)", "void residues<0>(Args)"]
+    hot = subprocess.run([sys.executable, str(SCRIPT), str(src), "--lines", "1"], capture_output=True, text=True,
+                         check=True)
+    assert ("+0x00020  50.0 % of samples, executed 2,000: IMAD.WIDE.U32 R4, R5, 0x8, R2  (wait 75 %, math 25 %)"
+            in hot.stdout)
+    neg = subprocess.run([sys.executable, str(SCRIPT), str(src), "--lines", "-1"], capture_output=True, text=True)
+    assert neg.returncode == 2 and "--lines must be at least 0" in neg.stderr
     bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "missing.csv")], capture_output=True, text=True)
     assert bad.returncode == 1 and "ncu_mix:" in bad.stderr
     zero = subprocess.run([sys.executable, str(SCRIPT), str(src), "--entries", "0"], capture_output=True, text=True)
