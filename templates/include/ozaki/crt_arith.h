@@ -110,6 +110,12 @@ __host__ __device__ inline void transpose_bytes_4x4(uint32_t (&w)[4]) {
 
 // reference.crt_reconstruct after the limb sums, in its exact operation order, for a limb
 // count known at compile time (the CRT kernels' instances: no branch per limb).
+//
+// S_j - q P_j is one FMA where the reference has sub(S_j, mul(q, P_j)), neither of which
+// rounds: x approximates sum_g r_g w_g / P < count 255 (r_g < m_g <= 256, w_g < P) so
+// closely that q = rint(x) <= count 255, hence q P_j < count 255 2^kLimbBits < 2^53 (the
+// limb sums' static_assert above) is exact, and so is S_j - q P_j, a difference of two
+// integers in [0, 2^53) (+0 where they are equal, in both): the same bits.
 template <int kLimbs>
 __host__ __device__ inline double crt_finish_limbs(const CrtConstants& k,
                                                    const double (&limb_sums)[kMaxLimbs]) {
@@ -118,12 +124,11 @@ __host__ __device__ inline double crt_finish_limbs(const CrtConstants& k,
 #pragma unroll
   for (int j = 1; j < kLimbs; ++j) x = add_rn(x, mul_rn(limb_sums[j], k.quotient_factors[j]));
   const double q = rint(x);
-  double hi = mul_rn(sub_rn(limb_sums[0], mul_rn(q, k.product_limbs[0])), k.limb_scales[0]);
+  double hi = mul_rn(fma_rn(-q, k.product_limbs[0], limb_sums[0]), k.limb_scales[0]);
   double lo = 0.0;
 #pragma unroll
   for (int j = 1; j < kLimbs; ++j) {
-    const double t = mul_rn(sub_rn(limb_sums[j], mul_rn(q, k.product_limbs[j])),
-                            k.limb_scales[j]);
+    const double t = mul_rn(fma_rn(-q, k.product_limbs[j], limb_sums[j]), k.limb_scales[j]);
     double err;
     hi = two_sum(hi, t, err);  // hi + lo: the double-word sum
     lo = add_rn(lo, err);

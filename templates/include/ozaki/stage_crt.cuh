@@ -180,7 +180,9 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
     const int64_t j = j0 + t;
     const double pattern = flagged && j < a.n ? nonfinite_entry(a.nf, i, j) : 0.0;
     const double c_value = with_c && j < a.n ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
-    y[t] = crt_output_limbs<kLimbs>(consts, limb_sums[t], pattern, mu + nu[t], a.alpha, a.beta, c_value);
+    // kPlain: beta is 0 (plain_output), so unscale_value's c term compiles away
+    y[t] = crt_output_limbs<kLimbs>(consts, limb_sums[t], pattern, mu + nu[t], a.alpha, kPlain ? 0.0 : a.beta,
+                                    c_value);
   }
   double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
   if (kPlain || (a.vector_stores && full)) {
