@@ -266,7 +266,10 @@ def test_combine_residue_bytes_on_tensor_cores(st, rng, count, m, n, ldx, dev):
     16-byte loads, a single item; the largest residue
     of every modulus in row 0 (the largest byte sums); with and without beta (the plain
     store path and the general one), and with a non-finite source that flags one row and
-    two columns (plain launches send those entries to the general path, the rest stay)."""
+    two columns (plain launches send those entries to the general path, the rest stay), or
+    only column n - 1 through column flags that rule out 16-byte loads, or only row m - 1,
+    or nothing at all (finite operands: the flags of the block's columns and of its warps'
+    rows, read up front, let every item skip its own)."""
     consts = crt_constants(count)
     mods = np.array(consts.moduli, np.int64)[:, None, None]
     r = (rng.integers(0, 2**62, (count, m, n)) % mods).astype(np.int32)
@@ -285,8 +288,26 @@ def test_combine_residue_bytes_on_tensor_cores(st, rng, count, m, n, ldx, dev):
     source = CNonfiniteSource(dev.put(a), k, 1, dev.put(b.T.copy()), 1, k, k,
                               dev.put((~np.isfinite(a)).sum(1).astype(np.int32)),
                               dev.put((~np.isfinite(b)).sum(0).astype(np.int32)))
-    for beta, nf in ((0.0, None), (-0.75, None), (0.0, source), (-0.75, source)):
-        x = xr if nf is None else np.where(pattern == 0, xr, pattern)
+    a_finite, b_last = np.nan_to_num(a), np.array(b)
+    b_last[[0, 2], [7, n - 2]] = 1.0
+    b_last[1, n - 1] = np.inf
+    last_pattern = R.split_nonfinite(a_finite, b_last)[2]
+    assert (last_pattern[:, n - 1] != 0).all() and (last_pattern[:, :n - 1] == 0).all()
+    col_flags = np.zeros(n + 1, np.int32)  # flags from the second word: 4-byte aligned only
+    col_flags[1:] = (~np.isfinite(b_last)).sum(0)
+    last_only = CNonfiniteSource(dev.put(a_finite), k, 1, dev.put(b_last.T.copy()), 1, k, k,
+                                 dev.put(np.zeros(m, np.int32)), dev.put(col_flags) + 4)
+    b_finite = np.nan_to_num(b)
+    row_pattern = R.split_nonfinite(a, b_finite)[2]
+    assert (row_pattern[m - 1] != 0).all() and (row_pattern[:m - 1] == 0).all()
+    row_only = CNonfiniteSource(dev.put(a), k, 1, dev.put(b_finite.T.copy()), 1, k, k,
+                                dev.put((~np.isfinite(a)).sum(1).astype(np.int32)), dev.put(np.zeros(n, np.int32)))
+    finite = CNonfiniteSource(dev.put(a_finite), k, 1, dev.put(b_finite.T.copy()), 1, k, k,
+                              dev.put(np.zeros(m, np.int32)), dev.put(np.zeros(n, np.int32)))
+    for beta, nf, pat in ((0.0, None, None), (-0.75, None, None), (0.0, source, pattern),
+                          (-0.75, source, pattern), (0.0, last_only, last_pattern), (0.0, row_only, row_pattern),
+                          (0.0, finite, None)):
+        x = xr if pat is None else np.where(pat == 0, xr, pat)
         want = R.unscale(x, mu.astype(np.int64), nu.astype(np.int64), 1.25, beta, cin if beta else None)
         out = dev.empty(8 * m * n)
         st.combine_unscale(dev.put(stored_partials(parts, [1] * count)), [1] * count, m, n, ldx, m * ldx,

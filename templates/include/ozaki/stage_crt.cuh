@@ -146,6 +146,38 @@ __device__ inline bool any_flagged(const CrtArgs& a, int64_t i, int64_t j0, bool
   return any != 0;
 }
 
+// Whether the launch's non-finite source flags any of its n columns, for a whole block
+// (every thread of it must call this): each thread reads its share of the column counts,
+// in 16-byte loads where aligned, and __syncthreads_or joins them (n int32s per block,
+// from the L2).
+__device__ inline bool columns_flagged(const NonfiniteSource& s, int64_t n) {
+  int32_t any = 0;
+  int64_t done = 0;
+  if (reinterpret_cast<uintptr_t>(s.col_flags) % 16 == 0) {
+    const int4* quads = reinterpret_cast<const int4*>(s.col_flags);
+    done = n / 4 * 4;
+#pragma unroll 4
+    for (int64_t v = threadIdx.x; v < n / 4; v += blockDim.x) {
+      const int4 w = __ldg(quads + v);
+      any |= w.x | w.y | w.z | w.w;
+    }
+  }
+  for (int64_t v = done + threadIdx.x; v < n; v += blockDim.x) any |= __ldg(s.col_flags + v);
+  return __syncthreads_or(any != 0) != 0;
+}
+
+// Whether any of the rows of a warp's items (item, item + step, ... below items; blocks
+// items per row) is flagged: its lanes read those rows' counts, one item in 32 each, and
+// __any_sync joins them (every lane of the warp must call this).
+__device__ inline bool rows_flagged(const NonfiniteSource& s, int64_t item, int64_t step, int64_t items,
+                                    int64_t blocks) {
+  int32_t any = 0;
+  for (int64_t it = item + (threadIdx.x % 32) * step; it < items; it += 32 * step) {
+    any |= __ldg(s.row_flags + it / blocks);
+  }
+  return __any_sync(0xffffffffu, any != 0);
+}
+
 // The entries (i, j0 .. j0 + kEntries - 1) (those below n; kEntries 2 or 4) from their
 // limb sums: the NaN/Inf pattern, crt_output_limbs (reconstruction, alpha, beta c) and the
 // store. What holds for the whole launch (a non-finite source, beta != 0, nu's alignment) is
@@ -428,6 +460,13 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
   const int64_t step_cols = step - step_rows * blocks;
   // The item this warp loads next, as (row, column block), stepped without a division.
   int64_t item = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
+  // Whether an item must test its row's and columns' non-finite counts (any_flagged, two
+  // loads per lane that wait at the store): not where the launch is plain and neither
+  // the block's columns (all n) nor the rows of the warp's items are flagged, found once
+  // up front. Launches that are not plain test in store_entries; so do the tail's
+  // instances (one more live value spilled there).
+  bool flagged = kTail || a.nf.row_flags != nullptr;
+  if (!kTail && plain && flagged) flagged = columns_flagged(a.nf, a.n) || rows_flagged(a.nf, item, step, items, blocks);
   int64_t i = item / blocks;
   int64_t jb = item - i * blocks;
   // Each plane's 16 bytes of entries j .. j + 15 (0 where its modulus is not real).
@@ -519,7 +558,7 @@ crt_residue_mma_kernel(const __grid_constant__ CrtArgs a, const __grid_constant_
     }
     __syncwarp();  // every lane read its limbs before the next item's writes
     const int64_t j = j0 + 4 * lane;
-    if (plain && j + 4 <= a.n && !any_flagged<4>(a, row, j, true)) {
+    if (plain && j + 4 <= a.n && (!flagged || !any_flagged<4>(a, row, j, true))) {
       store_entries<kLimbs, 4, true>(a, consts, row, j, limb_sums);
     } else if (j < a.n) {
       store_entries<kLimbs, 4>(a, consts, row, j, limb_sums);
