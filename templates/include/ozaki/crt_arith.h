@@ -111,11 +111,18 @@ __host__ __device__ inline void transpose_bytes_4x4(uint32_t (&w)[4]) {
 // reference.crt_reconstruct after the limb sums, in its exact operation order, for a limb
 // count known at compile time (the CRT kernels' instances: no branch per limb).
 //
-// S_j - q P_j is one FMA where the reference has sub(S_j, mul(q, P_j)), neither of which
-// rounds: x approximates sum_g r_g w_g / P < count 255 (r_g < m_g <= 256, w_g < P) so
-// closely that q = rint(x) <= count 255, hence q P_j < count 255 2^kLimbBits < 2^53 (the
-// limb sums' static_assert above) is exact, and so is S_j - q P_j, a difference of two
-// integers in [0, 2^53) (+0 where they are equal, in both): the same bits.
+// Three of its operations are left out or fused where the reference's do not round, so the
+// bits stay the same:
+// - S_j - q P_j is one FMA where the reference has sub(S_j, mul(q, P_j)): x approximates
+//   sum_g r_g w_g / P < count 255 (r_g < m_g <= 256, w_g < P) so closely that q = rint(x)
+//   <= count 255, hence q P_j < count 255 2^kLimbBits < 2^53 (the limb sums'
+//   static_assert above) is exact, and so is S_j - q P_j, a difference of two integers in
+//   [0, 2^53) (+0 where they are equal, in both);
+// - the last limb's scale is 1 (check_constants holds the launches to it), and x * 1 is x;
+// - lo starts as the first TwoSum's error rather than 0 + it: 0 + e is e but for e = -0,
+//   and no error here is -0 (a difference above is never -0, so neither is a term, nor a
+//   TwoSum's sum of two of them, nor its b - bb, and an error is -0 only where both its
+//   addends are).
 template <int kLimbs>
 __host__ __device__ inline double crt_finish_limbs(const CrtConstants& k,
                                                    const double (&limb_sums)[kMaxLimbs]) {
@@ -124,14 +131,17 @@ __host__ __device__ inline double crt_finish_limbs(const CrtConstants& k,
 #pragma unroll
   for (int j = 1; j < kLimbs; ++j) x = add_rn(x, mul_rn(limb_sums[j], k.quotient_factors[j]));
   const double q = rint(x);
-  double hi = mul_rn(fma_rn(-q, k.product_limbs[0], limb_sums[0]), k.limb_scales[0]);
+  auto term = [&](int j) {  // (S_j - q P_j) 2^(kLimbBits (kLimbs - 1 - j))
+    const double d = fma_rn(-q, k.product_limbs[j], limb_sums[j]);
+    return j == kLimbs - 1 ? d : mul_rn(d, k.limb_scales[j]);
+  };
+  double hi = term(0);
   double lo = 0.0;
 #pragma unroll
   for (int j = 1; j < kLimbs; ++j) {
-    const double t = mul_rn(fma_rn(-q, k.product_limbs[j], limb_sums[j]), k.limb_scales[j]);
     double err;
-    hi = two_sum(hi, t, err);  // hi + lo: the double-word sum
-    lo = add_rn(lo, err);
+    hi = two_sum(hi, term(j), err);  // hi + lo: the double-word sum
+    lo = j == 1 ? err : add_rn(lo, err);
   }
   return add_rn(hi, lo);
 }

@@ -207,14 +207,29 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
   const bool with_c = !kPlain && a.beta != 0.0;
   const bool flagged = !kPlain && any_flagged<kEntries>(a, i, j0, full);
   double y[kEntries];
+  if constexpr (kPlain) {
+    // No pattern and beta 0 (plain_output): y = alpha (X 2^-(mu + nu)), and where every
+    // entry's 2^-(mu + nu) is a normal double, scale_by_power_of_two's one multiplication,
+    // tested once for the kEntries entries rather than once per entry.
+    bool normal = true;
 #pragma unroll
-  for (int t = 0; t < kEntries; ++t) {
-    const int64_t j = j0 + t;
-    const double pattern = flagged && j < a.n ? nonfinite_entry(a.nf, i, j) : 0.0;
-    const double c_value = with_c && j < a.n ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
-    // kPlain: beta is 0 (plain_output), so unscale_value's c term compiles away
-    y[t] = crt_output_limbs<kLimbs>(consts, limb_sums[t], pattern, mu + nu[t], a.alpha, kPlain ? 0.0 : a.beta,
-                                    c_value);
+    for (int t = 0; t < kEntries; ++t) {
+      y[t] = crt_finish_limbs<kLimbs>(consts, limb_sums[t]);
+      normal = normal && -(mu + nu[t]) >= -1022 && -(mu + nu[t]) <= 1023;
+    }
+#pragma unroll
+    for (int t = 0; t < kEntries; ++t) {
+      y[t] = normal ? mul_rn(a.alpha, mul_rn(y[t], power_of_two(-(mu + nu[t]))))
+                    : unscale_value(y[t], mu + nu[t], a.alpha, 0.0, 0.0);
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < kEntries; ++t) {
+      const int64_t j = j0 + t;
+      const double pattern = flagged && j < a.n ? nonfinite_entry(a.nf, i, j) : 0.0;
+      const double c_value = with_c && j < a.n ? a.cin[i * a.cin_rs + j * a.cin_cs] : 0.0;
+      y[t] = crt_output_limbs<kLimbs>(consts, limb_sums[t], pattern, mu + nu[t], a.alpha, a.beta, c_value);
+    }
   }
   double* dst = a.out + i * a.out_rs + j0 * a.out_cs;
   if (kPlain || (a.vector_stores && full)) {
@@ -579,6 +594,10 @@ inline int check_constants(const char* what, const CrtConstants* consts, Message
   if (consts->limbs < 1 || consts->limbs > kMaxLimbs) {
     return err.set(kBadArgument, "%s: consts->limbs=%d outside [1, %d]", what, consts->limbs,
                    kMaxLimbs);
+  }
+  if (consts->limb_scales[consts->limbs - 1] != 1.0) {  // crt_finish_limbs leaves it out
+    return err.set(kBadArgument, "%s: consts->limb_scales[%d]=%g, not 1 (the last limb's scale)", what,
+                   consts->limbs - 1, consts->limb_scales[consts->limbs - 1]);
   }
   for (int g = 0; g < consts->count; ++g) {
     if (consts->moduli[g] < 2 || consts->moduli[g] > 256) {
