@@ -700,6 +700,9 @@ bool check_crt(Fields& f, const std::string& tag) {
     const double y2 = st::unscale_value(x, shift, alpha, beta, beta != 0 ? cval : 0.0);
     if (!same_double(y2, want_y))
       mismatch(tag, "unscale_value: got " + hex_of(y2) + ", want " + hex_of(want_y));
+    const double y3 = st::unscale_normal(x, shift, alpha);  // where 2^-shift is normal, beta 0
+    if (beta == 0.0 && st::normal_power_of_two(-shift) && !same_double(y3, want_y))
+      mismatch(tag, "unscale_normal: got " + hex_of(y3) + ", want " + hex_of(want_y));
   }
   return true;
 }

@@ -149,8 +149,10 @@ __host__ __device__ inline double crt_finish_limbs(const CrtConstants& k,
 // ldexp(x, e) bit for bit: where 2^e is a normal double, x 2^e rounded once is one
 // multiplication (IEEE rounds the exact product, as ldexp rounds the exact scaling); the
 // rest (results that leave the double range from afar) go to ldexp itself.
+__host__ __device__ inline bool normal_power_of_two(int e) { return e >= -1022 && e <= 1023; }
+
 __host__ __device__ inline double scale_by_power_of_two(double x, int e) {
-  return e >= -1022 && e <= 1023 ? mul_rn(x, power_of_two(e)) : ldexp(x, e);
+  return normal_power_of_two(e) ? mul_rn(x, power_of_two(e)) : ldexp(x, e);
 }
 
 // reference.unscale for one entry (c_value is not used when beta == 0).
@@ -160,6 +162,12 @@ __host__ __device__ inline double unscale_value(double x, int32_t shift_sum, dou
   y = mul_rn(alpha, y);
   if (beta != 0.0) y = add_rn(y, mul_rn(beta, c_value));
   return y;
+}
+
+// unscale_value for beta == 0 where the caller knows normal_power_of_two(-shift_sum)
+// (tested once for several entries): the same bits without the range test.
+__host__ __device__ inline double unscale_normal(double x, int32_t shift_sum, double alpha) {
+  return mul_rn(alpha, mul_rn(x, power_of_two(-shift_sum)));
 }
 
 // Everything after the limb sums, shared by P_crt_unscale and P_combine_unscale (one

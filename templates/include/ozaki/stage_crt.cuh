@@ -208,19 +208,17 @@ __device__ inline void store_entries(const CrtArgs& a, const CrtConstants& const
   const bool flagged = !kPlain && any_flagged<kEntries>(a, i, j0, full);
   double y[kEntries];
   if constexpr (kPlain) {
-    // No pattern and beta 0 (plain_output): y = alpha (X 2^-(mu + nu)), and where every
-    // entry's 2^-(mu + nu) is a normal double, scale_by_power_of_two's one multiplication,
-    // tested once for the kEntries entries rather than once per entry.
+    // No pattern and beta 0 (plain_output); whether every entry's 2^-(mu + nu) is a
+    // normal double is tested once for the kEntries entries rather than once per entry.
     bool normal = true;
 #pragma unroll
     for (int t = 0; t < kEntries; ++t) {
       y[t] = crt_finish_limbs<kLimbs>(consts, limb_sums[t]);
-      normal = normal && -(mu + nu[t]) >= -1022 && -(mu + nu[t]) <= 1023;
+      normal = normal && normal_power_of_two(-(mu + nu[t]));
     }
 #pragma unroll
     for (int t = 0; t < kEntries; ++t) {
-      y[t] = normal ? mul_rn(a.alpha, mul_rn(y[t], power_of_two(-(mu + nu[t]))))
-                    : unscale_value(y[t], mu + nu[t], a.alpha, 0.0, 0.0);
+      y[t] = normal ? unscale_normal(y[t], mu + nu[t], a.alpha) : unscale_value(y[t], mu + nu[t], a.alpha, 0.0, 0.0);
     }
   } else {
 #pragma unroll
