@@ -83,7 +83,7 @@ def _scan_vectors(rng, nvec, k):
 @pytest.mark.parametrize("layout", ["rows", "padded rows", "every second"])
 @pytest.mark.parametrize("shifted", [False, True])
 def test_scan_every_k(st, rng, dev, k, layout, shifted):
-    """The scan of vectors along k against the reference: teams of 32 to 512 threads per
+    """The scan of vectors along k against the reference: teams of 32 to 1024 threads per
     vector, one to 137 values per thread; with the contract's inner shifts (exponents and
     scales per entry) and without (max |x| and two multiplications); every output."""
     nvec = 70 if k <= 4097 else 7
@@ -144,6 +144,29 @@ def test_scan_coarse(st, rng, dev, k, layout, shifted, extra_rows):
     got_e, _, _, got_c = outs["fused"]
     assert np.array_equal(got_e, want_e)
     assert np.array_equal(got_c[:nvec, :k], R.coarse_magnitudes(finite, 1, want_e, inner))
+    assert not got_c[:, k:].any() and not got_c[nvec:].any()
+
+
+def test_scan_coarse_long_vectors(st, rng, dev):
+    """Vectors past 16384 entries take one 1024-thread team per block, its second pass last
+    batch first: more vectors than resident blocks (each block takes several in turn), a
+    part batch, padding rows; the scan's outputs and the coarse bytes against the reference."""
+    nvec, k = 300, 20003
+    x = _scan_vectors(rng, nvec, k)
+    rows_pad, k_pad = nvec + 3, -(-k // 16) * 16
+    pb = crt_constants(15).bound_exponent
+    exps, shift, nf = dev.empty(4 * nvec), dev.empty(4 * nvec), dev.empty(4 * nvec)
+    coarse = dev.empty(rows_pad * k_pad)  # poisoned: the padding must be written
+    st.scan_coarse(dev.put(x), nvec, k, k, 1, pb, exps.ptr, shift.ptr, nf.ptr, coarse.ptr, rows_pad, k_pad, 0)
+    finite = np.where(np.isfinite(x), x, 0.0)
+    zero = np.zeros(k, np.int64)
+    want_e = R.exponents(finite, 1, zero)
+    want_logq, _ = R.fast_terms(finite, 1, want_e, zero)
+    got_c = dev.get(coarse, np.int8, (rows_pad, k_pad))
+    assert np.array_equal(dev.get(exps, np.int32, nvec), want_e)
+    assert np.array_equal(dev.get(nf, np.int32, nvec), (~np.isfinite(x)).sum(axis=1))
+    assert np.array_equal(dev.get(shift, np.int32, nvec), R.shifts_from_log(want_e, want_logq, k, pb))
+    assert np.array_equal(got_c[:nvec, :k], R.coarse_magnitudes(finite, 1, want_e, zero))
     assert not got_c[:, k:].any() and not got_c[nvec:].any()
 
 

@@ -148,6 +148,8 @@ scan_kernel(VectorSet xs, ScanOutputs o) {
 // entries t + u * team, kScanBatch loads in flight; blocks of kTeamThreads (two per SM).
 // The second pass reads the vector again right after the first, from the L2 while the
 // vectors in flight fit it (k <= 16384: 2 blocks x 128 KB per SM), streaming (its last use).
+// Longer vectors (k > 16384, es == 1, no inner shifts) take a team of kLongTeam threads, a
+// block of its own (one per SM), whose second pass runs last batch first (kLongTeam below).
 // Without inner shifts each entry costs a few instructions: the first pass takes max |x|
 // (its frexp exponent is the largest one), the second q = ceil(|x| 2^(qb - E)) as two exact
 // multiplications and one conversion rounding up (ceil_scaled_by). A warp per vector with
@@ -159,12 +161,24 @@ scan_kernel(VectorSet xs, ScanOutputs o) {
 inline constexpr int kTeamThreads = 512;
 inline constexpr int kScanBatch = 8;
 inline constexpr int kTeamValues = 32;  // values per thread the team size aims at
+
+// At k = 65536 two 512-thread blocks per SM keep 264 vectors of 512 KB in flight, 135 MB
+// between a vector's two passes against the 50 MB of the H200's L2, and the second pass,
+// in the first one's order, read every entry again from DRAM (1.8x the floor). One team of
+// kLongTeam threads per SM halves the vectors in flight with as many loads outstanding, and
+// its second pass reads first what the first pass read last, still in the L2 (the stage at
+// 1.4-1.5x; docs/benchmarks.md). Below 16384 entries the 512-thread blocks ran faster.
+inline constexpr int kLongTeam = 1024;
+
+// The block of the kernel whose team is kTeam (0: a team chosen at run time, <= kTeamThreads).
+template <int kTeam>
+inline constexpr int kScanBlock = kTeam == kLongTeam ? kLongTeam : kTeamThreads;
 static_assert(kFastBoundBits < 32, "q <= 2^qb must fit the uint32 of ceil_scaled_by");
 
 // The team's total of one value per thread: warp shuffles, then one slot per warp in
 // shared memory, read back by every thread of the team. Called by the whole block.
-template <class T, class Op>
-__device__ inline T team_reduce(T v, int team, T (&slots)[kTeamThreads / kWarp], Op op) {
+template <class T, int kSlots, class Op>
+__device__ inline T team_reduce(T v, int team, T (&slots)[kSlots], Op op) {
 #pragma unroll
   for (int d = kWarp / 2; d > 0; d /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, d));
   if (threadIdx.x % kWarp == 0) slots[threadIdx.x / kWarp] = v;
@@ -210,20 +224,47 @@ __device__ inline void for_each_entry(const double* x, int64_t step, int n, F f)
   }
 }
 
+// As for_each_entry with kStep > 0 and streaming loads, the batches last to first (the
+// part batch first): a second pass that reads first what the first pass read last, the
+// part of a long vector still in the L2 (kLongTeam).
+template <int kStep, class F>
+__device__ inline void for_each_entry_reversed(const double* x, int n, F f) {
+  static_assert(kStep > 0, "the step at compile time");
+  int b = n - n % kScanBatch;
+  if (b < n) {
+    double a[kScanBatch];
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) a[u] = b + u < n ? __ldcs(x + (b + u) * kStep) : 0.0;
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) {
+      if (b + u < n) f(b + u, a[u]);
+    }
+  }
+  for (b -= kScanBatch; b >= 0; b -= kScanBatch) {
+    const double* p = x + int64_t(b) * kStep;
+    double a[kScanBatch];
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) a[u] = __ldcs(p + u * kStep);
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) f(b + u, a[u]);
+  }
+}
+
 // kInner: with the contract's inner shifts (per-entry exponents and scales); the grid-
 // uniform `given` flag may still turn them off. kCoarse: c.out is written (CoarseOutput);
 // the blocks then also cover the padding vectors nvec .. c.rows_pad. kTeam > 0: the team
 // at compile time, for es == 1 (for_each_entry's kStep); 0: `team`, any es.
 template <bool kInner, bool kCoarse, int kTeam>
-__global__ void __launch_bounds__(kTeamThreads, 2)
+__global__ void __launch_bounds__(kScanBlock<kTeam>, 2 * kTeamThreads / kScanBlock<kTeam>)
 scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int runtime_team) {
-  static_assert(kTeam == 0 || (kTeam >= kWarp && kTeam <= kTeamThreads && (kTeam & (kTeam - 1)) == 0),
+  constexpr int kBlock = kScanBlock<kTeam>;
+  static_assert(kTeam == 0 || (kTeam >= kWarp && kTeam <= kBlock && (kTeam & (kTeam - 1)) == 0),
                 "a team is a power of two from a warp to a block");
   const int team = kTeam > 0 ? kTeam : runtime_team;
   static_assert(!(kInner && kCoarse), "the coarse magnitudes are written without inner shifts only");
-  __shared__ double s_f64[kTeamThreads / kWarp];
-  __shared__ int32_t s_i32[kTeamThreads / kWarp];
-  __shared__ uint64_t s_u64[kTeamThreads / kWarp];
+  __shared__ double s_f64[kBlock / kWarp];
+  __shared__ int32_t s_i32[kBlock / kWarp];
+  __shared__ uint64_t s_u64[kBlock / kWarp];
   const auto max_f64 = [](double p, double q) { return fmax(p, q); };
   const auto max_i32 = [](int32_t p, int32_t q) { return p > q ? p : q; };
   const auto add_i32 = [](int32_t p, int32_t q) { return p + q; };
@@ -232,7 +273,7 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int runtime_tea
   const int qb = fast_bound_bits(xs.k);
   const bool given = o.given != nullptr && *o.given == 0;  // uniform over the grid
   const bool shifted = kInner && !given && xs.inner != nullptr;
-  const int per_block = kTeamThreads / team;
+  const int per_block = kBlock / team;
   const int t = threadIdx.x % team;
   const int64_t vectors = kCoarse && c.rows_pad > xs.nvec ? c.rows_pad : xs.nvec;
   const int64_t groups = (vectors + per_block - 1) / per_block;
@@ -299,7 +340,7 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int runtime_tea
       // where qb >= kCoarseBits, from q itself by coarse_from_scan (integer operations).
       const ScaleFactors f = scale_factors(qb - e), fc = scale_factors(kCoarseBits - e);
       const auto pass = [&](auto from_q) {
-        for_each_entry<true, kTeam>(x, step, n, [&](int u, double a) {
+        const auto entry = [&](int u, double a) {
           const double m = fabs(a) <= DBL_MAX ? fabs(a) : 0.0;  // NaN and Inf: q = 0, no branch
           const uint32_t q = ceil_scaled_by(m, f);
           sum += uint64_t(q) * q;
@@ -308,7 +349,12 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int runtime_tea
             const uint32_t qc = decltype(from_q)::value ? coarse_from_scan(q, qb) : ceil_scaled_by(m, fc);
             cq[int64_t(u) * team] = static_cast<int8_t>(qc);
           }
-        });
+        };
+        if constexpr (kTeam == kLongTeam) {
+          for_each_entry_reversed<kTeam>(x, n, entry);
+        } else {
+          for_each_entry<true, kTeam>(x, step, n, entry);
+        }
       };
       if (!kCoarse || qb >= kCoarseBits) {
         pass(std::true_type{});
@@ -329,11 +375,11 @@ scan_along_k_kernel(VectorSet xs, ScanOutputs o, CoarseOutput c, int runtime_tea
   }
 }
 
-// The team for k entries: a power of two from 32 to kTeamThreads, about kTeamValues
-// entries per thread.
-inline int scan_team(int64_t k) {
+// The team for k entries: a power of two from 32 to `most`, about kTeamValues entries per
+// thread.
+inline int scan_team(int64_t k, int most) {
   int team = kWarp;
-  while (team < kTeamThreads && int64_t(team) * kTeamValues < k) team *= 2;
+  while (team < most && int64_t(team) * kTeamValues < k) team *= 2;
   return team;
 }
 
@@ -394,8 +440,13 @@ inline void launch_scan_team(const VectorSet& xs, const ScanOutputs& o, const Co
 template <bool kCoarse>
 inline void launch_scan_along_k(const VectorSet& xs, const ScanOutputs& o, const CoarseOutput& c,
                                 cudaStream_t stream) {
-  const int team = scan_team(xs.k);
   const int64_t vectors = kCoarse && c.rows_pad > xs.nvec ? c.rows_pad : xs.nvec;
+  if (xs.es == 1 && xs.inner == nullptr && scan_team(xs.k, kLongTeam) == kLongTeam) {
+    const int64_t blocks = resident_blocks(scan_along_k_kernel<false, kCoarse, kLongTeam>, kLongTeam, vectors, 1);
+    scan_along_k_kernel<false, kCoarse, kLongTeam><<<blocks, kLongTeam, 0, stream>>>(xs, o, c, kLongTeam);
+    return;
+  }
+  const int team = scan_team(xs.k, kTeamThreads);
   const int64_t blocks = resident_blocks(scan_along_k_kernel<false, kCoarse, 0>, kTeamThreads, vectors,
                                          kTeamThreads / team);
   if constexpr (kCoarse) {  // without inner shifts only (with them the kernel spills)
