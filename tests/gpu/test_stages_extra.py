@@ -2,6 +2,7 @@
 (concatenated) layout, and the combine kernel that finishes the CRT from group partials.
 Exact equality throughout (integer results, and the same double sequence as crt_unscale)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,7 +12,7 @@ from ozaki_cutlass import reference as R
 from ozaki_cutlass.numerics.accuracy import random_matrix
 from ozaki_cutlass.kernels.library import UnsupportedProblem
 from ozaki_cutlass.numerics.moduli import crt_constants, partial_bytes
-from ozaki_cutlass.kernels.stages import CNonfiniteSource
+from ozaki_cutlass.kernels.stages import CNonfiniteSource, Stages
 
 pytestmark = pytest.mark.gpu
 
@@ -367,6 +368,24 @@ def test_crt_unscale_rejects(st, c, ldc, batch_stride, nchunks, chunk_stride, wh
     with pytest.raises(UnsupportedProblem, match=why):
         st.crt_unscale(c, 2, 4, 4, ldc, batch_stride, nchunks, chunk_stride, crt_constants(2), 16, 16,
                        1.0, 0.0, 0, 0, 0, 16, 4, 1, 0, 0)
+
+
+def test_crt_rejects_constants_whose_last_limb_scale_is_not_one(st, dev):
+    """crt_finish_limbs leaves the last limb's scale out (it is 1), so the CRT entries refuse
+    constants with another (real buffers: without the check they would run). A Stages of its
+    own: each keeps one struct per moduli count, and the bad one must not stay in the shared
+    library's."""
+    consts = crt_constants(15)  # three limbs
+    bad = dataclasses.replace(consts, limb_scales=consts.limb_scales[:-1] + (2.0,))
+    own = Stages(st.artifact)
+    planes, mu, nu, out = dev.empty(15 * 16 * 4), dev.empty(16), dev.empty(16), dev.empty(16 * 8)
+    why = r"limb_scales\[%d\]=2, not 1 \(the last limb's scale\)" % (consts.limbs - 1)
+    with pytest.raises(UnsupportedProblem, match=why):
+        own.crt_unscale(planes.ptr, 15, 4, 4, 4, 16, 1, 0, bad, mu.ptr, nu.ptr, 1.0, 0.0, 0, 0, 0, out.ptr, 4, 1,
+                        0, 0)
+    with pytest.raises(UnsupportedProblem, match=why):
+        own.combine_unscale(planes.ptr, [1] * 15, 4, 4, 4, 16, bad, mu.ptr, nu.ptr, 1.0, 0.0, 0, 0, 0, out.ptr, 4,
+                            1, 0, 0)
 
 
 def test_crt_rejects_a_nonfinite_source_without_flags(st):
