@@ -5,10 +5,12 @@
 # default call's choice, fused path). For each shape, one call under
 #   ncu --clock-control none --profile-from-start off --metrics time, DRAM read, DRAM write,
 #   SM clock, warp instructions
-# (stages-SHAPE-CONFIG.{json,csv}), the residues of both operands as a call launches them
+# (stages-SHAPE-CONFIG.{json,csv}), then under the same ncu plain kernels that move each
+# stage's bytes in one launch (stages-SHAPE-CONFIG-move.csv: stage_table.py move; MOVES=0
+# skips them), the residues of both operands as a call launches them
 # (stages-residue-calls.json: scripts/residues_alone.py --calls) and the device's copy
 # bandwidth (copy.txt), all in one
-# $OUT/stages.tar (the device tool brings back a few files only); then here: python scripts/stage_table.py table --bandwidth TBS RUN.json:NCU.csv ...
+# $OUT/stages.tar (the device tool brings back a few files only); then here: python scripts/stage_table.py table --bandwidth TBS RUN.json:NCU.csv[:MOVE.csv] ...
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 # outside the carried tree, so a warm machine keeps them; built before any call runs under
@@ -41,6 +43,13 @@ for S in $SHAPES; do
       $PY scripts/stage_table.py call "$M" "$N" "$K" $ARGS --path fused --json "$OUT/stages-$S-$C.json" \
       > "$OUT/stages-$S-$C.csv" 2> "$OUT/stages-$S-$C.err" || tail -5 "$OUT/stages-$S-$C.err"
     echo "$S $C: $(grep -c gpu__time "$OUT/stages-$S-$C.csv") kernels"
+    if [ "${MOVES:-1}" != 0 ] && [ -s "$OUT/stages-$S-$C.json" ]; then
+      timeout 300 ncu --clock-control none --profile-from-start off --csv \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+        $PY scripts/stage_table.py move "$OUT/stages-$S-$C.json" \
+        > "$OUT/stages-$S-$C-move.csv" 2> "$OUT/stages-$S-$C-move.err" || tail -5 "$OUT/stages-$S-$C-move.err"
+      echo "$S $C: $(grep -c gpu__time "$OUT/stages-$S-$C-move.csv") move kernels"
+    fi
   done
 done
 # The residues of both operands as the calls launch them (op(B)'s forked onto a second

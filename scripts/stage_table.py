@@ -14,6 +14,13 @@ Two steps, the first on the GPU under Nsight Compute (scripts/device_stages.sh r
       warp instructions (smsp__inst_executed.sum) and the run its SM count, each stage
       also gets its issue floor: the instructions at one per scheduler and cycle
       (SCHEDULERS_PER_SM per SM) at the kernel's own clock, and how busy that kept issue.
+  python scripts/stage_table.py move RUN.json
+      run under ncu like ``call``, after it: for each stage, plain kernels that move the
+      stage's bytes (what it must read, what it must write; no arithmetic) in one launch,
+      in three grids (one 16-byte word per thread; four; the resident blocks, four words at
+      a time). ``table`` takes their CSV as a third field, RUN.json:NCU.csv:MOVE.csv, and
+      sets each stage against the fastest: what a launch of these bytes takes under the
+      same conditions (at small sizes a launch's start and ramp are a large part of it).
   python scripts/stage_table.py needs TABLES.json --target MxNxK=TFLOPS ...
       from a table's --json: per shape, the GEMMs as measured plus every other stage at its
       floor (the ceiling of the pipeline), and what a whole-call target leaves the other
@@ -69,13 +76,111 @@ def stage_of(kernel: str, seen_residues: bool) -> str:
     return "int8 gemm" if seen_residues else "coarse gemm"
 
 
-def floor_bytes(stage: str, m: int, n: int, k: int, moduli: int, packed: int) -> float:
-    """The bytes ``stage`` must move (module docstring); ``packed``: elements packed."""
+def floor_split(stage: str, m: int, n: int, k: int, moduli: int, packed: int) -> tuple[float, float]:
+    """The bytes ``stage`` must (read, write) (module docstring); ``packed``: elements packed."""
     ab = 8.0 * (m + n) * k
-    return {"pack": 16.0 * packed, "inner": ab, "scan": ab, "coarse": ab + (m + n) * k,
-            "scan and coarse": ab + (m + n) * k,
-            "shifts": 4.0 * m * n, "residues": ab + float(moduli) * (m + n) * k,
-            "combine": float(moduli) * m * n + 8.0 * m * n}.get(stage, 0.0)
+    entries = float((m + n) * k)
+    return {"pack": (8.0 * packed, 8.0 * packed), "inner": (ab, 0.0), "scan": (ab, 0.0),
+            "coarse": (ab, entries), "scan and coarse": (ab, entries), "shifts": (4.0 * m * n, 0.0),
+            "residues": (ab, moduli * entries),
+            "combine": (float(moduli) * m * n, 8.0 * m * n)}.get(stage, (0.0, 0.0))
+
+
+def floor_bytes(stage: str, m: int, n: int, k: int, moduli: int, packed: int) -> float:
+    """The bytes ``stage`` must move, read and written (module docstring)."""
+    return sum(floor_split(stage, m, n, k, moduli, packed))
+
+
+# --- plain kernels that move a stage's bytes (the ``move`` step) ---------------------------
+MOVE_THREADS = 256
+MOVE_GRIDS = ("1", "4", "resident")  # 16-byte words per thread; "resident": the resident blocks
+MOVE_BLOCKS_PER_SM = 8  # of MOVE_THREADS: 2048 threads, an sm_80 / sm_90 SM's limit
+MOVE_KERNEL = r"move_(\w+?)_(1|4|resident)$"  # a move kernel's name: its stage and grid (MOVE_GRIDS)
+
+MOVE_SOURCE = r"""
+// Reads `reads` 16-byte words of x and writes `writes` of y (what a word read carries where
+// both exist), C words per thread and pass, passes a grid apart (streaming loads and
+// stores). A word read and not written goes to *sink only where its four words' XOR is
+// 0x9e3779b9, which keeps the loads without writing to speak of.
+template <int C>
+__device__ void move(const uint4* __restrict__ x, long long reads, uint4* __restrict__ y, long long writes,
+                     uint4* sink) {
+  const long long total = reads > writes ? reads : writes;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += C * stride) {
+    uint4 v[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const long long j = i + c * stride;
+      v[c] = j < reads ? __ldcs(x + j) : make_uint4((unsigned)j, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const long long j = i + c * stride;
+      if (j < writes) {
+        __stcs(y + j, v[c]);
+      } else if (j < total && (v[c].x ^ v[c].y ^ v[c].z ^ v[c].w) == 0x9e3779b9u) {
+        *sink = v[c];
+      }
+    }
+  }
+}
+"""
+
+
+def move_kernel_name(stage: str, grid: str) -> str:
+    return f"move_{stage.replace(' ', '_')}_{grid}"
+
+
+def move_source(stages) -> str:
+    """MOVE_SOURCE with one extern "C" kernel per stage and grid (ncu names them so)."""
+    out = [MOVE_SOURCE]
+    for st in stages:
+        for grid in MOVE_GRIDS:
+            c = 1 if grid == "1" else 4
+            out.append(f'extern "C" __global__ void __launch_bounds__({MOVE_THREADS}) {move_kernel_name(st, grid)}('
+                       "const uint4* x, long long reads, uint4* y, long long writes, uint4* sink) "
+                       f"{{ move<{c}>(x, reads, y, writes, sink); }}")
+    return "\n".join(out) + "\n"
+
+
+def move_blocks(words: int, grid: str, sms: int) -> int:
+    """Blocks of MOVE_THREADS for ``words`` 16-byte words in ``grid``."""
+    if grid == "resident":
+        return max(1, min(sms * MOVE_BLOCKS_PER_SM, -(-words // (4 * MOVE_THREADS))))
+    per_thread = int(grid)
+    return max(1, -(-words // (per_thread * MOVE_THREADS)))
+
+
+def move_stages(run: dict) -> list[tuple[str, int, int]]:
+    """(stage, 16-byte words read, written) of each stage with bytes to move at ``run``'s
+    shape, the bytes rounded up to whole words."""
+    out = []
+    for st in STAGES:
+        r, w = floor_split(st, run["m"], run["n"], run["k"], run["moduli"], run.get("packed", 0))
+        if r + w:
+            out.append((st, int(-(-r // 16)), int(-(-w // 16))))
+    return out
+
+
+def move_of(kernel: str) -> tuple[str, str] | None:
+    """(stage, grid) of a move kernel's ncu name, else None."""
+    found = re.search(MOVE_KERNEL, kernel_label(kernel))
+    return None if found is None else (found.group(1).replace("_", " "), found.group(2))
+
+
+def fastest_moves(kernels: list[dict]) -> dict[str, dict]:
+    """stage -> {ms, grid} of the fastest move kernel of each stage in an ncu CSV."""
+    best: dict[str, dict] = {}
+    for kr in kernels:
+        found = move_of(kr["kernel"])
+        if found is None:
+            raise ValueError(f"not a move kernel: {kr['kernel']!r}")
+        stage, grid = found
+        ms = kr["ns"] / 1e6
+        if stage not in best or ms < best[stage]["ms"]:
+            best[stage] = {"ms": ms, "grid": grid}
+    return best
 
 
 # metric -> (record key, {unit: scale to the key's unit})
@@ -113,7 +218,9 @@ def kernel_label(name: str) -> str:
     return name[len("void "):] if name.startswith("void ") else name
 
 
-def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dict]:
+def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float, moves: dict[str, dict] | None = None) -> list[dict]:
+    """The call's kernels grouped into stages against their floors, and, where ``moves``
+    (fastest_moves) has the stage, against the fastest plain move of its bytes."""
     m, n, k, moduli = run["m"], run["n"], run["k"], run["moduli"]
     sms = run.get("sms")
     issue = sms is not None and all("hz" in kr and "inst" in kr for kr in kernels)
@@ -155,6 +262,10 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float) -> list[dic
         if issue and s["ms"]:
             row.update({"sm_ghz": s["cycles"] / (s["ms"] * 1e6), "issue_floor_ms": s["issue_ms"],
                         "issue_busy": s["issue_ms"] / s["ms"]})
+        if moves and st in moves:
+            mv = moves[st]
+            row.update({"move_ms": mv["ms"], "move_grid": mv["grid"], "move_x_floor": mv["ms"] / floor_ms,
+                        "x_move": s["ms"] / mv["ms"]})
         rows.append(row)
     return rows
 
@@ -164,9 +275,12 @@ def format_rows(run: dict, rows: list[dict]) -> str:
     head = (f"{run['m']} x {run['n']} x {run['k']}, {run['moduli']} moduli {run['mode']}, path {run['path']}"
             f" (events, ms: " + ", ".join(f"{p} {v:.2f}" for p, v in ph.items()) + ")")
     issue = any("issue_floor_ms" in r for r in rows)
+    moved = any("move_ms" in r for r in rows)
     out = [head, "", "| stage | kernels | ms (ncu) | DRAM GB | GB/s | must move GB | floor ms | x floor |"
-           + (" SM GHz | issue floor ms | issue busy |" if issue else ""),
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if issue else "")]
+           + (" SM GHz | issue floor ms | issue busy |" if issue else "")
+           + (" plain move ms (x floor) | x move |" if moved else ""),
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if issue else "")
+           + (" ---: | ---: |" if moved else "")]
     for r in rows:
         fg = "-" if r["floor_gb"] is None else f"{r['floor_gb']:.3f}"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
@@ -175,6 +289,9 @@ def format_rows(run: dict, rows: list[dict]) -> str:
         if issue:
             line += (f" {r['sm_ghz']:.2f} | {r['issue_floor_ms']:.3f} | {r['issue_busy'] * 100:.0f} % |"
                      if "issue_floor_ms" in r else " - | - | - |")
+        if moved:
+            line += (f" {r['move_ms']:.4f} ({r['move_x_floor']:.2f}) | {r['x_move']:.2f} |"
+                     if "move_ms" in r else " - | - |")
         out.append(line)
     return "\n".join(out)
 
@@ -216,15 +333,60 @@ def call_main(args) -> int:
     return 0
 
 
+def move_main(args) -> int:
+    import cupy as cp
+    import numpy as np
+
+    with open(args.run) as f:
+        run = json.load(f)
+    stages = move_stages(run)
+    module = cp.RawModule(code=move_source([st for st, _, _ in stages]))
+    reads = max(r for _, r, _ in stages)
+    writes = max(max(w for _, _, w in stages), 1)
+    x = cp.random.randint(0, 2**30, size=4 * reads, dtype=cp.int32)  # the words read: random bits
+    y = cp.empty(4 * writes, dtype=cp.int32)
+    sink = cp.empty(4, dtype=cp.int32)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    launches = []
+    for st, r, w in stages:
+        for grid in MOVE_GRIDS:
+            name = move_kernel_name(st, grid)
+            launches.append((name, module.get_function(name), move_blocks(max(r, w), grid, sms),
+                             (x, np.int64(r), y, np.int64(w), sink)))
+    for name, kernel, blocks, params in launches:  # each run once before the profiled range, checked
+        y[:] = -1
+        kernel((blocks,), (MOVE_THREADS,), params)
+        r, w = int(params[1]), int(params[3])
+        both = 4 * min(r, w)
+        if not (cp.array_equal(y[:both], x[:both]) and bool((y[both:4 * w] != -1).all())):
+            raise RuntimeError(f"{name}: the words written are not the words read")
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.start()
+    for _, kernel, blocks, params in launches:
+        kernel((blocks,), (MOVE_THREADS,), params)
+        cp.cuda.Device().synchronize()
+    cp.cuda.profiler.stop()
+    print(json.dumps({"m": run["m"], "n": run["n"], "k": run["k"], "moduli": run["moduli"],
+                      "moves": [{"stage": st, "read_words": r, "write_words": w} for st, r, w in stages]}))
+    return 0
+
+
 def table_main(args) -> int:
     tables = []
     for spec in args.runs:
-        run_file, ncu_file = spec.split(":")
-        with open(run_file) as f:
+        files = spec.split(":")
+        if len(files) not in (2, 3):
+            print(f"{spec!r}: want RUN.json:NCU.csv or RUN.json:NCU.csv:MOVE.csv", file=sys.stderr)
+            return 2
+        with open(files[0]) as f:
             run = json.load(f)
-        with open(ncu_file) as f:
+        with open(files[1]) as f:
             kernels = parse_ncu(f.read())
-        rows = stage_rows(run, kernels, args.bandwidth)
+        moves = None
+        if len(files) == 3:
+            with open(files[2]) as f:
+                moves = fastest_moves(parse_ncu(f.read()))
+        rows = stage_rows(run, kernels, args.bandwidth, moves)
         print(format_rows(run, rows) + "\n")
         tables.append({"run": run, "stages": rows})
     if args.json:
@@ -303,15 +465,17 @@ def main(argv=None) -> int:
     c.add_argument("--path", choices=["staged", "fused"], default="fused")
     c.add_argument("--phi", type=float, default=0.5)
     c.add_argument("--json", required=True)
+    mv = sub.add_parser("move", help="plain kernels moving each stage's bytes (run under ncu)")
+    mv.add_argument("run", metavar="RUN.json", help="the shape's call JSON (call --json)")
     t = sub.add_parser("table", help="stage table from call JSON and ncu CSV pairs")
-    t.add_argument("runs", nargs="+", metavar="RUN.json:NCU.csv")
+    t.add_argument("runs", nargs="+", metavar="RUN.json:NCU.csv[:MOVE.csv]")
     t.add_argument("--bandwidth", type=float, default=4.3, help="TB/s of the floor (measured copy bandwidth)")
     t.add_argument("--json")
     nd = sub.add_parser("needs", help="what whole-call targets leave the stages other than the GEMMs")
     nd.add_argument("tables", metavar="TABLES.json", help="a table's --json")
     nd.add_argument("--target", nargs="+", required=True, type=parse_target, metavar="MxNxK=TFLOPS")
     args = p.parse_args(argv)
-    return {"call": call_main, "table": table_main, "needs": needs_main}[args.cmd](args)
+    return {"call": call_main, "move": move_main, "table": table_main, "needs": needs_main}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -162,3 +162,110 @@ def test_needs_refuses_a_malformed_target(st, spec, capsys):
     with pytest.raises(SystemExit) as exc:
         st.main(["needs", "unused.json", "--target", spec])
     assert exc.value.code == 2 and "want MxNxK=TFLOPS" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stage", ["pack", "inner", "scan", "coarse", "scan and coarse", "shifts", "residues",
+                                   "combine", "int8 gemm", "contract"])
+def test_each_floor_is_what_the_stage_reads_and_writes(st, stage):
+    m, n, k, moduli, packed = 1000, 2000, 500, 15, 2000 * 500
+    read, write = st.floor_split(stage, m, n, k, moduli, packed)
+    assert st.floor_bytes(stage, m, n, k, moduli, packed) == read + write
+    ab, entries = 8 * 3000 * 500, 3000 * 500
+    want = {"pack": (8 * packed, 8 * packed), "inner": (ab, 0), "scan": (ab, 0), "coarse": (ab, entries),
+            "scan and coarse": (ab, entries), "shifts": (4 * m * n, 0), "residues": (ab, 15 * entries),
+            "combine": (15 * m * n, 8 * m * n)}.get(stage, (0, 0))
+    assert (read, write) == want
+
+
+def test_move_stages_round_to_words_and_skip_the_stages_with_nothing_to_move(st):
+    run = {"m": 3, "n": 5, "k": 7, "moduli": 15, "packed": 5 * 7}
+    got = {s: (r, w) for s, r, w in st.move_stages(run)}
+    assert "int8 gemm" not in got and "coarse gemm" not in got and "contract" not in got
+    assert got["shifts"] == (-(-4 * 15 // 16), 0)  # 60 bytes: 4 words
+    assert got["combine"] == (-(-15 * 15 // 16), -(-8 * 15 // 16))
+    assert got["residues"] == (-(-8 * 8 * 7 // 16), -(-15 * 8 * 7 // 16))
+
+
+@pytest.mark.parametrize("words", [1, 255, 256, 257, 4 * 256 * 1056 + 1, 10**8])
+def test_move_grids_cover_every_word(st, words):
+    sms = 132
+    for grid in st.MOVE_GRIDS:
+        blocks = st.move_blocks(words, grid, sms)
+        threads = blocks * st.MOVE_THREADS
+        if grid == "resident":
+            assert blocks <= sms * st.MOVE_BLOCKS_PER_SM  # a grid-stride loop covers the rest
+        else:
+            assert threads * int(grid) >= words > (blocks - 1) * st.MOVE_THREADS * int(grid)
+
+
+def test_move_source_has_a_kernel_per_stage_and_grid_named_back_to_both(st):
+    src = st.move_source(["scan and coarse", "shifts"])
+    for stage in ("scan and coarse", "shifts"):
+        for grid in st.MOVE_GRIDS:
+            name = st.move_kernel_name(stage, grid)
+            assert f"void __launch_bounds__({st.MOVE_THREADS}) {name}(" in src
+            assert st.move_of(name + "(const uint4 *, long long, uint4 *, long long, uint4 *)") == (stage, grid)
+    assert st.move_of("void stages::residues_kernel<false>(stages::ResidueArgs)") is None
+
+
+def move_csv(times):
+    lines = [HEAD]
+    for kid, (name, ns) in enumerate(times):
+        lines += rows(kid, name + "(const uint4 *, long long, uint4 *, long long, uint4 *)", ns, "0.5", "0")
+    return "\n".join(lines)
+
+
+def test_table_sets_each_stage_against_its_fastest_move(st, tmp_path, capsys):
+    run = {"m": 1000, "n": 2000, "k": 500, "moduli": 15, "mode": "accurate", "path": "fused"}
+    moves = st.fastest_moves(st.parse_ncu(move_csv([
+        ("move_scan_1", 400_000), ("move_scan_4", 300_000), ("move_scan_resident", 350_000),
+        ("move_combine_1", 800_000), ("move_combine_4", 900_000), ("move_combine_resident", 500_000)])))
+    assert moves == {"scan": {"ms": pytest.approx(0.3), "grid": "4"},
+                     "combine": {"ms": pytest.approx(0.5), "grid": "resident"}}
+    got = {r["stage"]: r for r in st.stage_rows(run, st.parse_ncu(ncu_text()), 4.0, moves)}
+    assert got["scan"]["x_move"] == pytest.approx(1.0 / 0.3)
+    assert got["scan"]["move_x_floor"] == pytest.approx(0.3 / got["scan"]["floor_ms"])
+    assert got["combine"]["x_move"] == pytest.approx(2.0) and got["combine"]["move_grid"] == "resident"
+    assert "move_ms" not in got["residues"]  # no move of its bytes in this CSV
+    # through the command line: RUN.json:NCU.csv:MOVE.csv
+    (tmp_path / "run.json").write_text(__import__("json").dumps(run))
+    (tmp_path / "ncu.csv").write_text(ncu_text())
+    (tmp_path / "move.csv").write_text(move_csv([("move_combine_4", 500_000)]))
+    spec = ":".join(str(tmp_path / f) for f in ("run.json", "ncu.csv", "move.csv"))
+    assert st.main(["table", spec, "--bandwidth", "4.0", "--json", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| plain move ms (x floor) | x move |" in out
+    combine = [ln for ln in out.splitlines() if ln.startswith("| combine |")][0]
+    assert combine.endswith(f"| 0.5000 ({0.5 / got['combine']['floor_ms']:.2f}) | 2.00 |")
+    assert [ln for ln in out.splitlines() if ln.startswith("| scan |")][0].endswith("| - | - |")
+
+
+def test_a_move_csv_with_another_kernel_is_refused(st):
+    with pytest.raises(ValueError, match="not a move kernel"):
+        st.fastest_moves(st.parse_ncu(move_csv([("move_scan_1", 1), ("stages::pack_kernel", 2)])))
+
+
+def test_table_refuses_a_spec_of_four_files(st, capsys):
+    assert st.main(["table", "a:b:c:d"]) == 2
+    assert "want RUN.json:NCU.csv or RUN.json:NCU.csv:MOVE.csv" in capsys.readouterr().err
+
+
+@pytest.mark.nvcc
+def test_move_source_compiles(st, tmp_path):
+    """The move kernels as the device's NVRTC gets them, compiled here by the toolchain's nvcc."""
+    import subprocess
+
+    from ozaki_cutlass.generator import ToolchainError, resolve_toolchain
+
+    try:
+        nvcc = resolve_toolchain().nvcc
+    except ToolchainError as exc:
+        pytest.skip(f"no nvcc: {exc}")
+    src = tmp_path / "move.cu"
+    src.write_text(st.move_source(st.STAGES))
+    subprocess.run([str(nvcc), "-arch=sm_90a", "-cubin", "-o", str(tmp_path / "move.cubin"), str(src)], check=True)
+    assert (tmp_path / "move.cubin").stat().st_size > 0
+
+
+def test_the_move_kernel_pattern_names_every_grid(st):
+    assert st.MOVE_KERNEL.endswith("_(" + "|".join(st.MOVE_GRIDS) + ")$")
