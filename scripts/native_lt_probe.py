@@ -1,6 +1,7 @@
 """Would cuBLASLt, with its algorithm chosen once per shape, make the native lane cheaper?
 (device run; the experiment that moved `_cublas` from cublasDgemm_v2 to cublasLtMatmul:
-2026-11-29, nvidia-h200, docs/bench/2026-11-29-run34-h200-lt-probe.log)
+2026-11-29, nvidia-h200; its raw log, no longer kept: `git show
+bd8a91e^:docs/bench/2026-11-29-run34-h200-lt-probe.log`)
 
 `cublasDgemm_v2` picks its algorithm on every call; `cublasLtMatmul` takes one picked
 before (by `cublasLtMatmulAlgoGetHeuristic`), so a plan made once per shape could skip that
