@@ -1,7 +1,7 @@
 """Experiment, not the shipped numerics: accurate mode with finer coarse magnitudes.
 The shipped coarse bound uses ceil(2^(6 - E) |x|) <= 64 (int8, COARSE_BITS = 6); small
 entries are rounded up to 1/64 of their row's (column's) maximum, and that rounding is
-where the spare CRT range goes (docs/benchmarks.md). This runs the NumPy reference's
+where the spare CRT range goes (docs/accuracy.md). This runs the NumPy reference's
 stages with 6, 7 and 8 coarse bits (7: magnitudes <= 128, 8: <= 256: unsigned 8-bit
 operands of a u8 x u8 GEMM; 128 and 256 themselves need the top code, so a GPU version
 would store ceil(...) - 1 or split the chunk, not studied here) and prints the normwise

@@ -10,7 +10,7 @@ Inputs: standard normal vectors of k entries, contiguous (the packed layout the 
 --rounds rounds of back-to-back launches, CUDA events, medians. The floor: 8 bytes read per
 entry, and in accurate mode one coarse byte written, at the copy rate measured in the same
 process (cupy.copyto of 2 GiB). At long k a vector's two passes read it twice from DRAM
-where the vectors in flight overflow the L2 (docs/benchmarks.md).
+where the vectors in flight overflow the L2 (docs/stages/scan.md).
 --other TREE: also the stage kernels built from TREE's templates (another checkout, e.g.
 `git archive BRANCH templates | tar -x -C TREE`; kernels.stages.stages_from_tree), in
 alternation with this checkout's round by round; every run's outputs are compared with this

@@ -1,4 +1,4 @@
-"""The SASS of the stage kernels, counted: the figures docs/benchmarks.md quotes as "SASS".
+"""The SASS of the stage kernels, counted: the figures docs/stages/ quotes as "SASS".
 
     python scripts/stage_sass.py [REGEX] [--arch sm_90a] [--cuobjdump PATH] [--keep DIR]
 

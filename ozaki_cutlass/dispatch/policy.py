@@ -16,8 +16,8 @@ __all__ = ["CostModel", "H200_MODEL", "MEASURED_MARGIN", "emulation_measured_fas
 #: The auto policy emulates a tuning table's bucket only where its default call measured
 #: this much faster than native DGEMM (``ms * MEASURED_MARGIN < native_ms``), so that a
 #: bucket within the spread between a tune and later calls stays native. Measured on the
-#: H200 (docs/benchmarks.md, "The combine's NaN/Inf test outside its plain path, and a
-#: re-tune not shipped"): a default call 1 % faster than native in the tune (5.33 against
+#: H200 (docs/stages/combine.md, "The combine's NaN/Inf test outside its plain path, and
+#: a re-tune not shipped"): a default call 1 % faster than native in the tune (5.33 against
 #: 5.39 ms at 8192 x 8192 x 2048) ran at 0.92-0.93x native in the bench minutes later; the
 #: buckets that emulate in the shipped table measured 1.25-1.73x.
 MEASURED_MARGIN = 1.05
@@ -39,8 +39,8 @@ class CostModel:
 
     N moduli, coarse = 1 in accurate mode (the coarse-bound GEMM); operand_s covers the
     per-entry stages of A and B (pack, scan, coarse, residues), output_s the CRT. Fitted
-    to the phase times of the H200 run in docs/benchmarks.md (2026-11-29, 15 moduli,
-    shapes 1024^3 .. 16384^3 and three rectangular ones): a guide for shapes no tuning
+    to the phase times of the H200 run in docs/stages.md ("Phases per shape": 2026-11-29,
+    15 moduli, shapes 1024^3 .. 16384^3 and three rectangular ones): a guide for shapes no tuning
     table covers, not a measurement."""
 
     int8_rate: float = 1.45e15     # INT8 ops/s inside the pipeline
