@@ -95,7 +95,6 @@ def floor_bytes(stage: str, m: int, n: int, k: int, moduli: int, packed: int) ->
 MOVE_THREADS = 256
 MOVE_GRIDS = ("1", "4", "resident")  # 16-byte words per thread; "resident": the resident blocks
 MOVE_BLOCKS_PER_SM = 8  # of MOVE_THREADS: 2048 threads, an sm_80 / sm_90 SM's limit
-MOVE_KERNEL = r"move_(\w+?)_(1|4|resident)$"  # a move kernel's name: its stage and grid (MOVE_GRIDS)
 
 MOVE_SOURCE = r"""
 // Reads `reads` 16-byte words of x and writes `writes` of y (what a word read carries where
@@ -165,7 +164,7 @@ def move_stages(run: dict) -> list[tuple[str, int, int]]:
 
 def move_of(kernel: str) -> tuple[str, str] | None:
     """(stage, grid) of a move kernel's ncu name, else None."""
-    found = re.search(MOVE_KERNEL, kernel_label(kernel))
+    found = re.search(rf"move_(\w+?)_({'|'.join(MOVE_GRIDS)})$", kernel_label(kernel))  # move_kernel_name
     return None if found is None else (found.group(1).replace("_", " "), found.group(2))
 
 
