@@ -46,7 +46,7 @@ for S in $SHAPES; do
     if [ "${MOVES:-1}" != 0 ] && [ -s "$OUT/stages-$S-$C.json" ]; then
       timeout 300 ncu --clock-control none --profile-from-start off --csv \
         --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-        $PY scripts/stage_table.py move "$OUT/stages-$S-$C.json" \
+        $PY scripts/stage_table.py move "$OUT/stages-$S-$C.json" --ncu "$OUT/stages-$S-$C.csv" \
         > "$OUT/stages-$S-$C-move.csv" 2> "$OUT/stages-$S-$C-move.err" || tail -5 "$OUT/stages-$S-$C-move.err"
       echo "$S $C: $(grep -c gpu__time "$OUT/stages-$S-$C-move.csv") move kernels"
     fi

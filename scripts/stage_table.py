@@ -14,13 +14,14 @@ Two steps, the first on the GPU under Nsight Compute (scripts/device_stages.sh r
       warp instructions (smsp__inst_executed.sum) and the run its SM count, each stage
       also gets its issue floor: the instructions at one per scheduler and cycle
       (SCHEDULERS_PER_SM per SM) at the kernel's own clock, and how busy that kept issue.
-  python scripts/stage_table.py move RUN.json
-      run under ncu like ``call``, after it: for each stage, plain kernels that move the
-      stage's bytes (what it must read, what it must write; no arithmetic) in one launch,
-      in three grids (one 16-byte word per thread; four; the resident blocks, four words at
-      a time). ``table`` takes their CSV as a third field, RUN.json:NCU.csv:MOVE.csv, and
-      sets each stage against the fastest: what a launch of these bytes takes under the
-      same conditions (at small sizes a launch's start and ramp are a large part of it).
+  python scripts/stage_table.py move RUN.json [--ncu NCU.csv]
+      run under ncu like ``call``, after it: for each stage (each the call ran, with its
+      ncu CSV), plain kernels that move the stage's bytes (what it must read, what it must
+      write; no arithmetic) in one launch, in three grids (one 16-byte word per thread;
+      four; the resident blocks, four words at a time). ``table`` takes their CSV as a
+      third field, RUN.json:NCU.csv:MOVE.csv, and sets each stage against the fastest:
+      what a launch of these bytes takes under the same conditions (at small sizes a
+      launch's start and ramp are a large part of it).
   python scripts/stage_table.py needs TABLES.json --target MxNxK=TFLOPS ...
       from a table's --json: per shape, the GEMMs as measured plus every other stage at its
       floor (the ceiling of the pipeline), and what a whole-call target leaves the other
@@ -74,6 +75,16 @@ def stage_of(kernel: str, seen_residues: bool) -> str:
         if re.search(pattern, kernel):
             return stage
     return "int8 gemm" if seen_residues else "coarse gemm"
+
+
+def kernel_stages(kernels: list[dict]) -> list[tuple[str, dict]]:
+    """(stage, kernel) of each kernel of a profiled call, in launch order (stage_of)."""
+    out, seen = [], False
+    for kr in kernels:
+        st = stage_of(kr["kernel"], seen)
+        seen = seen or st == "residues"
+        out.append((st, kr))
+    return out
 
 
 def floor_split(stage: str, m: int, n: int, k: int, moduli: int, packed: int) -> tuple[float, float]:
@@ -151,11 +162,13 @@ def move_blocks(words: int, grid: str, sms: int) -> int:
     return max(1, -(-words // (per_thread * MOVE_THREADS)))
 
 
-def move_stages(run: dict) -> list[tuple[str, int, int]]:
+def move_stages(run: dict, only=None) -> list[tuple[str, int, int]]:
     """(stage, 16-byte words read, written) of each stage with bytes to move at ``run``'s
-    shape, the bytes rounded up to whole words."""
+    shape (of those in ``only``, where given), the bytes rounded up to whole words."""
     out = []
     for st in STAGES:
+        if only is not None and st not in only:
+            continue
         r, w = floor_split(st, run["m"], run["n"], run["k"], run["moduli"], run.get("packed", 0))
         if r + w:
             out.append((st, int(-(-r // 16)), int(-(-w // 16))))
@@ -224,10 +237,7 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float, moves: dict
     sms = run.get("sms")
     issue = sms is not None and all("hz" in kr and "inst" in kr for kr in kernels)
     sums: dict[str, dict] = {}
-    seen = False
-    for kr in kernels:
-        st = stage_of(kr["kernel"], seen)
-        seen = seen or st == "residues"
+    for st, kr in kernel_stages(kernels):
         s = sums.setdefault(st, {"kernels": 0, "ms": 0.0, "bytes": 0.0, "cycles": 0.0, "issue_ms": 0.0,
                                  "by_kernel": {}})
         s["kernels"] += 1
@@ -338,7 +348,14 @@ def move_main(args) -> int:
 
     with open(args.run) as f:
         run = json.load(f)
-    stages = move_stages(run)
+    only = None
+    if args.ncu:  # the stages the profiled call ran, no others
+        with open(args.ncu) as f:
+            only = {st for st, _ in kernel_stages(parse_ncu(f.read()))}
+    stages = move_stages(run, only)
+    if not stages:
+        print(f"{args.run}: no stage with bytes to move", file=sys.stderr)
+        return 2
     module = cp.RawModule(code=move_source([st for st, _, _ in stages]))
     reads = max(r for _, r, _ in stages)
     writes = max(max(w for _, _, w in stages), 1)
@@ -466,6 +483,7 @@ def main(argv=None) -> int:
     c.add_argument("--json", required=True)
     mv = sub.add_parser("move", help="plain kernels moving each stage's bytes (run under ncu)")
     mv.add_argument("run", metavar="RUN.json", help="the shape's call JSON (call --json)")
+    mv.add_argument("--ncu", metavar="NCU.csv", help="the call's ncu CSV: move only the stages it ran")
     t = sub.add_parser("table", help="stage table from call JSON and ncu CSV pairs")
     t.add_argument("runs", nargs="+", metavar="RUN.json:NCU.csv[:MOVE.csv]")
     t.add_argument("--bandwidth", type=float, default=4.3, help="TB/s of the floor (measured copy bandwidth)")

@@ -186,6 +186,16 @@ def test_move_stages_round_to_words_and_skip_the_stages_with_nothing_to_move(st)
     assert got["residues"] == (-(-8 * 8 * 7 // 16), -(-15 * 8 * 7 // 16))
 
 
+
+def test_move_keeps_only_the_stages_the_call_ran(st):
+    ran = {s for s, _ in st.kernel_stages(st.parse_ncu(ncu_text()))}
+    assert ran == {"scan", "coarse gemm", "residues", "int8 gemm", "combine"}
+    run = {"m": 3, "n": 5, "k": 7, "moduli": 15, "packed": 5 * 7}
+    # the GEMMs have no bytes to move; pack, inner, coarse, shifts... did not run
+    assert [s for s, _, _ in st.move_stages(run, ran)] == ["scan", "residues", "combine"]
+    assert [s for s, _, _ in st.move_stages(run)] == [s for s in st.STAGES if sum(st.floor_split(s, 3, 5, 7, 15, 35))]
+
+
 @pytest.mark.parametrize("words", [1, 255, 256, 257, 4 * 256 * 1056 + 1, 10**8])
 def test_move_grids_cover_every_word(st, words):
     sms = 132
