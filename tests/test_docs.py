@@ -11,6 +11,7 @@ and every results file cited as ``docs/bench/NAME`` exists.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from pathlib import Path
 
@@ -35,20 +36,21 @@ def slug(heading: str) -> str:
 
 
 def _prose_lines(path: Path):
-    """The lines of a page outside fenced code blocks."""
+    """(line number, line) of a page's lines outside fenced code blocks."""
     fenced = False
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         if _FENCE.match(line.strip()):
             fenced = not fenced
             continue
         if not fenced:
-            yield line
+            yield number, line
 
 
-def anchors(path: Path) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def anchors(path: Path) -> frozenset[str]:
     seen: dict[str, int] = {}
     out = set()
-    for line in _prose_lines(path):
+    for _, line in _prose_lines(path):
         m = _HEADING.match(line)
         if not m:
             continue
@@ -56,11 +58,11 @@ def anchors(path: Path) -> set[str]:
         n = seen.get(base, 0)
         seen[base] = n + 1
         out.add(base if n == 0 else f"{base}-{n}")
-    return out
+    return frozenset(out)
 
 
 def links(path: Path):
-    for number, line in enumerate(_prose_lines(path), 1):
+    for number, line in _prose_lines(path):
         for target in _LINK.findall(line):
             if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, mailto: ...
                 continue
