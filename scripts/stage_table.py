@@ -354,7 +354,8 @@ def move_main(args) -> int:
             only = {st for st, _ in kernel_stages(parse_ncu(f.read()))}
     stages = move_stages(run, only)
     if not stages:
-        print(f"{args.run}: no stage with bytes to move", file=sys.stderr)
+        ran = "" if only is None else f" among the stages {args.ncu} shows ({', '.join(sorted(only)) or 'none'})"
+        print(f"{args.run}: no stage with bytes to move{ran}", file=sys.stderr)
         return 2
     module = cp.RawModule(code=move_source([st for st, _, _ in stages]))
     reads = max(r for _, r, _ in stages)
