@@ -316,7 +316,7 @@ residues_kernel(const __grid_constant__ ResidueArgs a) {
 // The same with the next pass's chunk read before this pass's arithmetic, so that its load
 // latency overlaps the arithmetic: 32 registers more (168 in all), 12 warps per SM. 3-7 %
 // faster where each warp makes many passes; with few, the kernel of more warps is faster
-// (2026-12-04, docs/benchmarks.md).
+// (2026-12-04, docs/stages/residues.md).
 inline constexpr int kAheadThreads = 128;
 inline constexpr int kAheadBlocksPerSm = 3;
 

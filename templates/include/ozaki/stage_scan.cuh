@@ -154,7 +154,7 @@ scan_kernel(VectorSet xs, ScanOutputs o) {
 // (its frexp exponent is the largest one), the second q = ceil(|x| 2^(qb - E)) as two exact
 // multiplications and one conversion rounding up (ceil_scaled_by). A warp per vector with
 // an exponent per entry took 2.5-16x the memory floor (too few vectors at long k, and
-// instruction-bound); this kernel 1.8-2.2x (H200; docs/benchmarks.md). The same
+// instruction-bound); this kernel 1.8-2.2x (H200; docs/stages/scan.md). The same
 // reductions (max, integer sums), so the same bits. kCoarse: the second pass also writes
 // the coarse magnitudes (coarse_kernel's bytes; the vector's E and entries are at hand), so
 // that accurate mode reads x twice, not three times.
@@ -167,7 +167,7 @@ inline constexpr int kTeamValues = 32;  // values per thread the team size aims 
 // in the first one's order, read every entry again from DRAM (1.8x the floor). One team of
 // kLongTeam threads per SM halves the vectors in flight with as many loads outstanding, and
 // its second pass reads first what the first pass read last, still in the L2 (the stage at
-// 1.4-1.5x; docs/benchmarks.md). Below 16384 entries the 512-thread blocks ran faster.
+// 1.4-1.5x; docs/stages/scan.md). Below 16384 entries the 512-thread blocks ran faster.
 inline constexpr int kLongTeam = 1024;
 
 // The block of the kernel whose team is kTeam (0: a team chosen at run time, <= kTeamThreads).

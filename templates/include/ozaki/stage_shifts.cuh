@@ -326,7 +326,7 @@ inline constexpr int64_t kOneReadMaxColumns = 16384;
 // partials come from the L2 (written by other SMs: __ldcg). Taken only where no block
 // finishes more than kFinishMaxSlices slices: with fewer blocks (few rows) the separate
 // finish kernel, spread over ceil(n / 32) blocks, is faster (64 x 4096: 10.9 us in one
-// launch, 10.3 in two; docs/benchmarks.md).
+// launch, 10.3 in two; docs/stages/shifts.md).
 inline constexpr int kFinishColumns = 16;
 inline constexpr int64_t kFinishMaxSlices = 2;
 

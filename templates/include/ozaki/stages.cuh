@@ -48,7 +48,7 @@
 //   residues        1 read of x (8 B) + N bytes written per entry (16-byte stores); per
 //                   modulus 7 FP32 ops (every |V| < 2^53 in the warp), 8 (every V < 2^69:
 //                   five wide pieces) or 11 FP32 ops + 1 shared load (the 2^e table), + 3/4
-//                   PRMT. Measured (ncu, 8192^3, 15 moduli, wide route; docs/benchmarks.md,
+//                   PRMT. Measured (ncu, 8192^3, 15 moduli, wide route; docs/stages/residues.md,
 //                   "each entry's exp first"): 240 instructions per entry, ~150 of them the
 //                   modulus loop, ~90 the exponents, the pieces and the loads; issue-bound
 //                   at 72 % of the issue slots, 1.84x the HBM floor for both operands.
