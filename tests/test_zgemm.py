@@ -98,7 +98,9 @@ def test_nonfinite_entries_follow_complex128_matmul():
     a, b = crandom(6, 8, 0.5, rng), crandom(8, 5, 0.5, rng)
     a[1, 2] = complex(np.inf, 0.0)
     b[3, 4] = complex(1.0, np.nan)
-    got, want = R.gemm(a, b), a @ b
+    got = R.gemm(a, b)
+    with np.errstate(invalid="ignore"):  # the non-finite entries are the point
+        want = a @ b
     assert np.array_equal(np.isfinite(got), np.isfinite(want))
     fin = np.isfinite(want)
     assert np.allclose(got[fin], want[fin], rtol=1e-13, atol=1e-13)
