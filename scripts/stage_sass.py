@@ -1,6 +1,7 @@
 """The SASS of the stage kernels, counted: the figures docs/stages/ quotes as "SASS".
 
     python scripts/stage_sass.py [REGEX] [--arch sm_90a] [--cuobjdump PATH] [--keep DIR]
+                                 [--against SASS]
 
 Renders the stage library's source (the generator's StagesVariant for the arch), compiles it
 to a cubin with the toolchain's nvcc and `-Xptxas -v`, disassembles it with cuobjdump and
@@ -11,6 +12,8 @@ backward branch) with its size and its most frequent opcodes. No GPU is needed.
 cuobjdump: --cuobjdump, else $CUOBJDUMP, else the one beside nvcc, else PATH. NVIDIA's
 `nvidia-cuda-cuobjdump` wheel carries one; it needs `nvdisasm` (`nvidia-cuda-nvdisasm`) in
 the same folder or on PATH. --keep DIR keeps the source, the cubin and the SASS there.
+--against SASS (a stages.sass that --keep kept, e.g. from another commit) adds which of the
+matching kernels are gone, new, or have other instructions (addresses aside) than there.
 """
 
 from __future__ import annotations
@@ -108,6 +111,17 @@ def report(kernel: Kernel, top: int) -> str:
     return "\n".join(lines)
 
 
+def compare(kernels: dict[str, Kernel], other: dict[str, Kernel]) -> dict[str, list[str]]:
+    """Kernel names only in `other` (gone), only in `kernels` (new), and in both with other
+    instruction text (changed; addresses aside), each sorted."""
+    def text(k: Kernel) -> list[str]:
+        return [t for _, t in k.instructions]
+
+    return {"gone": sorted(set(other) - set(kernels)), "new": sorted(set(kernels) - set(other)),
+            "changed": sorted(name for name in set(kernels) & set(other)
+                              if text(kernels[name]) != text(other[name]))}
+
+
 def find_cuobjdump(explicit: str | None, nvcc: Path) -> str:
     for candidate in (explicit, os.environ.get("CUOBJDUMP"), str(nvcc.parent / "cuobjdump"),
                       shutil.which("cuobjdump")):
@@ -141,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cuobjdump", default=None, help="the cuobjdump to run")
     ap.add_argument("--keep", default=None, metavar="DIR", help="keep the source, cubin and SASS here")
     ap.add_argument("--top", type=int, default=10, help="opcodes listed per loop (default: %(default)s)")
+    ap.add_argument("--against", default=None, metavar="SASS",
+                    help="a kept stages.sass: list the matching kernels gone, new or changed since")
     args = ap.parse_args(argv)
     pattern = re.compile(args.regex)
 
@@ -172,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {toolchain.nvcc_version.strip().splitlines()[-1]}; {args.arch}")
     for kernel in chosen:
         print(report(kernel, args.top))
+    if args.against:
+        other = {name: k for name, k in parse_sass(Path(args.against).read_text()).items() if pattern.search(name)}
+        for what, names in compare({k.name: k for k in chosen}, other).items():
+            print(f"# {what} against {args.against}: {len(names)}")
+            for name in names:
+                print(f"#   {name}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -58,3 +58,12 @@ def test_the_cubin_command_drops_the_shared_library_flags(sass):
             "-gencode=arch=compute_90a,code=sm_90a", "-L/lib", "s.cu", "-o", "libs.so", "-lcuda"]
     assert sass.cubin_command(line, "sm_90a", "s.cubin") == [
         "nvcc", "-std=c++17", "-O3", "-I/inc", "s.cu", "-cubin", "-arch=sm_90a", "-Xptxas", "-v", "-o", "s.cubin"]
+
+
+def test_compare_names_kernels_gone_new_and_changed_not_moved(sass):
+    before = sass.parse_sass(SASS)
+    after = sass.parse_sass(SASS.replace("_Z5otherv", "_Z5thirdv")
+                            .replace("/*0000*/                   LDC", "/*0008*/                   LDC"))
+    assert sass.compare(after, before) == {"gone": ["_Z5otherv"], "new": ["_Z5thirdv"], "changed": []}
+    after = sass.parse_sass(SASS.replace("FADD R3, R3, 1", "FADD R3, R3, 2"))
+    assert sass.compare(after, before) == {"gone": [], "new": [], "changed": ["_Z6kernelv"]}
