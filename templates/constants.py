@@ -165,6 +165,8 @@ KERNEL_CONSTANTS: tuple[KernelConstant, ...] = (
     KernelConstant("kMaxModuli", "int", MAX_MODULI, "moduli one CRT call takes (MAX_MODULI)"),
     KernelConstant("kLimbBits", "int", LIMB_BITS, "bits per CRT weight limb (LIMB_BITS)"),
     KernelConstant("kMaxLimbs", "int", MAX_LIMBS, "limbs of the largest product (MAX_LIMBS)"),
+    KernelConstant("kLimbsOfCount", "int", LIMBS_OF_COUNT,
+                   "limbs of the product of the first c moduli, by count c (LIMBS_OF_COUNT)"),
     KernelConstant("kExactKLimit", "int64_t", EXACT_K_LIMIT,
                    "k of one exact int32 sum of int8 products is below this (EXACT_K_LIMIT)"),
     KernelConstant("kKAlignment", "int64_t", K_ALIGNMENT,

@@ -5,6 +5,7 @@ Deselect with `-m "not nvcc"`; skipped where nvcc, CUTLASS or the templates are 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -83,6 +84,7 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
     from ozaki_cutlass.generator import Arch, StagesVariant
     from ozaki_cutlass.kernels.library import UnsupportedProblem
     from ozaki_cutlass.kernels.stages import Stages
+    from ozaki_cutlass.numerics.moduli import crt_constants
 
     variant = StagesVariant(arch=Arch.SM90A)
     (artifact,) = build([variant], tmp_path, toolchain=real_toolchain, progress=False).artifacts
@@ -98,6 +100,23 @@ def test_real_stage_library_binds(real_toolchain, tmp_path):
         st.inner_stats(1 << 20, 4, 64, 64, 1, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 0, vec_exps=1 << 20)
     with pytest.raises(UnsupportedProblem, match="inner_stats: null pointer"):  # before its first launch
         st.inner_stats(1 << 20, 4, 64, 64, 1, 1 << 20, 1 << 20, 0, 1 << 20, 0, vec_exps=1 << 20, vec_nonfinite=1 << 20)
+    # The CRT entries take the limbs to be the count's (the launchers' instances rely on it:
+    # the combine's tail MMA exists only for the limbs of 17-20 moduli) and refuse others.
+    for count, limbs in [(17, 3), (15, 4), (2, 2)]:
+        consts = crt_constants(count)
+
+        def fit(values):  # `limbs` entries, the last one kept (the last limb's scale is 1)
+            return (tuple(values[:-1]) + (0,) * limbs)[:limbs - 1] + (values[-1],)
+
+        bad = dataclasses.replace(consts, limbs=limbs, product_limbs=fit(consts.product_limbs),
+                                  limb_scales=fit(consts.limb_scales), quotient_factors=fit(consts.quotient_factors))
+        why = rf"consts->limbs={limbs}, but the product of {count} moduli takes {consts.limbs} limbs"
+        with pytest.raises(UnsupportedProblem, match=why):
+            st.crt_unscale(1 << 20, count, 4, 4, 4, 16, 1, 0, bad, 1 << 20, 1 << 20, 1.0, 0.0, 0, 0, 0, 1 << 20, 4,
+                           1, None, 0)
+        with pytest.raises(UnsupportedProblem, match=why):
+            st.combine_unscale(1 << 20, [1] * count, 4, 4, 4, 16, bad, 1 << 20, 1 << 20, 1.0, 0.0, 0, 0, 0,
+                               1 << 20, 4, 1, None, 0)
     # Karatsuba's parts (x, nvec, k, vs, es, shifts, shift_step, nmod, moduli, out, rows_pad,
     # k_pad, im_first, plane, part): each inconsistency named before any CUDA call
     ok = dict(nvec=4, k=64, rows_pad=4, k_pad=32, shift_step=1, plane=4 * 32, part=3 * 4 * 32, out=1 << 20)

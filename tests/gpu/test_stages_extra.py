@@ -204,8 +204,8 @@ def stored_partials(parts, sizes):
 @pytest.mark.parametrize("ones", [False, True], ids=["groups", "one-per-modulus"])
 @pytest.mark.parametrize("count", [2, 5, 6, 11, 15, 16, 17, 20])
 def test_combine_unscale(st, rng, count, ones, dev):
-    """Random group sizes, or one modulus per group: the residue-bytes kernel, whose count is
-    fixed at compile time for 15 (3 limbs), 16 and 17 (4 limbs), read at run time otherwise."""
+    """Random group sizes, or one modulus per group: the residue-bytes kernel, with its tail
+    MMA for the moduli past 16."""
     consts = crt_constants(count)
     m, n, ldx = 19, 13, 16
     lim = 2**consts.bound_exponent

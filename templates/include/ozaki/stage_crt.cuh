@@ -589,9 +589,9 @@ inline int check_constants(const char* what, const CrtConstants* consts, Message
     return err.set(kBadArgument, "%s: consts->count=%d outside [1, %d]", what, consts->count,
                    kMaxModuli);
   }
-  if (consts->limbs < 1 || consts->limbs > kMaxLimbs) {
-    return err.set(kBadArgument, "%s: consts->limbs=%d outside [1, %d]", what, consts->limbs,
-                   kMaxLimbs);
+  if (consts->limbs != kLimbsOfCount[consts->count]) {  // the launchers' instances rely on it
+    return err.set(kBadArgument, "%s: consts->limbs=%d, but the product of %d moduli takes %d limbs", what,
+                   consts->limbs, consts->count, kLimbsOfCount[consts->count]);
   }
   if (consts->limb_scales[consts->limbs - 1] != 1.0) {  // crt_finish_limbs leaves it out
     return err.set(kBadArgument, "%s: consts->limb_scales[%d]=%g, not 1 (the last limb's scale)", what,
@@ -644,6 +644,15 @@ inline CrtReduce crt_reduce(const CrtConstants& consts) {
   return red;
 }
 
+// Whether a count with a tail (moduli 17 and up) takes `limbs` limbs: check_constants proved
+// limbs == kLimbsOfCount[count], so the tail instances of other limb counts never run.
+constexpr bool tail_takes(int limbs) {
+  for (int count = 17; count <= kMaxModuli; ++count) {
+    if (kLimbsOfCount[count] == limbs) return true;
+  }
+  return false;
+}
+
 template <int kSource, int kLimbs>
 inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, const CrtReduce& red,
                               cudaStream_t stream) {
@@ -653,11 +662,13 @@ inline void launch_crt_kernel(const CrtArgs& args, const CrtConstants& consts, c
       const int64_t blocks = resident_blocks(kernel, kMmaCombineThreads, items, kMmaCombineThreads / 32);
       kernel<<<blocks, kMmaCombineThreads, 0, stream>>>(args, consts, red);
     };
-    if (consts.count <= 16) {
-      launch(crt_residue_mma_kernel<kLimbs, false>);
-    } else {
-      launch(crt_residue_mma_kernel<kLimbs, true>);
+    if constexpr (tail_takes(kLimbs)) {  // else no count of this kLimbs has a tail
+      if (consts.count > 16) {
+        launch(crt_residue_mma_kernel<kLimbs, true>);
+        return;
+      }
     }
+    launch(crt_residue_mma_kernel<kLimbs, false>);
   } else {
     const int64_t work = args.m * ((args.n + 3) / 4);
     const int64_t blocks = resident_blocks(crt_kernel<kSource, kLimbs>, kThreads, work, kThreads);
@@ -678,7 +689,7 @@ inline void launch_crt_limbs(int source, const CrtArgs& args, const CrtConstants
 inline int launch_crt(int source, const CrtArgs& args, const CrtConstants& consts,
                       const CrtReduce& red, cudaStream_t stream, Message& err, const char* what) {
   static_assert(kMaxLimbs == 4, "one instance per limb count below");
-  switch (consts.limbs) {  // check_constants proved 1 <= limbs <= kMaxLimbs
+  switch (consts.limbs) {  // check_constants proved limbs == kLimbsOfCount[count], in [1, kMaxLimbs]
     case 1: launch_crt_limbs<1>(source, args, consts, red, stream); break;
     case 2: launch_crt_limbs<2>(source, args, consts, red, stream); break;
     case 3: launch_crt_limbs<3>(source, args, consts, red, stream); break;

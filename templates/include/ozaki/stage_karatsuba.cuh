@@ -251,7 +251,7 @@ inline int crt_unscale_karatsuba(const int32_t* c, int nmod, int64_t m, int64_t 
   const KaratsubaPlanes planes{plane, part};
   const bool narrow = k_chunk <= kKaratsubaNarrowTerms;
   static_assert(kMaxLimbs == 4, "one instance per limb count below");
-  switch (consts->limbs) {  // check_constants proved 1 <= limbs <= kMaxLimbs
+  switch (consts->limbs) {  // check_constants proved limbs == kLimbsOfCount[count], in [1, kMaxLimbs]
     case 1: launch_karatsuba_crt<1>(args, planes, *consts, red, narrow, stream); break;
     case 2: launch_karatsuba_crt<2>(args, planes, *consts, red, narrow, stream); break;
     case 3: launch_karatsuba_crt<3>(args, planes, *consts, red, narrow, stream); break;
