@@ -18,22 +18,12 @@ checked bit for bit against each other (beta's output differs by its c term: not
 import argparse
 
 from ozaki_cutlass.kernels.stages import CNonfiniteSource
-from ozaki_cutlass.tools.arguments import moduli_count
+from ozaki_cutlass.tools.arguments import matrix_shape, moduli_count
 from ozaki_cutlass.numerics.moduli import crt_constants
 from ozaki_cutlass.tools.measure import add_alone_arguments, alone_setup, alternating_medians, write_rows
 
 DEFAULT_SHAPES = ("4096", "8192", "16384", "16384x1024", "2048")
 CASES = ("calls", "no-source", "beta")
-
-
-def parse_shape(text: str) -> tuple[int, int]:
-    """"N" (a square) or "MxN"."""
-    parts = [int(p) for p in text.lower().split("x")]
-    if len(parts) == 1:
-        parts *= 2
-    if len(parts) != 2 or min(parts) < 1:
-        raise argparse.ArgumentTypeError(f"shape {text!r}: expected N or MxN with positive sizes")
-    return parts[0], parts[1]
 
 
 def floor_ms(m: int, n: int, count: int, case: str, gbps: float) -> float:
@@ -59,7 +49,7 @@ def differing_runs(outs: dict, equal) -> set:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", nargs="+", type=parse_shape, default=[parse_shape(s) for s in DEFAULT_SHAPES])
+    ap.add_argument("--shapes", nargs="+", type=matrix_shape, default=[matrix_shape(s) for s in DEFAULT_SHAPES])
     ap.add_argument("--moduli", nargs="+", type=moduli_count, default=[15, 16, 17])
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     add_alone_arguments(ap, rounds=5)

@@ -1,12 +1,13 @@
 """The benchmark's shapes, CSV and plot, on synthetic measurements (no GPU needed)."""
 
+import argparse
 import csv
 import json
 import re
 
 import pytest
 
-from ozaki_cutlass.tools.arguments import parse_shape
+from ozaki_cutlass.tools.arguments import matrix_shape, parse_shape
 from ozaki_cutlass.tools.bench import CSV_FIELDS, write_csv, write_plot
 
 
@@ -27,6 +28,15 @@ def test_parse_shape():
     for bad in ("4096x1024", "0", "axbxc", "1x2x3x4"):
         with pytest.raises(ValueError, match="shape"):
             parse_shape(bad)
+
+
+def test_matrix_shape():
+    """The stage-alone scripts' MxN shapes (scripts/combine_alone.py, shifts_alone.py)."""
+    assert matrix_shape("4096") == (4096, 4096)
+    assert matrix_shape("16384X1024") == (16384, 1024)
+    for bad in ("8x8x8", "0x4", "axb", "0"):
+        with pytest.raises(argparse.ArgumentTypeError, match="shape"):
+            matrix_shape(bad)
 
 
 def test_csv_one_record_per_shape_and_path(tmp_path):

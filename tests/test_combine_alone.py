@@ -1,6 +1,5 @@
-"""scripts/combine_alone.py: its shapes and its floor (the timing runs on the GPU)."""
-
-import argparse
+"""scripts/combine_alone.py: its floor and which runs it compares (the timing runs on the
+GPU; its shapes: tools.arguments.matrix_shape, tests/test_bench_output.py)."""
 
 import pytest
 
@@ -10,14 +9,6 @@ from script_modules import SCRIPTS, load_script
 @pytest.fixture(scope="module")
 def ca():
     return load_script(SCRIPTS / "combine_alone.py")
-
-
-def test_shapes(ca):
-    assert ca.parse_shape("4096") == (4096, 4096)
-    assert ca.parse_shape("16384X1024") == (16384, 1024)
-    for bad in ("8x8x8", "0x4", "axb"):
-        with pytest.raises((argparse.ArgumentTypeError, ValueError)):
-            ca.parse_shape(bad)
 
 
 def test_floor_counts_the_residue_bytes_the_output_and_c(ca):

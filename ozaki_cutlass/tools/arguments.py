@@ -125,6 +125,20 @@ def shape(text: str) -> tuple[int, int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def matrix_shape(text: str) -> tuple[int, int]:
+    """'N' (square) or 'MxN': an m x n matrix (the stage-alone scripts' shapes)."""
+    parts = text.lower().split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: expected N or MxN with integers") from None
+    if len(dims) == 1:
+        dims = dims * 2
+    if len(dims) != 2 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: expected N or MxN with positive integers")
+    return dims
+
+
 def batch_shape(text: str) -> tuple[int, int]:
     """'BxN': a batch of B products n x n x n (the batched rows)."""
     parts = text.lower().split("x")
