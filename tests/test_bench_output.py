@@ -126,7 +126,7 @@ def test_tune_candidates_keep_the_tables_kernels_once():
 
 
 def test_gpu_identity_reads_the_first_line_of_nvidia_smi():
-    from ozaki_cutlass.tools.tune import parse_gpu_identity
+    from ozaki_cutlass.tools.measure import parse_gpu_identity
 
     # a two-GPU host once gave the table a driver of "580.159.04\nNVIDIA H200"
     assert parse_gpu_identity("NVIDIA H200, 580.159.04\nNVIDIA H200, 580.159.04\n") == ("NVIDIA H200", "580.159.04")
@@ -419,6 +419,8 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
     # the fake's arrays are neither CuPy's nor PyTorch's: graphs, no replay lane
     record = json.loads(out.read_text())
     assert record["graphs"] is True and record["replay_lane"] is False
+    assert record["command"] == f"ozaki-cutlass bench --shapes 48x40x32 --reps 3 --json {out} --csv {tmp_path / 'b.csv'}"
+    assert (record["gpu"], record["driver"]) == measure_identity()
     assert "graphs: a path's repeated call replays" in printed and "the replay lane takes CuPy" in printed
     # the auto row names the kernel it ran (the fake's timings give path and kernel)
     assert row["auto"]["kernel"] == "k_None" and row["auto"]["chose"] == "fused"
@@ -466,11 +468,39 @@ def test_a_complex_row_says_what_the_default_call_ran(capsys):
     assert "complex 8192^3" in auto and "native 90 ms in its A/B run" in auto
 
 
-def test_a_scripts_results_file_has_its_date_settings_and_rows(tmp_path):
-    from ozaki_cutlass.tools.measure import write_rows
+def test_a_scripts_results_file_has_its_date_gpu_command_settings_and_rows(tmp_path, monkeypatch):
+    from ozaki_cutlass.tools import measure
 
+    monkeypatch.setattr(measure, "gpu_identity", lambda *args: ("NVIDIA H200", "580.159.04"))
+    monkeypatch.setattr(measure.sys, "argv", ["scripts/shifts_alone.py", "--shapes", "16384x1024", "--other", "a b"])
     path = tmp_path / "rows.json"
-    write_rows(str(path), [{"n": 8192, "ms": 54.7}], reps=5, phi=0.5)
+    measure.write_rows(str(path), [{"n": 8192, "ms": 54.7}], reps=5, phi=0.5)
     saved = json.loads(path.read_text())
     assert saved["reps"] == 5 and saved["phi"] == 0.5 and saved["rows"] == [{"n": 8192, "ms": 54.7}]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", saved["date"])
+    assert (saved["gpu"], saved["driver"]) == ("NVIDIA H200", "580.159.04")
+    assert saved["command"] == "python scripts/shifts_alone.py --shapes 16384x1024 --other 'a b'"
+    assert list(saved)[-1] == "rows"  # the settings first, the rows last
+
+
+def measure_identity():
+    from ozaki_cutlass.tools.measure import gpu_identity
+
+    return gpu_identity()
+
+
+def test_without_a_gpu_the_results_file_says_unknown(tmp_path, monkeypatch):
+    """No device to ask (as in CI): the identity is "unknown", not an error or a guess."""
+    import builtins
+
+    from ozaki_cutlass.tools import measure
+
+    real_import = builtins.__import__
+
+    def no_bindings(name, *args, **kwargs):
+        if name.startswith("cuda"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_bindings)
+    assert measure.gpu_identity() == ("unknown", "unknown")

@@ -166,7 +166,7 @@ def _fake_tune(monkeypatch, cands, times, default_moduli):
     monkeypatch.setattr(tune, "discarding", lambda a, b, **kw: None)
     monkeypatch.setattr(tune, "time_against", time_against)
     monkeypatch.setattr(tune, "contract_moduli", lambda a, b: default_moduli)
-    monkeypatch.setattr(tune, "_gpu_identity", lambda *args: ("a GPU", "a driver"))
+    monkeypatch.setattr(tune, "gpu_identity", lambda *args: ("a GPU", "a driver"))
     return timed, against_native
 
 

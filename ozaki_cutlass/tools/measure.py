@@ -14,7 +14,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -33,7 +36,8 @@ from .arguments import ARRAY_CHOICES, positive_int
 __all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding", "deciding_reps", "time_against",
            "launch_ms", "alternating_medians", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
            "add_alone_arguments", "alone_setup",
-           "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "write_rows"]
+           "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "write_rows",
+           "gpu_identity", "parse_gpu_identity"]
 
 class CupyArrays:
     """CuPy arrays; native DGEMM is CuPy's ``a @ b`` (cuBLAS)."""
@@ -360,7 +364,38 @@ def sample_error(got_rows: np.ndarray, ref) -> float:
 
 
 def write_rows(path: str, rows: list, **fields) -> None:
-    """A measuring script's results file: the UTC date, ``fields`` (its settings) and its
-    rows, as JSON."""
+    """A measuring script's results file: the UTC date, the GPU and its driver
+    (:func:`gpu_identity`), the command, ``fields`` (its settings) and its rows, as JSON."""
+    gpu, driver_version = gpu_identity()
+    record = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpu": gpu, "driver": driver_version,
+              "command": shlex.join(["python", *sys.argv])}
     with open(path, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **fields, "rows": rows}, f, indent=1)
+        json.dump(record | fields | {"rows": rows}, f, indent=1)
+
+
+def gpu_identity(ordinal: int = 0) -> tuple[str, str]:
+    """(name, driver version) of CUDA device ``ordinal`` (the one timed), from nvidia-smi,
+    picked by its PCI bus id (nvidia-smi lists every GPU of the machine, in its own
+    order); ("unknown", "unknown") when either cannot be asked (no driver library, no
+    device, no nvidia-smi: the identity is a record's courtesy, never its failure)."""
+    try:
+        from cuda.bindings import driver as cu
+
+        status, dev = cu.cuDeviceGet(ordinal)
+        status2, bus = cu.cuDeviceGetPCIBusId(32, dev)
+        if status != cu.CUresult.CUDA_SUCCESS or status2 != cu.CUresult.CUDA_SUCCESS:
+            return "unknown", "unknown"
+        bus_id = (bus.decode(errors="replace") if isinstance(bus, bytes) else str(bus)).split("\0", 1)[0]
+        out = subprocess.run(["nvidia-smi", "-i", bus_id, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception:  # noqa: BLE001 - the bindings raise their own types where libcuda is missing
+        return "unknown", "unknown"
+    return parse_gpu_identity(out)
+
+
+def parse_gpu_identity(text: str) -> tuple[str, str]:
+    """(name, driver) from nvidia-smi's "name, driver_version" CSV line (its first line)."""
+    fields = [f.strip() for f in text.splitlines()[0].split(",")] if text.strip() else []
+    if len(fields) != 2 or not all(fields):
+        return "unknown", "unknown"
+    return fields[0], fields[1]

@@ -25,10 +25,10 @@ from ..generator import catalog
 from ..kernels.library import locate
 from ..options import MODES, resolve_moduli
 from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
-from .measure import arrays_for, deciding_reps, discarding, missing_tools, time_against
+from .measure import arrays_for, deciding_reps, discarding, gpu_identity, missing_tools, time_against
 
 __all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune_candidates", "tune_main",
-           "bucket_entries", "FINALISTS", "FINALIST_MARGIN", "contract_moduli", "parse_gpu_identity",
+           "bucket_entries", "FINALISTS", "FINALIST_MARGIN", "contract_moduli",
            "add_tune_parser", "unwritable", "write_table"]
 
 log = logging.getLogger(__name__)
@@ -238,7 +238,7 @@ def tune_main(args) -> int:
                                   native_ms)
         del xa, xb
         arrays.release()
-    gpu, driver_version = _gpu_identity()
+    gpu, driver_version = gpu_identity()
     table = {"gpu": gpu, "driver": driver_version,
              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "command": " ".join(["ozaki-cutlass"] + args.argv),
@@ -373,35 +373,6 @@ def contract_moduli(a, b) -> int | None:
     except (ValueError, TypeError) as exc:
         log.info("no contract to ask about (%s): the candidates are ranked at --moduli alone", exc)
         return None
-
-
-def _gpu_identity(ordinal: int = 0) -> tuple[str, str]:
-    """(name, driver version) of CUDA device ``ordinal`` (the one timed), from nvidia-smi,
-    picked by its PCI bus id (nvidia-smi lists every GPU of the machine, in its own
-    order); ("unknown", "unknown") when either cannot be asked."""
-    import subprocess
-
-    try:
-        from cuda.bindings import driver as cu
-
-        status, dev = cu.cuDeviceGet(ordinal)
-        status2, bus = cu.cuDeviceGetPCIBusId(32, dev)
-        if status != cu.CUresult.CUDA_SUCCESS or status2 != cu.CUresult.CUDA_SUCCESS:
-            return "unknown", "unknown"
-        bus_id = (bus.decode(errors="replace") if isinstance(bus, bytes) else str(bus)).split("\0", 1)[0]
-        out = subprocess.run(["nvidia-smi", "-i", bus_id, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
-    except (ImportError, OSError, subprocess.SubprocessError):
-        return "unknown", "unknown"
-    return parse_gpu_identity(out)
-
-
-def parse_gpu_identity(text: str) -> tuple[str, str]:
-    """(name, driver) from nvidia-smi's "name, driver_version" CSV line (its first line)."""
-    fields = [f.strip() for f in text.splitlines()[0].split(",")] if text.strip() else []
-    if len(fields) != 2 or not all(fields):
-        return "unknown", "unknown"
-    return fields[0], fields[1]
 
 
 def _unbuilt(candidate, moduli) -> list[str]:
