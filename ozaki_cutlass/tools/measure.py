@@ -381,6 +381,9 @@ def gpu_identity(ordinal: int = 0) -> tuple[str, str]:
     try:
         from cuda.bindings import driver as cu
 
+        (status,) = cu.cuInit(0)  # idempotent; a results file may be written before any launch
+        if status != cu.CUresult.CUDA_SUCCESS:
+            return "unknown", "unknown"
         status, dev = cu.cuDeviceGet(ordinal)
         status2, bus = cu.cuDeviceGetPCIBusId(32, dev)
         if status != cu.CUresult.CUDA_SUCCESS or status2 != cu.CUresult.CUDA_SUCCESS:
