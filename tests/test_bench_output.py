@@ -489,18 +489,37 @@ def measure_identity():
     return gpu_identity()
 
 
-def test_without_a_gpu_the_results_file_says_unknown(tmp_path, monkeypatch):
-    """No device to ask (as in CI): the identity is "unknown", not an error or a guess."""
-    import builtins
+def test_without_a_gpu_the_results_file_says_unknown(monkeypatch):
+    """Nothing to ask (no bindings, a driver call that fails, no nvidia-smi): the identity
+    is "unknown", not an error or a guess."""
+    import subprocess
 
+    from ozaki_cutlass.device.driver import CudaError
     from ozaki_cutlass.tools import measure
 
-    real_import = builtins.__import__
+    def no_bindings():
+        raise ImportError("cuda.bindings")
 
-    def no_bindings(name, *args, **kwargs):
-        if name.startswith("cuda"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_bindings)
+    monkeypatch.setattr(measure.driver, "bindings", no_bindings)
     assert measure.gpu_identity() == ("unknown", "unknown")
+
+    def failing_check(result, what="CUDA call"):
+        raise CudaError(f"{what} failed: CUDA_ERROR_NO_DEVICE")
+
+    class FakeBindings:
+        def __getattr__(self, name):
+            return lambda *args: (0, b"0000:00:00.0")
+
+    monkeypatch.setattr(measure.driver, "bindings", FakeBindings)
+    monkeypatch.setattr(measure.driver, "check", failing_check)
+    assert measure.gpu_identity() == ("unknown", "unknown")
+
+    def no_smi(*args, **kwargs):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(measure.driver, "check", lambda result, what="": result[1])
+    monkeypatch.setattr(measure.subprocess, "run", no_smi)
+    assert measure.gpu_identity() == ("unknown", "unknown")
+    monkeypatch.setattr(measure.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout="NVIDIA H200, 580.159.04\n"))
+    assert measure.gpu_identity() == ("NVIDIA H200", "580.159.04")

@@ -379,19 +379,14 @@ def gpu_identity(ordinal: int = 0) -> tuple[str, str]:
     order); ("unknown", "unknown") when either cannot be asked (no driver library, no
     device, no nvidia-smi: the identity is a record's courtesy, never its failure)."""
     try:
-        from cuda.bindings import driver as cu
-
-        (status,) = cu.cuInit(0)  # idempotent; a results file may be written before any launch
-        if status != cu.CUresult.CUDA_SUCCESS:
-            return "unknown", "unknown"
-        status, dev = cu.cuDeviceGet(ordinal)
-        status2, bus = cu.cuDeviceGetPCIBusId(32, dev)
-        if status != cu.CUresult.CUDA_SUCCESS or status2 != cu.CUresult.CUDA_SUCCESS:
-            return "unknown", "unknown"
+        cu = driver.bindings()
+        driver.check(cu.cuInit(0), "cuInit")  # idempotent; a file may be written before any launch
+        dev = driver.check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
+        bus = driver.check(cu.cuDeviceGetPCIBusId(32, dev), "cuDeviceGetPCIBusId")
         bus_id = (bus.decode(errors="replace") if isinstance(bus, bytes) else str(bus)).split("\0", 1)[0]
         out = subprocess.run(["nvidia-smi", "-i", bus_id, "--query-gpu=name,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30).stdout.strip()
-    except Exception:  # noqa: BLE001 - the bindings raise their own types where libcuda is missing
+    except Exception:  # noqa: BLE001 - CudaError, or the bindings' own types where libcuda is missing
         return "unknown", "unknown"
     return parse_gpu_identity(out)
 

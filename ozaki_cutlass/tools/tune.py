@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import secrets
+import shlex
 import stat
 import statistics
 from datetime import datetime, timezone
@@ -241,7 +242,7 @@ def tune_main(args) -> int:
     gpu, driver_version = gpu_identity()
     table = {"gpu": gpu, "driver": driver_version,
              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "command": " ".join(["ozaki-cutlass"] + args.argv),
+             "command": shlex.join(["ozaki-cutlass", *args.argv]),
              "moduli": moduli, "mode": args.mode,
              "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
              "against_native": (f"a \"native\" entry first where the default call did not run "
