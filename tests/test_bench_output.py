@@ -347,6 +347,7 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
 
     from ozaki_cutlass import reference
     from ozaki_cutlass.tools import bench, cli
+    from ozaki_cutlass.tools.measure import gpu_identity
 
     class Arrays:
         name, native_label = "fake", "numpy a @ b"
@@ -420,7 +421,7 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
     record = json.loads(out.read_text())
     assert record["graphs"] is True and record["replay_lane"] is False
     assert record["command"] == f"ozaki-cutlass bench --shapes 48x40x32 --reps 3 --json {out} --csv {tmp_path / 'b.csv'}"
-    assert (record["gpu"], record["driver"]) == measure_identity()
+    assert (record["gpu"], record["driver"]) == gpu_identity()
     assert "graphs: a path's repeated call replays" in printed and "the replay lane takes CuPy" in printed
     # the auto row names the kernel it ran (the fake's timings give path and kernel)
     assert row["auto"]["kernel"] == "k_None" and row["auto"]["chose"] == "fused"
@@ -483,13 +484,7 @@ def test_a_scripts_results_file_has_its_date_gpu_command_settings_and_rows(tmp_p
     assert list(saved)[-1] == "rows"  # the settings first, the rows last
 
 
-def measure_identity():
-    from ozaki_cutlass.tools.measure import gpu_identity
-
-    return gpu_identity()
-
-
-def test_without_a_gpu_the_results_file_says_unknown(monkeypatch):
+def test_gpu_identity_is_unknown_where_it_cannot_ask(monkeypatch):
     """Nothing to ask (no bindings, a driver call that fails, no nvidia-smi): the identity
     is "unknown", not an error or a guess."""
     import subprocess
