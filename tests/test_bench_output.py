@@ -484,6 +484,23 @@ def test_a_scripts_results_file_has_its_date_gpu_command_settings_and_rows(tmp_p
     assert list(saved)[-1] == "rows"  # the settings first, the rows last
 
 
+def test_a_results_file_made_from_other_files_names_no_gpu_of_its_own(tmp_path, monkeypatch):
+    """gpu=False (a table from the runs' files, an ncu page's mix, the host's reference):
+    the date and the command, and the GPU never asked."""
+    from ozaki_cutlass.tools import measure
+
+    def asked(*args):
+        raise AssertionError("gpu_identity asked")
+
+    monkeypatch.setattr(measure, "gpu_identity", asked)
+    monkeypatch.setattr(measure.sys, "argv", ["scripts/stage_table.py", "table", "r.json:n.csv", "--json", "t.json"])
+    path = tmp_path / "table.json"
+    measure.write_results(str(path), {"bandwidth_tbs": 4.2, "tables": []}, gpu=False)
+    saved = json.loads(path.read_text())
+    assert list(saved) == ["date", "command", "bandwidth_tbs", "tables"]
+    assert saved["command"] == "python scripts/stage_table.py table r.json:n.csv --json t.json"
+
+
 def test_gpu_identity_is_unknown_where_it_cannot_ask(monkeypatch):
     """Nothing to ask (no bindings, a driver call that fails, no nvidia-smi): the identity
     is "unknown", not an error or a guess."""

@@ -8,6 +8,7 @@ import errno
 import json
 import logging
 import os
+import re
 import stat
 
 import pytest
@@ -166,7 +167,9 @@ def _fake_tune(monkeypatch, cands, times, default_moduli):
     monkeypatch.setattr(tune, "discarding", lambda a, b, **kw: None)
     monkeypatch.setattr(tune, "time_against", time_against)
     monkeypatch.setattr(tune, "contract_moduli", lambda a, b: default_moduli)
-    monkeypatch.setattr(tune, "gpu_identity", lambda *args: ("a GPU", "a driver"))
+    from ozaki_cutlass.tools import measure
+
+    monkeypatch.setattr(measure, "gpu_identity", lambda *args: ("a GPU", "a driver"))
     return timed, against_native
 
 
@@ -191,9 +194,14 @@ def test_the_winner_meets_native_as_the_default_call(tmp_path, monkeypatch):
                      "--out", str(out)]) == 0
     assert [kw["moduli"] for kw in timed] == [15, 15] and {kw["mode"] for kw in timed} == {"accurate"}
     assert against_native == [{"kernel": fast, "path": "fused"}]
-    entries = json.loads(out.read_text())["entries"]
+    table = json.loads(out.read_text())
+    entries = table["entries"]
     assert entries[0]["path"] == "native" and entries[1]["kernel"] == fast.name
     assert (entries[1]["ms"], entries[1]["native_ms"]) == (3.0, 2.5)
+    # the head every results file has: date, GPU and driver (measure's gpu_identity), command
+    assert (table["gpu"], table["driver"]) == ("a GPU", "a driver")
+    assert table["command"] == f"ozaki-cutlass tune --sizes 64 --moduli 15 --mode accurate --reps 2 --out {out}"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", table["date"])
 
 
 def test_the_auto_kernel_is_ranked_by_the_default_call(tmp_path, monkeypatch, capsys):

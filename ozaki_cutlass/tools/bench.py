@@ -28,9 +28,7 @@ import functools
 import json
 import logging
 import math
-import shlex
 import statistics
-from datetime import datetime, timezone
 
 import numpy as np
 
@@ -44,8 +42,8 @@ from ..paths.launch import PHASES
 from .arguments import (ARRAY_CHOICES, PHI_MAX, batch_shape, moduli_count, nonnegative_float, nonnegative_int,
                         positive_int, shape, spread)
 from .bench_kinds import batched_row, print_kind_row, zgemm_row
-from .measure import (ENERGY_SECONDS, CublasEmulation, arrays_for, deciding_reps, gpu_identity, measure_energy,
-                      missing_tools, sample_error, sample_reference)
+from .measure import (ENERGY_SECONDS, CublasEmulation, arrays_for, deciding_reps, measure_energy, missing_tools,
+                      results_header, sample_error, sample_reference)
 
 __all__ = ["DEFAULT_SHAPES", "CSV_FIELDS", "CUBLAS_ROW", "bench_main", "add_bench_parser", "csv_rows", "write_csv",
            "write_plot"]
@@ -308,14 +306,12 @@ def bench_main(args) -> int:
         forget_emulation()
         arrays.release()
     kind_rows = _kind_rows(args, arrays, moduli) if kinds else []
-    gpu, driver_version = gpu_identity()
-    record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpu": gpu, "driver": driver_version,
-              "command": shlex.join(["ozaki-cutlass", *args.argv]), "phi": args.phi,
-              "moduli": moduli, "mode": args.mode, "arrays": arrays.name, "native": arrays.native_label,
-              "cublas": _cublas_version(), "cublas_emulation": emulation_why or "measured",
-              "energy": energy_line, "energy_seconds": args.energy_seconds, "graphs": config.graphs(),
-              "replay_lane": config.graphs() and arrays.name in LANE_ARRAYS, "rows": rows,
-              "complex_and_batched_rows": kind_rows}
+    record = results_header(["ozaki-cutlass", *args.argv]) | {
+        "phi": args.phi, "moduli": moduli, "mode": args.mode, "arrays": arrays.name, "native": arrays.native_label,
+        "cublas": _cublas_version(), "cublas_emulation": emulation_why or "measured",
+        "energy": energy_line, "energy_seconds": args.energy_seconds, "graphs": config.graphs(),
+        "replay_lane": config.graphs() and arrays.name in LANE_ARRAYS, "rows": rows,
+        "complex_and_batched_rows": kind_rows}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record | {"capability": compute_capability()}, f, indent=2)

@@ -12,7 +12,6 @@ import json
 import logging
 import platform
 import statistics
-from datetime import datetime, timezone
 
 import numpy as np
 
@@ -21,6 +20,7 @@ from ..device.arch import compute_capability
 from ..generator import Arch, catalog
 from ..kernels.gemm import load_int8_gemm
 from .arguments import nonnegative_int, positive_int
+from .measure import results_header
 
 __all__ = ["int8_main", "add_int8_parser"]
 
@@ -103,9 +103,9 @@ def int8_main(args) -> int:
     if lt_ms is None:
         print(f"cuBLASLt: skipped ({lt_note})")
     if args.json:
-        record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "host": platform.node(), "capability": compute_capability(),
-                  "size": m, "warmup": args.warmup, "reps": args.reps, "results": results}
+        record = results_header(["ozaki-cutlass", *args.argv]) | {
+            "host": platform.node(), "capability": compute_capability(), "size": m, "warmup": args.warmup,
+            "reps": args.reps, "results": results}
         with open(args.json, "w") as f:
             json.dump(record, f, indent=2)
     bad = [r for r in results if r["check"] != "ok"]

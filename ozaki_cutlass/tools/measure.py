@@ -1,7 +1,8 @@
 """What the measuring commands (bench, tune, demo) and the device scripts share: the device
 arrays they measure on and native DGEMM on them, timing in alternation, back-to-back
-launches and the copy rate, cuBLAS's own FP64 emulation, energy per call, and the error of
-sampled rows against a double-double product.
+launches and the copy rate, cuBLAS's own FP64 emulation, energy per call, the error of
+sampled rows against a double-double product, and the head of every results file (date,
+GPU, driver, command).
 
 Arrays: with CuPy installed the inputs are CuPy arrays (made on the GPU) and native DGEMM is
 CuPy's ``a @ b``; without it (or with ``--arrays own``) they are our own
@@ -36,7 +37,8 @@ from .arguments import ARRAY_CHOICES, positive_int
 __all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding", "deciding_reps", "time_against",
            "launch_ms", "alternating_medians", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
            "add_alone_arguments", "alone_setup",
-           "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "write_rows",
+           "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "results_header",
+           "write_results", "write_rows",
            "gpu_identity", "parse_gpu_identity"]
 
 class CupyArrays:
@@ -363,14 +365,28 @@ def sample_error(got_rows: np.ndarray, ref) -> float:
     return normwise_error(got_rows, *ref)
 
 
-def write_rows(path: str, rows: list, **fields) -> None:
-    """A measuring script's results file: the UTC date, the GPU and its driver
-    (:func:`gpu_identity`), the command, ``fields`` (its settings) and its rows, as JSON."""
-    gpu, driver_version = gpu_identity()
-    record = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpu": gpu, "driver": driver_version,
-              "command": shlex.join(["python", *sys.argv])}
+def results_header(command: list[str], gpu: bool = True) -> dict:
+    """The head of every results file: the UTC date, the GPU and its driver
+    (:func:`gpu_identity`; left out where ``gpu`` is False: a file made from other files'
+    results, or on the host alone) and ``command`` as given, shell-quoted."""
+    record = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if gpu:
+        name, driver_version = gpu_identity()
+        record |= {"gpu": name, "driver": driver_version}
+    return record | {"command": shlex.join(command)}
+
+
+def write_results(path: str, fields: dict, gpu: bool = True) -> None:
+    """A measuring script's results file: :func:`results_header` of the script's command
+    line, then ``fields``, as JSON."""
     with open(path, "w") as f:
-        json.dump(record | fields | {"rows": rows}, f, indent=1)
+        json.dump(results_header(["python", *sys.argv], gpu) | fields, f, indent=1)
+
+
+def write_rows(path: str, rows: list, **fields) -> None:
+    """A measuring script's results file of ``rows``: :func:`write_results` with ``fields``
+    (its settings) first and the rows last."""
+    write_results(path, fields | {"rows": rows})
 
 
 def gpu_identity(ordinal: int = 0) -> tuple[str, str]:

@@ -11,10 +11,8 @@ import logging
 import math
 import os
 import secrets
-import shlex
 import stat
 import statistics
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..api import contract, gemm
@@ -26,7 +24,7 @@ from ..generator import catalog
 from ..kernels.library import locate
 from ..options import MODES, resolve_moduli
 from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
-from .measure import arrays_for, deciding_reps, discarding, gpu_identity, missing_tools, time_against
+from .measure import arrays_for, deciding_reps, discarding, missing_tools, results_header, time_against
 
 __all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune_candidates", "tune_main",
            "bucket_entries", "FINALISTS", "FINALIST_MARGIN", "contract_moduli",
@@ -239,20 +237,17 @@ def tune_main(args) -> int:
                                   native_ms)
         del xa, xb
         arrays.release()
-    gpu, driver_version = gpu_identity()
-    table = {"gpu": gpu, "driver": driver_version,
-             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "command": shlex.join(["ozaki-cutlass", *args.argv]),
-             "moduli": moduli, "mode": args.mode,
-             "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
-             "against_native": (f"a \"native\" entry first where the default call did not run "
-                                f"{MEASURED_MARGIN:g}x faster than native DGEMM; a bucket's first kernel entry: "
-                                "the candidate whose default call (the accuracy contract) ran fastest, with ms of "
-                                "that call timed in alternation with native DGEMM (native_ms), marked \"calls\": "
-                                "\"default\" where another kernel ran fastest at the table's moduli and mode; the "
-                                "other kernel entries: the fastest of each path in calls at the table's moduli "
-                                "and mode, fastest first, and their ms"),
-             "entries": entries}
+    table = results_header(["ozaki-cutlass", *args.argv]) | {
+        "moduli": moduli, "mode": args.mode,
+        "inputs": f"phi = 0.5; the shapes given, then square n x n x n; native DGEMM: {arrays.native_label}",
+        "against_native": (f"a \"native\" entry first where the default call did not run "
+                           f"{MEASURED_MARGIN:g}x faster than native DGEMM; a bucket's first kernel entry: "
+                           "the candidate whose default call (the accuracy contract) ran fastest, with ms of "
+                           "that call timed in alternation with native DGEMM (native_ms), marked \"calls\": "
+                           "\"default\" where another kernel ran fastest at the table's moduli and mode; the "
+                           "other kernel entries: the fastest of each path in calls at the table's moduli "
+                           "and mode, fastest first, and their ms"),
+        "entries": entries}
     if extended is not None:  # after the new entries: they are tried first
         table["entries"] = entries + extended.get("entries", [])
         table["extends"] = {"path": str(args.extend)} | {key: extended[key] for key in
