@@ -4,12 +4,11 @@ CUDA events around the whole call, warm-up, median; phi = 0.5 inputs made on the
     python scripts/bench_prepare.py [--sizes 4096 8192] [--json FILE]"""
 
 import argparse
-import json
 import statistics
-from datetime import datetime, timezone
 
 import ozaki_cutlass
 from ozaki_cutlass.device.driver import event_times
+from ozaki_cutlass.tools.measure import write_rows
 
 
 def timed(fn, warmup=2, reps=5):
@@ -42,9 +41,7 @@ def main():
             print(f"{n:6d} {mode:>9} {plain:9.2f} {reused:12.2f} {plain / reused:9.2f} {prep_ms:11.2f}  {same}",
                   flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "moduli": 15,
-                       "rows": rows}, f, indent=2)
+        write_rows(args.json, rows, moduli=15)
 
 
 if __name__ == "__main__":

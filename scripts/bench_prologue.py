@@ -11,14 +11,13 @@ with timings= (which synchronize). Also checks that both paths give the same bit
 
 import argparse
 import functools
-import json
 import statistics
-from datetime import datetime, timezone
 
 import ozaki_cutlass
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.options import resolve_moduli
 from ozaki_cutlass.tools.arguments import nonnegative_int, positive_int
+from ozaki_cutlass.tools.measure import write_rows
 
 
 def _inputs(n, phi, seed):
@@ -96,10 +95,7 @@ def main():
     if args.json:
         from ozaki_cutlass.device.arch import compute_capability
 
-        record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "capability": compute_capability(), "command": "scripts/bench_prologue.py", "rows": rows}
-        with open(args.json, "w") as f:
-            json.dump(record, f, indent=2)
+        write_rows(args.json, rows, capability=compute_capability())
     return 0 if all(r.get("bit_identical", True) for r in rows) else 1
 
 

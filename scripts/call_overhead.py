@@ -15,13 +15,13 @@ and the TFLOP/s of the first two. With --profile N, cProfile of N calls of the f
 import argparse
 import cProfile
 import io
-import json
 import pstats
 import statistics
 import time
 
 import ozaki_cutlass
 from ozaki_cutlass.device import driver
+from ozaki_cutlass.tools.measure import write_rows
 
 DEFAULT_SHAPES = ("4096", "8192x8192x2048", "2048x2048x16384", "8192")
 
@@ -117,8 +117,7 @@ def main(argv=None) -> int:
     if args.profile:
         print(profile(args.shapes[0], kw, args.profile))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"settings": kw, "reps": args.reps, "rows": rows}, f, indent=1)
+        write_rows(args.json, rows, settings=kw, reps=args.reps)
     return 0
 
 

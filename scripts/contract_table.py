@@ -24,10 +24,8 @@ whether a last contract call ran its key's guess (``timings["speculation"]``).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import warnings
-from datetime import datetime, timezone
 
 import numpy as np
 
@@ -79,6 +77,7 @@ def main() -> int:
     import ozaki_cutlass
     from ozaki_cutlass.device import driver
     from ozaki_cutlass.numerics.accuracy import dd_product, normwise_error
+    from ozaki_cutlass.tools.measure import write_results
 
     records = []
     print("| family | m x n x k | DGEMM error | ours | moduli, mode | equilibrated | certified bound "
@@ -112,21 +111,15 @@ def main() -> int:
               f"{ms_native:.2f} | {ms_ours:.2f} | {ms_native / ms_ours:.2f} |", flush=True)
         del a, b, ours, native
         cp.get_default_memory_pool().free_all_blocks()
-    write_json(cp, args.json, records=records)
+    if args.json:
+        write_results(args.json, {"records": records})
     return 0
-
-
-def write_json(cp, path, **payload) -> None:
-    """The records with the date and the GPU's name, to ``path`` (nothing when None)."""
-    if path:
-        with open(path, "w") as f:
-            json.dump({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), **payload}, f, indent=2)
 
 
 def overhead(cp, args) -> int:
     import ozaki_cutlass
     from ozaki_cutlass.device import driver
+    from ozaki_cutlass.tools.measure import write_results
 
     records = []
     print("| n | contract ms | same count and mode, explicit ms | 15 accurate ms | DGEMM ms | chose |")
@@ -151,7 +144,8 @@ def overhead(cp, args) -> int:
               f"{', guess ' + spec if spec else ''}) |", flush=True)
         del a, b
         cp.get_default_memory_pool().free_all_blocks()
-    write_json(cp, args.json, overhead=records)
+    if args.json:
+        write_results(args.json, {"overhead": records})
     return 0
 
 

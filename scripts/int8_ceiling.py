@@ -18,7 +18,6 @@ clock the GPU held (SMs x 8192 INT8 operations per clock per SM, Hopper's dense 
     python scripts/int8_ceiling.py [--sizes 4096 8192 16384] [--count 15] [--json out.json]"""
 
 import argparse
-import json
 import statistics
 import subprocess
 import time
@@ -26,6 +25,7 @@ import time
 from ozaki_cutlass import dispatch
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.kernels.gemm import load_int8_gemm
+from ozaki_cutlass.tools.measure import write_rows
 
 PLAIN = "i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1"
 DATASHEET_TOPS = 1979.0
@@ -137,8 +137,7 @@ def main() -> None:
                   f"dense INT8 rate at that clock: {q['peak_top_s_at_clock']:.0f} TOP/s, ours "
                   f"{q['of_peak_at_clock']:.0%} of it")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+        write_rows(args.json, res)
 
 
 if __name__ == "__main__":

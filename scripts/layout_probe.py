@@ -12,7 +12,6 @@ fused path with G = 1 and with the default G.
     python scripts/layout_probe.py [--sizes 8192 16384] [--json out.json]"""
 
 import argparse
-import json
 import statistics
 
 import ozaki_cutlass
@@ -20,6 +19,7 @@ from ozaki_cutlass import dispatch
 from ozaki_cutlass.device import driver
 from ozaki_cutlass.kernels.gemm import load_group_gemm, load_int8_gemm
 from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.tools.measure import write_rows
 
 PLAIN = "i8_sm90a_256x128x128_c1x2_coop_s0_int32_g1"
 FUSED1 = "i8_sm90a_256x128x128_c1x2_coop_s0_pcrt_g1"
@@ -122,8 +122,7 @@ def main() -> None:
                   f"int8 {q['int8_gemm']:.2f} crt {q['crt']:.2f} total {q['total']:.2f}")
         cp.get_default_memory_pool().free_all_blocks()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+        write_rows(args.json, res)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ kernel's first line, times executed, share of the samples, their largest stall r
 
 import argparse
 import csv
-import json
 import sys
 from collections import Counter
+
+from ozaki_cutlass.tools.measure import write_results
 
 EXECUTED = "Instructions Executed"
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -125,9 +126,8 @@ def main() -> int:
             why = ", ".join(f"{k} {100 * v:.0f} %" for k, v in ln["stalls"].items())
             print(f"  {where} {100 * ln['sample_share']:5.1f} % of samples, executed {ln['executed']:,.0f}: "
                   f"{ln['sass']}  ({why})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    if args.json:  # made from ncu's page: the GPU is the profiled run's, not this machine's
+        write_results(args.json, {"source": args.source, "entries": args.entries, "kernels": results}, gpu=False)
     return 0
 
 

@@ -282,7 +282,8 @@ def stage_rows(run: dict, kernels: list[dict], bandwidth_tbs: float, moves: dict
 def format_rows(run: dict, rows: list[dict]) -> str:
     ph = run.get("phases_ms", {})
     head = (f"{run['m']} x {run['n']} x {run['k']}, {run['moduli']} moduli {run['mode']}, path {run['path']}"
-            f" (events, ms: " + ", ".join(f"{p} {v:.2f}" for p, v in ph.items()) + ")")
+            + (f", {run['gpu']}" if "gpu" in run else "")  # runs written since the results files' head
+            + " (events, ms: " + ", ".join(f"{p} {v:.2f}" for p, v in ph.items()) + ")")
     issue = any("issue_floor_ms" in r for r in rows)
     moved = any("move_ms" in r for r in rows)
     out = [head, "", "| stage | kernels | ms (ncu) | DRAM GB | GB/s | must move GB | floor ms | x floor |"
@@ -311,6 +312,7 @@ def call_main(args) -> int:
 
     import ozaki_cutlass
     from ozaki_cutlass.numerics.accuracy import random_matrix
+    from ozaki_cutlass.tools.measure import write_results
 
     m, n, k = args.m, args.n, args.k
     rng = np.random.default_rng(m + 7 * n + 13 * k)
@@ -336,8 +338,7 @@ def call_main(args) -> int:
     run = {"m": m, "n": n, "k": k, "moduli": phases[-1].get("moduli", args.moduli), "mode": phases[-1].get(
         "mode", args.mode), "path": args.path, "phases_ms": med, "packed": n * k, "kernel": phases[-1].get("kernel"),
         "sms": cp.cuda.Device().attributes["MultiProcessorCount"]}
-    with open(args.json, "w") as f:
-        json.dump(run, f, indent=1)
+    write_results(args.json, run)
     print(json.dumps(run))
     return 0
 
@@ -389,6 +390,8 @@ def move_main(args) -> int:
 
 
 def table_main(args) -> int:
+    from ozaki_cutlass.tools.measure import write_results
+
     tables = []
     for spec in args.runs:
         files = spec.split(":")
@@ -407,8 +410,8 @@ def table_main(args) -> int:
         print(format_rows(run, rows) + "\n")
         tables.append({"run": run, "stages": rows})
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"bandwidth_tbs": args.bandwidth, "int8_tops": INT8_TOPS, "tables": tables}, f, indent=1)
+        # made from the runs' files, each of which names its GPU
+        write_results(args.json, {"bandwidth_tbs": args.bandwidth, "int8_tops": INT8_TOPS, "tables": tables}, gpu=False)
     return 0
 
 

@@ -19,14 +19,13 @@ Families (each part of A and B drawn on its own):
 from __future__ import annotations
 
 import argparse
-import json
-from datetime import datetime, timezone
 
 import numpy as np
 
 from ozaki_cutlass import reference
 from ozaki_cutlass.numerics import zgemm as Z
 from ozaki_cutlass.numerics.accuracy import dd_product, random_matrix
+from ozaki_cutlass.tools.measure import write_results
 
 CASES = (("phi", 0.5, 64, 64, 2048), ("phi", 2, 64, 64, 2048), ("phi", 4, 64, 64, 2048),
          ("inner", 10, 64, 64, 2048), ("inner", 30, 64, 64, 2048), ("uniform", 0, 32, 32, 16384),
@@ -86,8 +85,7 @@ def main() -> None:
         if ours > allowed:
             raise SystemExit(f"{name} {p}: the error {ours:.3e} exceeds the certificate {allowed:.3e}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "rows": rows}, f, indent=1)
+        write_results(args.json, {"rows": rows}, gpu=False)  # the reference on the host: no GPU
 
 
 if __name__ == "__main__":

@@ -95,7 +95,9 @@ def test_the_command_line(tmp_path):
                          capture_output=True, text=True, check=True)
     assert "void combine<3>(Args): 6,000 warp instructions, 1920.0 thread instructions per entry" in run.stdout
     assert "stall reasons (share of all samples): wait 75.0 %, math 25.0 %" in run.stdout
-    assert [r["kernel"] for r in json.loads(out.read_text())] == ["void combine<3>(Args)", "void residues<0>(Args)"]
+    saved = json.loads(out.read_text())
+    assert [r["kernel"] for r in saved["kernels"]] == ["void combine<3>(Args)", "void residues<0>(Args)"]
+    assert saved["command"] == f"python {SCRIPT} {src} --entries 100 --json {out}" and "gpu" not in saved
     hot = subprocess.run([sys.executable, str(SCRIPT), str(src), "--lines", "1"], capture_output=True, text=True,
                          check=True)
     assert ("+0x00020  50.0 % of samples, executed 2,000: IMAD.WIDE.U32 R4, R5, 0x8, R2  (wait 75 %, math 25 %)"

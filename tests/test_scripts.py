@@ -2,8 +2,9 @@
 
 Every Python script imports without a GPU, CuPy or PyTorch and without doing anything (its
 work is in main(), under ``if __name__ == "__main__":``), answers ``--help``, reads no
-undefined name, and uses only ozaki_cutlass's public names: no ``_private`` module or
-attribute, no assignment into the library. Every shell script names only scripts that
+undefined name, uses only ozaki_cutlass's public names (no ``_private`` module or
+attribute, no assignment into the library) and writes its results file through
+tools/measure (which heads it with the date, the GPU and the command). Every shell script names only scripts that
 exist, runs the CLI as ``python -m ozaki_cutlass`` (not one of its modules), and gives each
 command only options it takes (checked against the command's own ``--help``).
 """
@@ -152,6 +153,29 @@ def test_the_undefined_name_check_itself(source, caught):
 @pytest.mark.parametrize("path", PY_SCRIPTS, ids=_ids(PY_SCRIPTS))
 def test_script_reads_no_undefined_name(path):
     assert undefined_names(path.read_text()) == []
+
+
+def own_results_files(source: str) -> list[str]:
+    """Where ``source`` writes JSON itself (``json.dump`` to a file) instead of through
+    tools/measure's write_results / write_rows, whose head names the date, the GPU and
+    the command."""
+    return [f"line {n.lineno}: {ast.unparse(n.func)}" for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "dump"
+            and _root(n.func) == "json"]
+
+
+@pytest.mark.parametrize("source, caught", [
+    ("import json\nwith open(p, 'w') as f:\n    json.dump(rows, f)", True),
+    ("import json as j\nimport json\nprint(json.dumps(run))\nrun = json.load(f)", False),
+    ("from ozaki_cutlass.tools.measure import write_rows\nwrite_rows(p, rows, reps=5)", False),
+])
+def test_the_own_results_file_check_itself(source, caught):
+    assert bool(own_results_files(source)) is caught, own_results_files(source)
+
+
+@pytest.mark.parametrize("path", PY_SCRIPTS, ids=_ids(PY_SCRIPTS))
+def test_script_writes_its_results_through_measure(path):
+    assert own_results_files(path.read_text()) == []
 
 
 def _calls_anything(node: ast.AST) -> bool:

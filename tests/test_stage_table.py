@@ -1,6 +1,8 @@
 """scripts/stage_table.py: ncu's CSV read back, kernels grouped into stages and set against
 the bytes each stage must move."""
 
+import json
+
 import pytest
 
 from script_modules import SCRIPTS, load_script
@@ -226,7 +228,7 @@ def move_csv(times):
 
 
 def test_table_sets_each_stage_against_its_fastest_move(st, tmp_path, capsys):
-    run = {"m": 1000, "n": 2000, "k": 500, "moduli": 15, "mode": "accurate", "path": "fused"}
+    run = {"m": 1000, "n": 2000, "k": 500, "moduli": 15, "mode": "accurate", "path": "fused", "gpu": "NVIDIA H200"}
     moves = st.fastest_moves(st.parse_ncu(move_csv([
         ("move_scan_1", 400_000), ("move_scan_4", 300_000), ("move_scan_resident", 350_000),
         ("move_combine_1", 800_000), ("move_combine_4", 900_000), ("move_combine_resident", 500_000)])))
@@ -238,7 +240,7 @@ def test_table_sets_each_stage_against_its_fastest_move(st, tmp_path, capsys):
     assert got["combine"]["x_move"] == pytest.approx(2.0) and got["combine"]["move_grid"] == "resident"
     assert "move_ms" not in got["residues"]  # no move of its bytes in this CSV
     # through the command line: RUN.json:NCU.csv:MOVE.csv
-    (tmp_path / "run.json").write_text(__import__("json").dumps(run))
+    (tmp_path / "run.json").write_text(json.dumps(run))
     (tmp_path / "ncu.csv").write_text(ncu_text())
     (tmp_path / "move.csv").write_text(move_csv([("move_combine_4", 500_000)]))
     spec = ":".join(str(tmp_path / f) for f in ("run.json", "ncu.csv", "move.csv"))
@@ -248,6 +250,10 @@ def test_table_sets_each_stage_against_its_fastest_move(st, tmp_path, capsys):
     combine = [ln for ln in out.splitlines() if ln.startswith("| combine |")][0]
     assert combine.endswith(f"| 0.5000 ({0.5 / got['combine']['floor_ms']:.2f}) | 2.00 |")
     assert [ln for ln in out.splitlines() if ln.startswith("| scan |")][0].endswith("| - | - |")
+    assert "1000 x 2000 x 500, 15 moduli accurate, path fused, NVIDIA H200 (events, ms: " in out
+    # the table's file: its own date and command, each run with the GPU it names
+    saved = json.loads((tmp_path / "t.json").read_text())
+    assert "gpu" not in saved and saved["command"].startswith("python ") and saved["tables"][0]["run"] == run
 
 
 def test_a_move_csv_with_another_kernel_is_refused(st):
