@@ -6,14 +6,16 @@ residue bytes, timed against its memory floor, in the ways a call can launch it:
   no-source  no non-finite source, beta 0
   beta       a non-finite source and beta != 0 (c read: the general store path)
 Each case in alternation with the others, --rounds rounds of back-to-back launches, CUDA
-events, medians. --other TREE: each case also with the stage kernels built from TREE's
-templates (another checkout, e.g. `git archive BRANCH templates | tar -x -C TREE`;
-kernels.stages.stages_from_tree), in alternation with this checkout's, outputs compared bit
-for bit with this checkout's (exit 1 where they differ); --cases to time fewer. The floor: count + 8 bytes per entry (+ 8 read with beta) at the copy rate
-measured in the same process (cupy.copyto of 2 GiB). The calls and no-source outputs are
-checked bit for bit against each other (beta's output differs by its c term: not compared).
+events, medians. --other TREE [TREE ...]: each case also with the stage kernels built from
+each TREE's templates (another checkout, e.g. `git archive BRANCH templates | tar -x -C
+TREE`; kernels.stages.stages_from_tree; "other", or each by its TREE where there are
+several), all in alternation with this checkout's, outputs compared bit for bit with this
+checkout's (exit 1 where they differ); --cases to time fewer. The floor: count + 8 bytes per
+entry (+ 8 read with beta) at the copy rate measured in the same process (cupy.copyto of 2
+GiB). The calls and no-source outputs are checked bit for bit against each other (beta's
+output differs by its c term: not compared).
     python scripts/combine_alone.py [--shapes 4096 8192 16384x1024] [--moduli 15 16 17]
-        [--rounds 5] [--cases calls] [--other TREE] [--json FILE]"""
+        [--rounds 5] [--cases calls] [--other TREE ...] [--json FILE]"""
 
 import argparse
 

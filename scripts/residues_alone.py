@@ -13,12 +13,13 @@ where the input and its planes fit the L2 (50 MB).
 stream (what ncu's per-kernel times add up), and as a call launches them, op(B)'s on a
 second stream forked off the first and joined back (tools.measure.operands_launch), where
 one launch's last blocks and the other's first share the SMs.
---other TREE: also the stage kernels built from TREE's templates (another checkout, e.g.
-`git archive BRANCH templates | tar -x -C TREE`; kernels.stages.stages_from_tree), in
-alternation with this checkout's round by round, their planes compared bit for bit (exit 1
+--other TREE [TREE ...]: also the stage kernels built from each TREE's templates (another
+checkout, e.g. `git archive BRANCH templates | tar -x -C TREE`;
+kernels.stages.stages_from_tree; "other", or each by its TREE where there are several), all
+in alternation with this checkout's round by round, their planes compared bit for bit (exit 1
 where they differ).
     python scripts/residues_alone.py [--shapes 4096 8192x2048 | --calls 4096x4096x4096]
-        [--moduli 15] [--top 56 90] [--rounds 7] [--other TREE] [--json FILE]"""
+        [--moduli 15] [--top 56 90] [--rounds 7] [--other TREE ...] [--json FILE]"""
 
 import argparse
 

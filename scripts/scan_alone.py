@@ -11,12 +11,13 @@ Inputs: standard normal vectors of k entries, contiguous (the packed layout the 
 entry, and in accurate mode one coarse byte written, at the copy rate measured in the same
 process (cupy.copyto of 2 GiB). At long k a vector's two passes read it twice from DRAM
 where the vectors in flight overflow the L2 (docs/stages/scan.md).
---other TREE: also the stage kernels built from TREE's templates (another checkout, e.g.
-`git archive BRANCH templates | tar -x -C TREE`; kernels.stages.stages_from_tree), in
-alternation with this checkout's round by round; every run's outputs are compared with this
+--other TREE [TREE ...]: also the stage kernels built from each TREE's templates (another
+checkout, e.g. `git archive BRANCH templates | tar -x -C TREE`;
+kernels.stages.stages_from_tree; "other", or each by its TREE where there are several), all
+in alternation with this checkout's round by round; every run's outputs are compared with this
 checkout's on one stream (exit 1 where they differ).
     python scripts/scan_alone.py [--calls 4096x4096x65536 2048x2048x16384] [--stage scan|inner]
-        [--mode accurate] [--moduli 15] [--rounds 5] [--other TREE] [--json FILE]"""
+        [--mode accurate] [--moduli 15] [--rounds 5] [--other TREE ...] [--json FILE]"""
 
 import argparse
 

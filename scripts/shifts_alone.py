@@ -7,12 +7,13 @@ Inputs: a random bound (positive entries below 2^30, a tenth of them 0: absent),
 and fast shifts spread over a few hundred, the bound exponent of --moduli moduli; the
 leading dimension n rounded up to 4 (the calls' padded output). --rounds rounds of
 back-to-back launches, CUDA events, medians.
---other TREE: also the stage kernels built from TREE's templates (another checkout, e.g.
-`git archive BRANCH templates | tar -x -C TREE`; kernels.stages.stages_from_tree), in
-alternation with this checkout's round by round; every run's mu and nu are compared with
+--other TREE [TREE ...]: also the stage kernels built from each TREE's templates (another
+checkout, e.g. `git archive BRANCH templates | tar -x -C TREE`;
+kernels.stages.stages_from_tree; "other", or each by its TREE where there are several), all
+in alternation with this checkout's round by round; every run's mu and nu are compared with
 this checkout's (exit 1 where they differ).
     python scripts/shifts_alone.py [--shapes 16384x1024 4096 2048] [--moduli 15] [--rounds 7]
-        [--other TREE] [--json FILE]"""
+        [--other TREE ...] [--json FILE]"""
 
 import argparse
 

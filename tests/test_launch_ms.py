@@ -90,7 +90,8 @@ def test_alone_arguments_are_the_stage_scripts_common_options():
     args = ap.parse_args([])
     assert (args.rounds, args.other, args.json) == (7, None, None)
     args = ap.parse_args(["--rounds", "3", "--other", "tree", "--json", "f.json"])
-    assert (args.rounds, args.other, args.json) == (3, "tree", "f.json")
+    assert (args.rounds, args.other, args.json) == (3, ["tree"], "f.json")
+    assert ap.parse_args(["--other", "a", "b/c"]).other == ["a", "b/c"]  # several trees, one alternation
     with pytest.raises(SystemExit):
         ap.parse_args(["--rounds", "0"])
 
@@ -101,6 +102,6 @@ def test_alone_setup_loads_both_trees_and_prints_the_copy_rate(monkeypatch, caps
     monkeypatch.setattr(measure, "visible_arch", lambda: "sm_90a")
     monkeypatch.setattr(measure, "stage_libraries", lambda arch, other: calls.append((arch, other)) or {"this": 1})
     monkeypatch.setattr(measure, "copy_rate_gbps", lambda: 4242.4)
-    assert measure.alone_setup("tree") == ({"this": 1}, 4242.4)
-    assert calls == ["context", ("sm_90a", "tree")]  # the context before any library
+    assert measure.alone_setup(["tree"]) == ({"this": 1}, 4242.4)
+    assert calls == ["context", ("sm_90a", ["tree"])]  # the context before any library
     assert capsys.readouterr().out == "copy 4242 GB/s\n"

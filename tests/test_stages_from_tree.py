@@ -42,4 +42,15 @@ def test_stage_libraries_names_this_checkouts_and_the_others_where_given(monkeyp
     monkeypatch.setattr(stages, "load_stages", lambda arch: ("this", arch))
     monkeypatch.setattr(stages, "stages_from_tree", lambda arch, tree: ("tree", arch, tree))
     assert stages.stage_libraries("sm_90a") == {"this": ("this", "sm_90a")}
-    assert stages.stage_libraries("sm_90a", "/t") == {"this": ("this", "sm_90a"), "other": ("tree", "sm_90a", "/t")}
+    assert stages.stage_libraries("sm_90a", ["/t"]) == {"this": ("this", "sm_90a"), "other": ("tree", "sm_90a", "/t")}
+    # several trees: each by its path as given, in the order given
+    libs = stages.stage_libraries("sm_90a", ["/t", "b/u"])
+    assert list(libs) == ["this", "/t", "b/u"] and libs["b/u"] == ("tree", "sm_90a", "b/u")
+
+
+@pytest.mark.parametrize("others", [["/t", "/t"], ["this"], ["/t", "this"]])
+def test_stage_libraries_refuses_a_tree_twice_or_named_this(monkeypatch, others):
+    monkeypatch.setattr(stages, "load_stages", lambda arch: ("this", arch))
+    monkeypatch.setattr(stages, "stages_from_tree", lambda arch, tree: ("tree", arch, tree))
+    with pytest.raises(ValueError, match="distinct and none named 'this'"):
+        stages.stage_libraries("sm_90a", others)

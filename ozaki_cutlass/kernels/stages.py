@@ -195,7 +195,7 @@ def stages_from_tree(arch: Arch, tree, out_dir=None, *, progress: bool = True) -
     and its include/ headers; e.g. ``git archive BRANCH templates | tar -x -C TREE``), cached
     next to this checkout's under their own key: a branch's kernels timed against these in one
     process (``--other`` of scripts/residues_alone.py, scan_alone.py, combine_alone.py and
-    shifts_alone.py). This checkout's generator renders them, and the library must have this
+    shifts_alone.py, one tree or several). This checkout's generator renders them, and the library must have this
     checkout's stage ABI."""
     templates = Path(tree) / "templates"
     if not (templates / "stages.cu.j2").is_file():
@@ -205,10 +205,14 @@ def stages_from_tree(arch: Arch, tree, out_dir=None, *, progress: bool = True) -
     return Stages(art)
 
 
-def stage_libraries(arch: Arch, other=None) -> dict[str, Stages]:
+def stage_libraries(arch: Arch, others=()) -> dict[str, Stages]:
     """The stage scripts' libraries by name: "this" (this checkout's, :func:`load_stages`)
-    and, where ``other`` names another checkout's tree, "other" (:func:`stages_from_tree`)."""
+    and each of ``others``' (other checkouts' trees, :func:`stages_from_tree`): "other"
+    where there is one, else each by its tree as given (distinct, none named "this")."""
+    others = list(others or ())
+    if len(set(others)) != len(others) or "this" in others:
+        raise ValueError(f"stage_libraries: the other trees must be distinct and none named 'this': {others}")
     libs = {"this": load_stages(arch)}
-    if other:
-        libs["other"] = stages_from_tree(arch, other)
+    for tree in others:
+        libs["other" if len(others) == 1 else tree] = stages_from_tree(arch, tree)
     return libs

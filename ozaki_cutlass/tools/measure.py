@@ -271,18 +271,19 @@ def copy_rate_gbps(nbytes: int = 2**31, rounds: int = 5, reps: int = 5) -> float
 
 def add_alone_arguments(ap, rounds: int) -> None:
     """The options every stage-alone script (scripts/*_alone.py) takes: --rounds (default
-    ``rounds``), --other TREE (also another checkout's stage kernels, in alternation) and
-    --json FILE."""
+    ``rounds``), --other TREE [TREE ...] (also other checkouts' stage kernels, all in one
+    alternation with these) and --json FILE."""
     ap.add_argument("--rounds", type=positive_int, default=rounds)
-    ap.add_argument("--other", metavar="TREE", help="also time the stage kernels of TREE/templates against these")
+    ap.add_argument("--other", metavar="TREE", nargs="+",
+                    help="also time the stage kernels of each TREE/templates, in turn with these (distinct trees)")
     ap.add_argument("--json", help="write the rows here")
 
 
-def alone_setup(other) -> tuple[dict, float]:
+def alone_setup(others) -> tuple[dict, float]:
     """A stage-alone script's start on the GPU: the context, this checkout's stage kernels
-    and ``other``'s (kernels.stages.stage_libraries) and the device's copy rate, printed."""
+    and ``others``' (kernels.stages.stage_libraries) and the device's copy rate, printed."""
     driver.ensure_context()
-    libs = stage_libraries(visible_arch(), other)
+    libs = stage_libraries(visible_arch(), others)
     gbps = copy_rate_gbps()
     print(f"copy {gbps:.0f} GB/s")
     return libs, gbps
