@@ -195,8 +195,8 @@ def stages_from_tree(arch: Arch, tree, out_dir=None, *, progress: bool = True) -
     and its include/ headers; e.g. ``git archive BRANCH templates | tar -x -C TREE``), cached
     next to this checkout's under their own key: a branch's kernels timed against these in one
     process (``--other`` of scripts/residues_alone.py, scan_alone.py, combine_alone.py and
-    shifts_alone.py, one tree or several). This checkout's generator renders them, and the library must have this
-    checkout's stage ABI."""
+    shifts_alone.py, one tree or several). This checkout's generator renders them, and the
+    library must have this checkout's stage ABI."""
     templates = Path(tree) / "templates"
     if not (templates / "stages.cu.j2").is_file():
         raise FileNotFoundError(f"{templates} holds no stages.cu.j2: not a checkout's tree")
