@@ -46,6 +46,9 @@ def test_stage_libraries_names_this_checkouts_and_the_others_where_given(monkeyp
     # several trees: each by its path as given, in the order given
     libs = stages.stage_libraries("sm_90a", ["/t", "b/u"])
     assert list(libs) == ["this", "/t", "b/u"] and libs["b/u"] == ("tree", "sm_90a", "b/u")
+    # one tree given alone is that tree, not its characters
+    assert stages.stage_libraries("sm_90a", "/t") == stages.stage_libraries("sm_90a", ["/t"])
+    assert stages.stage_libraries("sm_90a", Path("/t"))["other"] == ("tree", "sm_90a", Path("/t"))
 
 
 @pytest.mark.parametrize("others", [["/t", "/t"], ["this"], ["/t", "this"]])

@@ -207,9 +207,10 @@ def stages_from_tree(arch: Arch, tree, out_dir=None, *, progress: bool = True) -
 
 def stage_libraries(arch: Arch, others=()) -> dict[str, Stages]:
     """The stage scripts' libraries by name: "this" (this checkout's, :func:`load_stages`)
-    and each of ``others``' (other checkouts' trees, :func:`stages_from_tree`): "other"
-    where there is one, else each by its tree as given (distinct, none named "this")."""
-    others = list(others or ())
+    and each of ``others``' (other checkouts' trees, :func:`stages_from_tree`; one tree may
+    be given alone, as a string or path): "other" where there is one, else each by its tree
+    as given (distinct, none named "this")."""
+    others = [others] if isinstance(others, (str, Path)) else list(others or ())
     if len(set(others)) != len(others) or "this" in others:
         raise ValueError(f"stage_libraries: the other trees must be distinct and none named 'this': {others}")
     libs = {"this": load_stages(arch)}
