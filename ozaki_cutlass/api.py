@@ -29,7 +29,7 @@ from .execute import execute
 from .generator import GemmVariant
 from .numerics.contract import Choice
 from .numerics.zgemm import is_complex_dtype
-from .options import as_scalar
+from .options import as_scalar, check_contract_policy
 from .paths.contract import run_contract
 from .paths.fast_lane import fast_lane
 from .paths.launch import resolve_kernels
@@ -96,11 +96,12 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
     when they are left unset, and refuses (ValueError) a mismatch of side, k, moduli,
     mode, GPU or a trans flag. ``mode`` unset means "accurate" otherwise.
     """
-    complex_scalars = isinstance(alpha, _COMPLEX) or isinstance(beta, _COMPLEX)
-    if not complex_scalars:
-        alpha = as_scalar(alpha, "alpha")
-        beta = as_scalar(beta, "beta")
-    if (not complex_scalars and policy == "auto" and c is None and out is None and moduli is None
+    try:  # real scalars take the lanes below; others are checked where the operands' kind is known
+        alpha, beta = as_scalar(alpha, "alpha"), as_scalar(beta, "beta")
+        real_scalars = True
+    except (TypeError, ValueError):
+        real_scalars = False
+    if (real_scalars and policy == "auto" and c is None and out is None and moduli is None
             and kernel is None and path is None and timings is None and stream is None and not trans_a
             and not trans_b and beta == 0.0
             and accuracy is None and mode in (None, "accurate", "fast")):
@@ -108,7 +109,7 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
         if result is not None:
             return result
     lane = None  # the replay lane's key of a repeated explicit-moduli call (paths.replay_lane)
-    settings = None if complex_scalars else lane_settings(
+    settings = None if not real_scalars else lane_settings(
         c=c, out=out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
         kernel=kernel, path=path, policy=policy, stream=stream, timings=timings, accuracy=accuracy)
     if settings is not None:
@@ -123,16 +124,13 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
         return zgemm(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
                      out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings,
                      accuracy=accuracy)
-    if complex_scalars:  # real operands: say so
-        alpha = as_scalar(alpha, "alpha")
-        beta = as_scalar(beta, "beta")
+    if not real_scalars:  # real operands: say what is wrong
+        alpha, beta = as_scalar(alpha, "alpha"), as_scalar(beta, "beta")
     call = validate(a, b, c=c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli, mode=mode,
                     out=out, stream=stream, kernel=kernel, path=path, policy=policy, timings=timings,
                     accuracy=accuracy)
     return execute(dataclasses.replace(call, lane=lane) if lane is not None else call)
 
-
-_COMPLEX = (complex, np.complexfloating)
 
 
 def _complex(x) -> bool:

@@ -12,17 +12,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import dispatch
-from .device.arrays import Matrix, describe_input, overlaps
+from .device.arrays import Matrix, check_writable, describe_input, overlaps
+from .device.driver import check_stream
 from .generator import GemmVariant
 from .generator.prologue import default_prologue_variant
 from .operands.prepared import Prepared
 from .numerics.contract import U
 from .paths.native import decide
-from .options import (DEFAULT_MODULI, as_trans, check_sizes, resolve_accuracy, resolve_moduli, validate_mode,
-                      validate_policy)
+from .options import (DEFAULT_MODULI, as_trans, check_sizes, refuse_native_settings, resolve_accuracy,
+                      resolve_moduli, validate_mode, validate_policy)
 
-__all__ = ["Call", "validate", "requested_variant", "prologue_refusal", "emulation_asked", "decide_settings",
-           "PATHS"]
+__all__ = ["Call", "validate", "check_settings", "requested_variant", "prologue_refusal", "emulation_asked",
+           "decide_settings", "PATHS"]
 
 #: What ``path=`` takes: the dispatcher's paths and the opt-in prologue prototype.
 PATHS = dispatch.PATHS + ("prologue",)
@@ -120,6 +121,29 @@ def prologue_refusal(*, prepared: bool, kernel) -> str | None:
     return None
 
 
+def check_settings(*, moduli, mode, kernel, path, policy, timings, stream, accuracy) -> str:
+    """The checks of gemm's settings that need no operand (each value, and the mixes no
+    operand can make right), so that a call that computes nothing (alpha == 0, an empty
+    product, an empty batch) refuses what any other call refuses; the policy checked.
+    :func:`validate` makes them first; where prepared operands change a setting, it checks
+    the result again."""
+    if path is not None and path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS} or None, got {path!r}")
+    policy = validate_policy(policy)
+    refuse_native_settings(policy, moduli=moduli, mode=mode, accuracy=accuracy, kernel=kernel, path=path)
+    resolve_accuracy(moduli, accuracy, mode)
+    if path == "prologue":
+        why = prologue_refusal(prepared=False, kernel=kernel)
+        if why is not None:
+            raise ValueError(why)
+    else:
+        requested_variant(kernel, path)
+    if timings is not None and not isinstance(timings, dict):
+        raise TypeError(f"timings must be a dict or None, got {type(timings).__name__}")
+    check_stream(stream)
+    return policy
+
+
 def _check_out_overlap(O: Matrix, A, B, C, beta: float) -> None:
     """ValueError when ``out`` shares memory the call still reads while it writes ``out``:
     a or b (the CRT kernels read them for rows and columns with NaN/Inf, cuBLAS throughout),
@@ -138,9 +162,8 @@ def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mo
              policy, timings, accuracy=None) -> Call:
     """The call of ``ozaki_cutlass.gemm`` (same arguments; ``alpha`` and ``beta`` already
     real numbers), checked; TypeError or ValueError naming what is wrong otherwise."""
-    if path is not None and path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS} or None, got {path!r}")
-    policy = validate_policy(policy)
+    policy = check_settings(moduli=moduli, mode=mode, kernel=kernel, path=path, policy=policy, timings=timings,
+                            stream=stream, accuracy=accuracy)
     trans_a, trans_b = as_trans(trans_a, "trans_a"), as_trans(trans_b, "trans_b")
     prepared = {name: x for name, x in (("a", a), ("b", b)) if isinstance(x, Prepared)}
     if path == "prologue":
@@ -172,10 +195,6 @@ def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mo
             raise ValueError("prepared operands run on the staged path, path='fused' was asked")
         policy, path = "emulate", "staged"
     variant = requested_variant(kernel, path)
-    if policy == "native" and (kernel is not None or path is not None):
-        raise ValueError("policy='native' runs cuBLAS DGEMM: kernel= and path= choose emulation kernels")
-    if timings is not None and not isinstance(timings, dict):
-        raise TypeError(f"timings must be a dict or None, got {type(timings).__name__}")
     A = prepared["a"].source if "a" in prepared else describe_input(a, "a")
     B = prepared["b"].source if "b" in prepared else describe_input(b, "b")
     C = describe_input(c, "c") if c is not None else None
@@ -204,6 +223,7 @@ def validate(a, b, *, c, alpha: float, beta: float, trans_a, trans_b, moduli, mo
         raise ValueError("beta != 0 needs c")
     O = describe_input(out, "out") if out is not None else None
     if O is not None:
+        check_writable(out, "out")
         if tuple(O.shape) != (m, n):
             raise ValueError(f"out must have shape {(m, n)}, got {tuple(O.shape)}")
         if isinstance(O, np.ndarray) != on_host:

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from .call import decide_settings, validate
+from .call import check_settings, decide_settings, validate
 from .device import cublas, driver
 from .device.arch import visible_arch
-from .device.arrays import Matrix, allocate_like, current_stream, describe_input, overlaps
+from .device.arrays import Matrix, allocate_like, check_writable, current_stream, describe_input, overlaps
 from .device.layouts import DgemmPlan, complex_ops, plan_dgemm
 from .device.workspace import COMPLEX_WORKSPACES
 from .execute import execute
@@ -72,9 +72,14 @@ def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, 
     complex. The same bits as ``ozaki_cutlass.reference.gemm`` on the same inputs."""
     op_a, op_b = as_op(trans_a, "trans_a"), as_op(trans_b, "trans_b")
     alpha, beta = as_complex_scalar(alpha, "alpha"), as_complex_scalar(beta, "beta")
+    # the real call checks them again; here for the calls that compute nothing (alpha == 0, m, n or k 0)
+    check_settings(moduli=moduli, mode=mode, kernel=kernel, path=path, policy=policy, timings=timings,
+                   stream=stream, accuracy=accuracy)
     A, B = _describe(a, "a"), _describe(b, "b")
     C = _describe(c, "c") if c is not None else None
     O = _describe(out, "out") if out is not None else None
+    if O is not None:
+        check_writable(out, "out")
     inputs = [("a", A), ("b", B)] + [(n, x) for n, x in (("c", C), ("out", O)) if x is not None]
     host = [isinstance(x, np.ndarray) for _, x in inputs]
     if any(host) and not all(host):

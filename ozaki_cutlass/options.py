@@ -11,9 +11,11 @@ import numpy as np
 
 from .numerics.contract import ACCURACY_DEFAULT, target_of
 from .numerics.moduli import validate_moduli_count
+from .numerics.zgemm import as_complex_scalar
 
-__all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_dtype", "check_host_matrix",
-           "check_sizes", "resolve_accuracy", "resolve_moduli", "validate_mode", "validate_policy"]
+__all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_dtype",
+           "check_host_matrix", "check_empty_batch", "check_contract_policy", "check_sizes", "is_complex_scalar", "refuse_native_settings",
+           "resolve_accuracy", "resolve_moduli", "validate_mode", "validate_policy"]
 
 #: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
 #: gives a normwise error no larger than float64 ``@`` (docs/accuracy.md measures it).
@@ -28,7 +30,15 @@ def as_scalar(x, name: str) -> float:
         return x
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
-    return float(x)
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond float64's range
+        raise ValueError(f"{name}={x} is outside float64's range") from None
+
+
+def is_complex_scalar(x) -> bool:
+    """Whether ``x`` is a Python or NumPy complex number (of any precision)."""
+    return isinstance(x, (complex, np.complexfloating))
 
 
 #: What trans_a / trans_b take besides False / True (BLAS's transa / transb).
@@ -63,10 +73,27 @@ def check_dtype(dtype, name: str, expected=np.float64) -> None:
     """TypeError unless ``dtype`` is ``expected`` (float64, or complex128 on the complex
     path): no silent casts, in either direction."""
     if np.dtype(dtype) != np.dtype(expected):
+        if np.dtype(dtype).newbyteorder("=") == np.dtype(expected):
+            raise TypeError(f"{name} is {np.dtype(expected)} in the other byte order ({np.dtype(dtype).str}); "
+                            f"pass {name}.astype(np.{np.dtype(expected)}) (exact)")
         why = ("a complex call takes complex128 operands throughout; convert the others explicitly"
                if np.dtype(expected).kind == "c" and np.dtype(dtype).kind != "c" else
                "the emulation is FP64; convert explicitly if a lower precision is intended")
         raise TypeError(f"{name} must be {np.dtype(expected)}, got {np.dtype(dtype)} ({why})")
+
+
+def check_empty_batch(dtypes: dict, alpha, beta) -> np.dtype:
+    """What the elements of an empty batch would have refused, though none runs: the
+    dtypes (``dtypes``: name -> dtype of a, b and, where given, c and out; None for one
+    not known) and the scalars. Returns the result's dtype (complex128 where a or b is
+    complex, else float64)."""
+    cplx = any(d is not None and np.dtype(d).kind == "c" for d in (dtypes["a"], dtypes["b"]))
+    expected = np.dtype(np.complex128 if cplx else np.float64)
+    for name, dtype in dtypes.items():
+        check_dtype(np.dtype(object) if dtype is None else dtype, name, expected)
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        (as_complex_scalar if cplx else as_scalar)(x, name)
+    return expected
 
 
 def check_host_matrix(x, name: str, dtype=np.float64) -> np.ndarray:
@@ -114,6 +141,24 @@ def validate_policy(policy: object) -> str:
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
     return policy  # type: ignore[return-value]
+
+
+def check_contract_policy(policy: object) -> str:
+    """``policy`` of a ``contract`` question, checked: "native" runs no contract."""
+    if validate_policy(policy) == "native":
+        raise ValueError("policy='native' runs native DGEMM: there is no contract to ask about")
+    return policy  # type: ignore[return-value]
+
+
+def refuse_native_settings(policy: str, **settings) -> None:
+    """ValueError where ``policy="native"`` (cuBLAS DGEMM, or float64 ``@`` in the
+    reference) comes with settings that only the emulation takes (gemm's moduli, mode,
+    accuracy, kernel, path): they would be ignored, and an accuracy asked for not met."""
+    given = [name for name, value in settings.items() if value is not None]
+    if policy == "native" and given:
+        raise ValueError(f"policy='native' runs native DGEMM: {', '.join(n + '=' for n in given)} "
+                         f"{'sets' if len(given) == 1 else 'set'} the emulation; leave "
+                         f"{'it' if len(given) == 1 else 'them'} unset, or use policy 'auto' or 'emulate'")
 
 
 #: The largest dimension the kernels take: they index with int, with room for padding.

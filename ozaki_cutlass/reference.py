@@ -18,6 +18,8 @@
 All steps up to 7 are exact integer arithmetic; 7 and 8 are a fixed sequence of IEEE
 double operations with no fused multiply-add dependence, so the result is bitwise
 reproducible. See docs/numerics.md for the proofs of the bounds.
+The stage functions check nothing: they take what ``gemm`` passes them (checked,
+finite operands of the dtypes and shapes their docstrings name).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from .numerics.contract import (Choice, certificate, choose, equilibration, inne
                                  warn)
 from .numerics.zgemm import (apply_op, as_complex_scalar, host_zgemm, is_complex_dtype, realify_left,
                              realify_right)
-from .options import (DEFAULT_MODULI, MODES, as_op, as_scalar, as_trans, check_host_matrix, check_sizes,
-                      resolve_accuracy, validate_policy)
+from .options import (DEFAULT_MODULI, MODES, as_op, as_scalar, as_trans, check_contract_policy, check_empty_batch,
+                      check_host_matrix,
+                      check_sizes, refuse_native_settings, resolve_accuracy, validate_policy)
 
 __all__ = ["DEFAULT_MODULI", "MODES", "gemm", "contract", "choose_scaling", "fast_terms", "shifts_from_log", "Scaling", "split_nonfinite", "exponents",
            "fast_shifts", "fast_bound_bits", "coarse_magnitudes", "coarse_bound", "accurate_shifts",
@@ -336,18 +339,26 @@ def _batched(a, b, c, settings: dict) -> np.ndarray:
         raise ValueError(f"batch sizes differ: a has {sizes[0]}, b has {sizes[1]}")
     batch = sizes[0] if sizes[0] is not None else sizes[1]
     if c is not None:
-        if not isinstance(c, np.ndarray) or c.ndim != 3:
-            raise ValueError(f"c of a batched call must be 3-D (batch, m, n), got {np.ndim(c)}-D")
+        if not isinstance(c, np.ndarray):
+            raise TypeError(f"c must be a numpy.ndarray, got {type(c).__name__}")
+        if c.ndim != 3:
+            raise ValueError(f"c of a batched call must be 3-D (batch, m, n), got {c.ndim}-D")
         if c.shape[0] != batch:
             raise ValueError(f"c must have batch size {batch}, got {c.shape[0]}")
     results = [gemm(a[i] if a.ndim == 3 else a, b[i] if b.ndim == 3 else b, c=None if c is None else c[i],
                     **settings) for i in range(batch)]
     if results:
         return np.stack(results)
+    dtype = check_empty_batch({n: x.dtype for n, x in (("a", a), ("b", b), ("c", c)) if x is not None},
+                              settings["alpha"], settings["beta"])
     x, y = (a[:1] if a.ndim == 3 else a[None]), (b[:1] if b.ndim == 3 else b[None])
     m = x.shape[2] if as_trans(settings["trans_a"], "trans_a") else x.shape[1]
     n = y.shape[1] if as_trans(settings["trans_b"], "trans_b") else y.shape[2]
-    return np.empty((0, m, n), dtype=np.result_type(a, b))
+    if c is not None and c.shape[1:] != (m, n):
+        raise ValueError(f"c must have shape {(m, n)}, got {c.shape[1:]}")
+    if c is None and settings["beta"] != 0:
+        raise ValueError("beta != 0 needs c")
+    return np.empty((0, m, n), dtype=dtype)
 
 
 def _complex_call(a, b) -> bool:
@@ -394,13 +405,14 @@ def contract(a: np.ndarray, b: np.ndarray, *, trans_a: bool = False, trans_b: bo
     """What :func:`gemm` (and ``ozaki_cutlass.gemm``) with these settings and no explicit
     ``moduli`` chooses: the :class:`~ozaki_cutlass.numerics.contract.Choice` (moduli, mode,
     equilibration, certified bound, or the native fallback and why). An empty product
-    (m, n or k zero) chooses the fewest moduli with bound 0."""
+    (m, n or k zero) chooses the fewest moduli with bound 0. ``policy="native"`` runs no
+    contract: ValueError."""
+    policy = check_contract_policy(policy)
     if _complex_call(a, b):  # the realified product's contract (numerics.zgemm)
         a0, b0 = _complex_operands(a, b, trans_a, trans_b)
         return contract(realify_left(a0), realify_right(b0), accuracy=accuracy, mode=mode, policy=policy)
     a, b = _operands(a, b, trans_a, trans_b)
     _, mode, target = resolve_accuracy(None, accuracy, mode)
-    policy = validate_policy(policy)
     if not (a.shape[0] and b.shape[1] and a.shape[1]):
         return Choice.of_empty_product(mode, target)
     a, b, _ = split_nonfinite(a, b)
@@ -426,8 +438,12 @@ def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: fl
     unset), ``mode`` defaulting to "accurate" (extra coarse GEMM, larger shifts) or
     "fast" (Cauchy-Schwarz bound only). Both bounds are rigorous: the integer product is
     always reconstructed exactly. alpha == 0 does not read a or b; beta == 0 does not
-    read c. Returns a new float64 array; c is not modified.
+    read c. Returns a new float64 array; c is not modified. ``policy="native"`` takes no
+    ``moduli``, ``mode`` or ``accuracy`` (ValueError: they set the emulation).
     """
+    policy = validate_policy(policy)
+    refuse_native_settings(policy, moduli=moduli, mode=mode, accuracy=accuracy)
+    resolve_accuracy(moduli, accuracy, mode)  # checked here too for calls that compute nothing
     if any(isinstance(x, np.ndarray) and x.ndim == 3 for x in (a, b)):
         return _batched(a, b, c, dict(alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, moduli=moduli,
                                       mode=mode, accuracy=accuracy, policy=policy))
@@ -438,7 +454,6 @@ def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: fl
     beta = as_scalar(beta, "beta")
     a0, b0 = _operands(a, b, trans_a, trans_b)
     count, mode, target = resolve_accuracy(moduli, accuracy, mode)
-    policy = validate_policy(policy)
     m, k = a0.shape
     n = b0.shape[1]
     if c is not None:
@@ -447,11 +462,11 @@ def gemm(a: np.ndarray, b: np.ndarray, *, c: np.ndarray | None = None, alpha: fl
             raise ValueError(f"c must have shape {(m, n)}, got {c.shape}")
     elif beta != 0.0:
         raise ValueError("beta != 0 needs c")
-    if policy == "native":
-        return _float64(a0, b0, alpha, beta, c)
     if alpha == 0.0 or k == 0 or m == 0 or n == 0:
         y = np.zeros((m, n))
         return y + beta * c if beta != 0.0 else y
+    if policy == "native":
+        return _float64(a0, b0, alpha, beta, c)
 
     a, b, pattern = split_nonfinite(a0, b0)
     inner = None

@@ -26,7 +26,7 @@ from ozaki_cutlass import NoGpuError
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), timings=[]), TypeError, "timings must be a dict"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), policy="fast"), ValueError, "policy must be one of"),
         (dict(a=np.ones((2, 3)), b=np.ones((3, 2)), policy="native", path="staged"), ValueError,
-         "policy='native' runs cuBLAS"),
+         "policy='native' runs native DGEMM: path= sets the emulation"),
     ],
 )
 def test_bad_input_fails_before_any_launch(kwargs, exc, match):
@@ -253,10 +253,132 @@ def test_policy_and_transpose_flags_checked_first():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(kernel="i8_sm80_128x128x64_w64x64x64_ms_s4_int32_g1"), "kernel= chooses staged or fused"),
-    (dict(policy="native", moduli=15), "policy='native' runs cuBLAS DGEMM"),
+    (dict(policy="native", moduli=15), "policy='native' runs native DGEMM: moduli=, path= set the emulation"),
     (dict(), "path='prologue' runs an explicit moduli count"),
-    (dict(moduli=15, accuracy=1e-20), "accuracy= .the contract. is not taken"),
+    (dict(accuracy=1e-20), "accuracy= .the contract. is not taken"),
+    (dict(moduli=15, accuracy=1e-20), "give moduli= .* or accuracy= .*, not both"),
 ])
 def test_prologue_path_refusals(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ozaki_cutlass.gemm(Dev((3, 4)), Dev((4, 5)), path="prologue", **kwargs)
+
+
+# --------------------------------------------------------------------------- settings everywhere
+# Calls that compute nothing (alpha == 0, an empty product, an empty batch) refuse the
+# settings any other call refuses, and the reference refuses them in the same words.
+
+_NOTHING_TO_COMPUTE = [
+    (np.ones((3, 3), complex), np.ones((3, 3), complex), dict(alpha=0)),
+    (np.ones((0, 3), complex), np.ones((3, 2), complex), {}),
+]
+
+
+@pytest.mark.parametrize("a, b, base", _NOTHING_TO_COMPUTE)
+@pytest.mark.parametrize("settings, exc, match", [
+    (dict(moduli=99), ValueError, "moduli=99 is outside"),
+    (dict(policy="bogus"), ValueError, "policy must be one of"),
+    (dict(mode="bogus"), ValueError, "mode must be one of"),
+    (dict(accuracy=5.0), ValueError, "accuracy"),
+    (dict(policy="native", accuracy=1e-25), ValueError, "policy='native' runs native DGEMM: accuracy= sets"),
+])
+def test_settings_are_checked_where_nothing_is_computed(a, b, base, settings, exc, match):
+    from ozaki_cutlass import reference
+    for fn in (ozaki_cutlass.gemm, reference.gemm):
+        with pytest.raises(exc, match=match):
+            fn(a, b, **base, **settings)
+
+
+@pytest.mark.parametrize("a, b, base", _NOTHING_TO_COMPUTE)
+@pytest.mark.parametrize("settings, exc, match", [
+    (dict(timings=[]), TypeError, "timings must be a dict"),
+    (dict(stream=object()), TypeError, "stream must be None, an int stream handle"),
+    (dict(path="bogus"), ValueError, "path must be one of"),
+    (dict(kernel=3), TypeError, "kernel must be None"),
+])
+def test_gpu_settings_are_checked_where_nothing_is_computed(a, b, base, settings, exc, match):
+    with pytest.raises(exc, match=match):
+        ozaki_cutlass.gemm(a, b, **base, **settings)
+
+
+@pytest.mark.parametrize("settings, given", [
+    (dict(moduli=15), "moduli="), (dict(accuracy=1e-20), "accuracy="), (dict(mode="fast"), "mode="),
+    (dict(moduli=15, mode="fast"), "moduli=, mode="),
+])
+def test_native_policy_refuses_the_emulations_settings(settings, given):
+    """policy='native' would drop them silently (an accuracy asked for, not met)."""
+    from ozaki_cutlass import reference
+    a, b = np.ones((2, 3)), np.ones((3, 2))
+    for fn in (ozaki_cutlass.gemm, reference.gemm):
+        with pytest.raises(ValueError, match=f"policy='native' runs native DGEMM: {given} set"):
+            fn(a, b, policy="native", **settings)
+        with pytest.raises(ValueError, match=f"policy='native' runs native DGEMM: {given} set"):
+            fn(a.astype(complex), b.astype(complex), policy="native", **settings)
+    assert np.array_equal(reference.gemm(a, b, policy="native"), a @ b)
+
+
+def test_contract_under_the_native_policy_is_refused():
+    from ozaki_cutlass import reference
+    for fn in (ozaki_cutlass.contract, reference.contract):
+        for a in (np.ones((2, 3)), np.ones((2, 3), complex)):
+            with pytest.raises(ValueError, match="policy='native' runs native DGEMM: there is no contract"):
+                fn(a, a.T.copy(), policy="native")
+
+
+@pytest.mark.parametrize("stream, exc, match", [
+    ("0", TypeError, "got str"), (1.5, TypeError, "got float"), (True, TypeError, "got bool"),
+    (-1, ValueError, "stream=-1 is not a stream handle"),
+])
+def test_a_bad_stream_is_refused_before_the_gpu(stream, exc, match):
+    for a, b in ((np.ones((2, 3)), np.ones((3, 2))), (Dev((2, 3)), Dev((3, 2)))):
+        with pytest.raises(exc, match=match):
+            ozaki_cutlass.gemm(a, b, moduli=15, stream=stream)
+
+
+def test_streams_of_every_kind_pass_the_check(monkeypatch):
+    class ReachedTheGpu(Exception):
+        pass
+
+    def on_device(device):
+        raise ReachedTheGpu
+
+    monkeypatch.setattr(ozaki_cutlass.device.driver, "on_device", on_device)
+    from cuda.bindings import driver as cu
+    for stream in (None, 0, 7, np.int64(7), cu.CUstream(7), type("S", (), {"ptr": 7})(),
+                   type("T", (), {"cuda_stream": 7})()):
+        with pytest.raises(ReachedTheGpu):
+            ozaki_cutlass.gemm(Dev((2, 3)), Dev((3, 2)), moduli=15, stream=stream)
+
+
+def test_a_read_only_out_is_refused_before_the_gpu():
+    a, b = np.ones((3, 4)), np.ones((4, 5))
+    for dtype in (np.float64, np.complex128):
+        with pytest.raises(ValueError, match="out is read-only"):
+            ozaki_cutlass.gemm(a.astype(dtype), b.astype(dtype), out=np.broadcast_to(np.zeros(5, dtype), (3, 5)))
+    cai = Dev((3, 5), data=3 << 20)
+    cai.__cuda_array_interface__["data"] = (3 << 20, True)
+    with pytest.raises(ValueError, match="out is read-only"):
+        ozaki_cutlass.gemm(Dev((3, 4)), Dev((4, 5), data=2 << 20), moduli=15, out=cai)
+
+
+def test_scalars_and_counts_at_the_edges():
+    from ozaki_cutlass import reference
+    a, b = np.ones((2, 3)), np.ones((3, 2))
+    with pytest.raises(ValueError, match="alpha=1000.* is outside float64's range"):
+        ozaki_cutlass.gemm(a, b, alpha=10**400)
+    with pytest.raises(TypeError, match="a is float64 in the other byte order"):
+        ozaki_cutlass.gemm(a.astype(">f8"), b)
+    with pytest.raises(TypeError, match="a is float64 in the other byte order"):
+        reference.gemm(a.astype(">f8"), b)
+    assert np.array_equal(reference.gemm(a, b, moduli=np.int64(15)), reference.gemm(a, b, moduli=15))
+    # a complex call says so whichever scalar is wrong
+    z = np.ones((2, 2), complex)
+    for fn in (ozaki_cutlass.gemm, reference.gemm):
+        with pytest.raises(TypeError, match="alpha must be a real or complex number, got str"):
+            fn(z, z, alpha="1")
+
+
+def test_the_reference_reads_nothing_at_alpha_zero_under_every_policy():
+    from ozaki_cutlass import reference
+    a, c = np.array([[np.inf, np.nan]]), np.array([[2.0]])
+    for policy in ("auto", "emulate", "native"):
+        assert np.array_equal(reference.gemm(a, a.T.copy(), c=c, alpha=0.0, beta=0.5, policy=policy), 0.5 * c)

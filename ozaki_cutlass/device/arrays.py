@@ -172,6 +172,20 @@ def describe_input(x, name: str, dtype=_F64) -> Matrix | np.ndarray:
                     f"with __cuda_array_interface__, got {type(x).__name__}")
 
 
+def check_writable(x, name: str) -> None:
+    """ValueError where a call would write its result into read-only memory: a NumPy
+    array that is not writeable (a broadcast view, a read-only buffer), or an object whose
+    ``__cuda_array_interface__`` marks its data read-only. Checked before anything runs."""
+    if isinstance(x, np.ndarray):
+        readonly = not x.flags.writeable
+    elif kind_of(x) == "cai":
+        readonly = bool(x.__cuda_array_interface__["data"][1])
+    else:
+        readonly = False
+    if readonly:
+        raise ValueError(f"{name} is read-only, and the result is written into it: pass a writable array")
+
+
 def overlaps(x: Matrix, y: Matrix) -> bool:
     """Whether the address ranges of two (non-empty) device matrices meet."""
     def span(z):

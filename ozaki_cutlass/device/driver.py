@@ -34,7 +34,7 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "copy_async", "pointer_device",
            "canonical_stream",
            "order_after",
-           "DeviceBuffer", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
+           "DeviceBuffer", "check_stream", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
            "event_times"]
 
 
@@ -294,12 +294,29 @@ def order_after(producer: int, consumer: int) -> None:
         check(cu.cuEventDestroy(event), "cuEventDestroy")  # the wait keeps what it needs
 
 
+_STREAM_ATTRS = ("cuda_stream", "ptr", "handle")
+
+
+def check_stream(stream, name: str = "stream") -> None:
+    """TypeError or ValueError naming ``name`` unless ``stream`` is what
+    :func:`stream_handle` takes: None, a non-negative int handle, a cuda-bindings
+    CUstream, or a stream object with ``.cuda_stream``/``.ptr``/``.handle`` (PyTorch,
+    CuPy, cuda.core). Checked before anything is launched; needs no GPU."""
+    if stream is None or any(hasattr(stream, attr) for attr in _STREAM_ATTRS) or hasattr(stream, "getPtr"):
+        return
+    if isinstance(stream, (bool, np.bool_)) or not isinstance(stream, (int, np.integer)):
+        raise TypeError(f"{name} must be None, an int stream handle or a CUDA stream object (PyTorch, CuPy, "
+                        f"cuda-python), got {type(stream).__name__}")
+    if stream < 0:
+        raise ValueError(f"{name}={int(stream)} is not a stream handle")
+
+
 def stream_handle(stream) -> int:
     """An int CUstream handle from None/0 (the legacy default stream), an int, a
     cuda-bindings CUstream, or an object with ``.handle``/``.ptr``/``cuda_stream``."""
     if stream is None:
         return 0
-    for attr in ("cuda_stream", "ptr", "handle"):
+    for attr in _STREAM_ATTRS:
         if hasattr(stream, attr) and not isinstance(stream, int):
             return int(getattr(stream, attr))
     return int(stream)

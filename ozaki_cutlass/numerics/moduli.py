@@ -25,6 +25,7 @@ Notation (see docs/numerics.md for the derivation):
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -128,14 +129,18 @@ def crt_constants(count: int) -> CRTConstants:
 
 def validate_moduli_count(count: object, *, name: str = "moduli") -> int:
     """Return ``count`` as an int or raise a ValueError/TypeError naming the argument."""
-    if isinstance(count, bool) or not isinstance(count, int):
+    try:  # an int or NumPy integer (bool and numpy.bool are not counts)
+        value = None if isinstance(count, bool) else operator.index(count)
+    except TypeError:
+        value = None
+    if value is None:
         raise TypeError(
             f"{name} must be an int number of moduli in [{MIN_MODULI}, {MAX_MODULI}], "
             f"got {type(count).__name__}"
         )
-    if not MIN_MODULI <= count <= MAX_MODULI:
-        raise ValueError(f"{name}={count} is outside the supported range [{MIN_MODULI}, {MAX_MODULI}]")
-    return int(count)
+    if not MIN_MODULI <= value <= MAX_MODULI:
+        raise ValueError(f"{name}={value} is outside the supported range [{MIN_MODULI}, {MAX_MODULI}]")
+    return value
 
 
 def symmetric_residue(value: int, modulus: int) -> int:
