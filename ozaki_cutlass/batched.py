@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .call import decide_settings, validate
+from .call import check_settings, decide_settings, validate
 from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import Matrix, current_stream, describe_input, dtype_of, kind_of
@@ -38,7 +38,7 @@ from .device.layouts import complex_ops, plan_dgemm
 from .dispatch.policy import DECISIONS
 from .execute import execute_batch
 from .numerics.zgemm import as_complex_scalar
-from .options import as_op, as_trans
+from .options import as_op, as_trans, check_empty_batch, is_complex_scalar
 from .paths.launch import PhaseTimer
 
 __all__ = ["ndim_of", "batched_gemm"]
@@ -70,6 +70,9 @@ class _Element:
 def _elements(x, name: str):
     """(batch size or None for a 2-D operand, element getter) of an operand."""
     nd = ndim_of(x)
+    if nd is None:
+        raise TypeError(f"{name} must be an array (NumPy, CuPy, PyTorch, or with __cuda_array_interface__), "
+                        f"got {type(x).__name__}")
     if nd == 2:
         return None, (lambda i: x)
     if nd != 3:
@@ -89,18 +92,21 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
     gemm's moduli, mode, kernel, path, policy, accuracy."""
     lane_key = None
     if c is None and out is None and stream is None and timings is None and beta == 0 \
-            and not isinstance(alpha, complex):
+            and not is_complex_scalar(alpha):
         lane_key = _lane_key(a, b, trans_a, trans_b, options)
         lane = DECISIONS.lanes.get(lane_key) if lane_key is not None else None
         result = lane.run(a, b, alpha) if lane is not None else None
         if result is not None:   # None: another GPU is current, or grad; the general path decides
             return result
+    check_settings(stream=stream, timings=timings, **options)  # before anything runs, whatever the batch
     nb_a, elem_a = _elements(a, "a")
     nb_b, elem_b = _elements(b, "b")
     if nb_a is not None and nb_b is not None and nb_a != nb_b:
         raise ValueError(f"batch sizes differ: a has {nb_a}, b has {nb_b}")
     batch = nb_a if nb_a is not None else nb_b
     for name, x in (("c", c), ("out", out)):
+        if x is not None and ndim_of(x) is None:
+            _elements(x, name)  # says what it is not
         if x is not None and ndim_of(x) != 3:
             raise ValueError(f"{name} of a batched call must be 3-D (batch, m, n), got {ndim_of(x)}-D")
     if c is None and beta != 0:
@@ -117,15 +123,19 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
     if out is not None and _shape(out) != (batch, m, n):
         raise ValueError(f"out must have shape {(batch, m, n)}, got {_shape(out)}")
     elem_o = _elements(result, "out")[1]
-    if batch == 0:
+    if batch == 0:   # nothing runs: what each element would have checked, on the operands' dtypes
+        check_empty_batch({n: dtype_of(x) for n, x in (("a", a), ("b", b), ("c", c), ("out", out)) if x is not None},
+                          alpha, beta)
         return result
+    if out is not None:
+        _check_batch_overlap(a, b, c, out, batch, beta)
     lane = _native_batch(a, b, c, result, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options)
     if lane is not None:
         if lane_key is not None:
             DECISIONS.remember_lane(lane_key, lane)
         return result
     element_timings = [{} if timings is not None else None for _ in range(batch)]
-    if dtype_of(result) == np.float64 and not isinstance(alpha, complex) and not isinstance(beta, complex):
+    if dtype_of(result) == np.float64 and not is_complex_scalar(alpha) and not is_complex_scalar(beta):
         # every element checked before anything is launched; then one run (execute_batch)
         calls = [validate(elem_a(i), elem_b(i), c=elem_c(i), out=elem_o(i), alpha=alpha, beta=beta,
                           trans_a=trans_a, trans_b=trans_b, stream=stream, timings=element_timings[i], **options)
@@ -146,6 +156,33 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
                 totals[key] = totals.get(key, 0.0) + value if key in _TIMED else value
         timings.update(totals, batch=batch, batched="one call per element")
     return result
+
+
+def _check_batch_overlap(a, b, c, out, batch: int, beta) -> None:
+    """ValueError where ``out`` meets a or b anywhere in the batch (an element's result
+    would overwrite what a later element reads; each element's call sees only its own
+    share), or, with beta != 0, meets c in another layout (out=c itself is taken, as in a
+    single call). Whole spans of the batch: conservative."""
+    def extent(x, name):  # (the byte range, the layout) of x over the batch
+        if isinstance(x, np.ndarray):
+            ptr = lo = hi = x.__array_interface__["data"][0]
+            for size, stride in zip(x.shape, x.strides) if x.size else ():
+                lo, hi = (lo + stride * (size - 1), hi) if stride < 0 else (lo, hi + stride * (size - 1))
+            return (lo, hi + x.itemsize if x.size else hi), (ptr, x.shape, x.strides)
+        X, stride = _element0(x, name, dtype_of(x))
+        return _span(X, stride, batch, dtype_of(x).itemsize), (X.ptr, X.rows, X.cols, X.rs, X.cs, stride)
+
+    if isinstance(out, np.ndarray) != isinstance(a, np.ndarray):
+        return  # a mix of NumPy and GPU arrays: each element's call refuses it
+    (o0, o1), o_layout = extent(out, "out")
+    for name, x in (("a", a), ("b", b), ("c", c if beta != 0 else None)):
+        if x is None or isinstance(x, np.ndarray) != isinstance(out, np.ndarray):
+            continue
+        (x0, x1), x_layout = extent(x, name)
+        if o0 < x1 and x0 < o1 and (name != "c" or x_layout != o_layout):
+            raise ValueError(f"out overlaps {name}: an element's result would overwrite what another element "
+                             f"reads; pass an out that shares no memory with a and b"
+                             + (" (out=c itself is taken)" if name == "c" else ""))
 
 
 def _shape(x) -> tuple[int, ...]:

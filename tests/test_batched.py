@@ -68,3 +68,60 @@ def test_beta_without_c_is_refused_before_anything_runs():
     a, b = np.ones((2, 3, 4)), np.ones((2, 4, 5))
     with pytest.raises(ValueError, match="beta != 0 needs c"):
         ozaki_cutlass.gemm(a, b, beta=0.5, out=np.zeros((2, 3, 5)))
+
+
+@pytest.mark.parametrize("alpha", [np.complex64(1 + 1j), np.complex128(1j), 1j])
+def test_a_complex_scalar_on_a_real_batch_is_refused(alpha):
+    a, b = np.ones((2, 3, 4)), np.ones((2, 4, 5))
+    for fn in (R.gemm, ozaki_cutlass.gemm):
+        with pytest.raises(TypeError, match="alpha must be a real number"):
+            fn(a, b, alpha=alpha)
+        with pytest.raises(TypeError, match="alpha must be a real number"):
+            fn(a[:0], b[:0], alpha=alpha)
+
+
+@pytest.mark.parametrize("fn", [R.gemm, ozaki_cutlass.gemm])
+def test_an_empty_batch_checks_what_its_elements_would(fn):
+    a, b = np.zeros((0, 3, 4)), np.zeros((0, 4, 5))
+    assert fn(a, b).dtype == np.float64 and fn(a + 0j, b + 0j).dtype == np.complex128
+    with pytest.raises(TypeError, match="a must be float64, got float32"):
+        fn(a.astype(np.float32), b)
+    with pytest.raises(TypeError, match="b must be float64, got int64"):
+        fn(a, b.astype(np.int64))
+    with pytest.raises(TypeError, match="a must be complex128, got float64"):
+        fn(a, b + 0j)
+    with pytest.raises(ValueError, match="beta != 0 needs c"):
+        fn(a, b, beta=1.0)
+
+
+def test_out_over_another_elements_operands_is_refused(rng):
+    """Element 0's result would overwrite a[2] before element 2 reads it."""
+    a, b, c = stack(rng, 3, 4, 4), stack(rng, 3, 4, 4), stack(rng, 3, 4, 4)
+    for kwargs, name in ((dict(out=a[::-1]), "a"), (dict(out=b), "b"), (dict(out=a[:, ::-1], c=a, beta=1.0), "a"),
+                         (dict(out=c[:, :, ::-1], c=c, beta=1.0), "c")):
+        with pytest.raises(ValueError, match=f"out overlaps {name}"):
+            ozaki_cutlass.gemm(a, b, **kwargs)
+
+
+def test_out_may_be_c_itself_in_a_batch(rng, monkeypatch):
+    import ozaki_cutlass.batched as batched
+
+    class ReachedTheRun(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise ReachedTheRun
+
+    monkeypatch.setattr(batched, "execute_batch", stop)
+    a, b, c = stack(rng, 3, 4, 4), stack(rng, 3, 4, 4), stack(rng, 3, 4, 4)
+    for kwargs in (dict(c=c, beta=1.0, out=c), dict(c=c, beta=0.0, out=c[:, ::-1])):
+        with pytest.raises(ReachedTheRun):
+            ozaki_cutlass.gemm(a, b, **kwargs)
+
+
+def test_a_list_is_named_as_what_it_is():
+    for kwargs in (dict(b=np.ones((2, 4, 5)).tolist()), dict(b=np.ones((2, 4, 5)), c=np.ones((2, 3, 5)).tolist())):
+        with pytest.raises(TypeError, match="must be an array .* got list|must be a numpy.ndarray, got list"):
+            ozaki_cutlass.gemm(np.ones((2, 3, 4)), beta=1.0, **kwargs)
+    with pytest.raises(TypeError, match="c must be a numpy.ndarray, got list"):
+        R.gemm(np.ones((2, 3, 4)), np.ones((2, 4, 5)), c=np.ones((2, 3, 5)).tolist(), beta=1.0)

@@ -270,6 +270,8 @@ def test_prologue_path_refusals(kwargs, match):
 _NOTHING_TO_COMPUTE = [
     (np.ones((3, 3), complex), np.ones((3, 3), complex), dict(alpha=0)),
     (np.ones((0, 3), complex), np.ones((3, 2), complex), {}),
+    (np.zeros((0, 3, 4)), np.zeros((0, 4, 5)), {}),
+    (np.zeros((0, 3, 4), complex), np.zeros((0, 4, 5), complex), {}),
 ]
 
 
