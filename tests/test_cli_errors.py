@@ -225,7 +225,11 @@ _NO_GPU_FIX = ("; run it on such a machine (`ozaki-cutlass accuracy` and `ozaki-
                "on the CPU)")
 
 
-def test_bench_int8_without_a_gpu_is_one_line(monkeypatch, capsys, caplog):
+@pytest.mark.parametrize("argv", [["bench-int8", "--size", "64"], ["bench", "--shapes", "64"],
+                                  ["tune", "--out", "TABLE"]])
+def test_gpu_commands_without_a_gpu_are_one_line(argv, tmp_path, monkeypatch, capsys, caplog):
+    """Exit status 1 and the command's own line (bench and tune once said the library's
+    message under the usage status 2: their check of the arrays caught the NoGpuError)."""
     from ozaki_cutlass.device import driver
 
     def no_driver():
@@ -233,9 +237,10 @@ def test_bench_int8_without_a_gpu_is_one_line(monkeypatch, capsys, caplog):
 
     monkeypatch.setattr(driver, "bindings", no_driver)
     monkeypatch.setattr(driver, "_CONTEXTS", {})
-    code, (error,), out = _run(["bench-int8", "--size", "64"], capsys, caplog)
+    argv = [str(tmp_path / "table.json") if x == "TABLE" else x for x in argv]
+    code, (error,), out = _run(argv, capsys, caplog)
     assert code == 1 and out == ""
-    assert error == ("ozaki-cutlass bench-int8 needs an NVIDIA GPU (compute capability 8.0 or newer) and "
+    assert error == (f"ozaki-cutlass {argv[0]} needs an NVIDIA GPU (compute capability 8.0 or newer) and "
                      "its driver, and none is usable here: libcuda.so.1: cannot open shared object file. "
                      "(searched the system)" + _NO_GPU_FIX)
 

@@ -42,8 +42,8 @@ from ..paths.launch import PHASES
 from .arguments import (ARRAY_CHOICES, PHI_MAX, batch_shape, moduli_count, nonnegative_float, nonnegative_int,
                         positive_int, shape, spread)
 from .bench_kinds import batched_row, print_kind_row, zgemm_row
-from .measure import (ENERGY_SECONDS, CublasEmulation, arrays_for, deciding_reps, measure_energy, missing_tools,
-                      results_header, sample_error, sample_reference)
+from .measure import (ENERGY_SECONDS, ArraysUnavailable, CublasEmulation, arrays_for, deciding_reps, measure_energy,
+                      missing_tools, results_header, sample_error, sample_reference)
 
 __all__ = ["DEFAULT_SHAPES", "CSV_FIELDS", "CUBLAS_ROW", "bench_main", "add_bench_parser", "csv_rows", "write_csv",
            "write_plot"]
@@ -227,7 +227,7 @@ def bench_main(args) -> int:
         return 2
     try:
         arrays = arrays_for(args.arrays)
-    except RuntimeError as exc:
+    except ArraysUnavailable as exc:
         log.error("%s", exc)
         return 2
 

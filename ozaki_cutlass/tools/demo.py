@@ -24,7 +24,7 @@ from ..device import driver
 from ..device.arch import compute_capability
 from ..numerics import accuracy
 from .arguments import cpu_size_problem
-from .measure import arrays_for, sample_error, sample_reference
+from .measure import ArraysUnavailable, arrays_for, sample_error, sample_reference
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def gpu_demo(n: int, seed: int, arrays: str = "auto") -> int:
     # installed, else on our own device arrays with native DGEMM through our cuBLAS path
     try:
         dev = arrays_for(arrays)
-    except RuntimeError as exc:
+    except ArraysUnavailable as exc:
         print(f"{exc}: native DGEMM timing skipped.")
         return 0 if same else 1
     ha = accuracy.random_matrix(n, n, 0.5, rng)

@@ -34,7 +34,8 @@ from ..kernels.stages import stage_libraries
 from ..numerics.accuracy import dd_product, normwise_error, random_matrix
 from .arguments import ARRAY_CHOICES, positive_int
 
-__all__ = ["CupyArrays", "OwnArrays", "arrays_for", "missing_tools", "discarding", "deciding_reps", "time_against",
+__all__ = ["CupyArrays", "OwnArrays", "ArraysUnavailable", "arrays_for", "missing_tools", "discarding", "deciding_reps",
+           "time_against",
            "launch_ms", "alternating_medians", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
            "add_alone_arguments", "alone_setup",
            "CublasEmulation", "ENERGY_SECONDS", "measure_energy", "sample_reference", "sample_error", "results_header",
@@ -153,15 +154,20 @@ class OwnArrays:
         pass  # DeviceArrays free their memory when dropped
 
 
+class ArraysUnavailable(RuntimeError):
+    """The arrays asked for cannot be had here (CuPy asked for and not installed); the
+    message is one line with the fix. A missing GPU is the driver's NoGpuError instead."""
+
+
 def arrays_for(choice: str = "auto"):
     """The arrays to measure on: ``"cupy"`` (CuPy must be installed), ``"own"``, or
-    ``"auto"``: CuPy where it is installed, else our own. Raises RuntimeError (one line,
-    the fix) where CuPy is asked for and missing."""
+    ``"auto"``: CuPy where it is installed, else our own. Raises ArraysUnavailable where
+    CuPy is asked for and missing."""
     if choice not in ARRAY_CHOICES:
         raise ValueError(f"arrays {choice!r}: expected one of {', '.join(ARRAY_CHOICES)}")
     have_cupy = importlib.util.find_spec("cupy") is not None
     if choice == "cupy" and not have_cupy:
-        raise RuntimeError("--arrays cupy: CuPy is not installed (e.g. pip install cupy-cuda13x), "
+        raise ArraysUnavailable("--arrays cupy: CuPy is not installed (e.g. pip install cupy-cuda13x), "
                            "or pass --arrays own (our own device arrays, no CuPy needed)")
     if choice == "cupy" or (choice == "auto" and have_cupy):
         return CupyArrays()

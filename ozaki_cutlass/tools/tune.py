@@ -24,7 +24,8 @@ from ..generator import catalog
 from ..kernels.library import locate
 from ..options import MODES, resolve_moduli
 from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
-from .measure import arrays_for, deciding_reps, discarding, missing_tools, results_header, time_against
+from .measure import (ArraysUnavailable, arrays_for, deciding_reps, discarding, missing_tools, results_header,
+                      time_against)
 
 __all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune_candidates", "tune_main",
            "bucket_entries", "FINALISTS", "FINALIST_MARGIN", "contract_moduli",
@@ -140,7 +141,7 @@ def tune_main(args) -> int:
         return 2
     try:
         arrays = arrays_for(args.arrays)
-    except RuntimeError as exc:
+    except ArraysUnavailable as exc:
         log.error("%s", exc)
         return 2
 
