@@ -149,7 +149,9 @@ def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str
     ``ozaki_cutlass.reference.contract``, which makes the same choice. Complex operands:
     the choice of their realified product (numerics.zgemm), which the complex call runs;
     GPU operands are realified on their GPU first. The shape-based native decision of
-    ``policy="auto"`` is not part of it (``timings`` of a call shows that)."""
+    ``policy="auto"`` is not part of it (``timings`` of a call shows that).
+    ``policy="native"`` runs no contract: ValueError."""
+    policy = check_contract_policy(policy)
     if _complex(a) or _complex(b):   # the realified product's choice (numerics.zgemm)
         if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
             return reference_contract(a, b, trans_a=trans_a, trans_b=trans_b, accuracy=accuracy, mode=mode,

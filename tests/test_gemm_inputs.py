@@ -324,6 +324,8 @@ def test_contract_under_the_native_policy_is_refused():
         for a in (np.ones((2, 3)), np.ones((2, 3), complex)):
             with pytest.raises(ValueError, match="policy='native' runs native DGEMM: there is no contract"):
                 fn(a, a.T.copy(), policy="native")
+    with pytest.raises(ValueError, match="policy='native' runs native DGEMM: there is no contract"):
+        ozaki_cutlass.contract(Dev((2, 3)), Dev((3, 2), data=2 << 20), policy="native")
 
 
 @pytest.mark.parametrize("stream, exc, match", [
