@@ -21,7 +21,7 @@ import argparse
 
 from ozaki_cutlass.kernels.stages import CNonfiniteSource
 from ozaki_cutlass.tools.arguments import matrix_shape, moduli_count
-from ozaki_cutlass.numerics.moduli import crt_constants
+from ozaki_cutlass.numerics.moduli import crt_constants, padded_n
 from ozaki_cutlass.tools.measure import add_alone_arguments, alone_setup, alternating_medians, write_rows
 
 DEFAULT_SHAPES = ("4096", "8192", "16384", "16384x1024", "2048")
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     rows = []
     rng = cp.random.default_rng(20261204)
     for m, n in args.shapes:
-        ldx = (n + 15) // 16 * 16
+        ldx = padded_n(n, fused=True)  # the fused path's residue planes
         mu = rng.integers(-60, 60, m, dtype=cp.int32)
         nu = rng.integers(-60, 60, n, dtype=cp.int32)
         cin = rng.standard_normal((m, n))

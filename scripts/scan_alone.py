@@ -22,8 +22,7 @@ checkout's on one stream (exit 1 where they differ).
 import argparse
 
 from ozaki_cutlass.device.workspace import Workspace
-from ozaki_cutlass.numerics.moduli import crt_constants
-from ozaki_cutlass.operands.stages import round_up
+from ozaki_cutlass.numerics.moduli import crt_constants, padded_k
 from ozaki_cutlass.paths.contract import contract_buffers
 from ozaki_cutlass.tools.arguments import moduli_count, shape
 from ozaki_cutlass.tools.measure import (OPERAND_LAUNCHES, add_alone_arguments, alone_setup, alternating_medians,
@@ -60,7 +59,7 @@ def main(argv=None) -> int:
     ws = Workspace()
     rows = []
     for m, n, k in args.calls:
-        k16 = round_up(k, 16)
+        k16 = padded_k(k)
         xs = [rng.standard_normal((nvec, k)) for nvec in (m, n)]
 
         def outputs(nvec):

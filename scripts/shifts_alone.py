@@ -17,7 +17,7 @@ this checkout's (exit 1 where they differ).
 
 import argparse
 
-from ozaki_cutlass.numerics.moduli import crt_constants, shift_work_words
+from ozaki_cutlass.numerics.moduli import crt_constants, padded_n, shift_work_words
 from ozaki_cutlass.tools.arguments import matrix_shape, moduli_count
 from ozaki_cutlass.tools.measure import add_alone_arguments, alone_setup, alternating_medians, write_rows
 
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     rng = cp.random.default_rng(20261205)
     rows = []
     for m, n in args.shapes:
-        ld = -(-n // 4) * 4
+        ld = padded_n(n)  # the coarse INT8 GEMM's int32 rows
         g = rng.integers(1, 2**30, (m, ld), dtype=cp.int32)
         g[rng.random((m, ld)) < 0.1] = 0
         ea, eb = rng.integers(-300, 300, m, dtype=cp.int32), rng.integers(-300, 300, n, dtype=cp.int32)

@@ -24,6 +24,11 @@ __all__ = [
     "EXACT_K_LIMIT",
     "K_CHUNK",
     "K_ALIGNMENT",
+    "N_ALIGNMENT",
+    "FUSED_N_ALIGNMENT",
+    "padded_k",
+    "padded_n",
+    "k_chunks",
     "COARSE_BITS",
     "FAST_BOUND_BITS",
     "NO_CONSTRAINT",
@@ -75,6 +80,33 @@ K_CHUNK = EXACT_K_LIMIT - 128
 #: The stage kernels' int8 outputs have rows of k_pad entries, k_pad a multiple of this
 #: (16-byte rows for the INT8 GEMMs' vector loads).
 K_ALIGNMENT = 16
+
+#: The staged path's int32 products have rows of n_pad entries (and B's residues n_pad
+#: rows), n_pad a multiple of this: 16-byte rows of int32 (the INT8 GEMMs' stores, the
+#: CRT's 16-byte loads).
+N_ALIGNMENT = 4
+
+#: The fused path's one-byte residue planes have rows of n_pad entries, a multiple of
+#: this: the combine's 16-byte loads (crt_residue_mma_kernel, kMmaCombineBytes entries).
+FUSED_N_ALIGNMENT = 16
+
+
+def padded_k(k: int) -> int:
+    """k_pad: k rounded up to K_ALIGNMENT (the int8 operands' row length)."""
+    return -(-k // K_ALIGNMENT) * K_ALIGNMENT
+
+
+def padded_n(n: int, fused: bool = False) -> int:
+    """n_pad: n rounded up to N_ALIGNMENT (the staged int32 products' row length), or to
+    FUSED_N_ALIGNMENT on the fused path (its residue planes' row length)."""
+    align = FUSED_N_ALIGNMENT if fused else N_ALIGNMENT
+    return -(-n // align) * align
+
+
+def k_chunks(k_pad: int) -> int:
+    """The int32 accumulations a product over k_pad is cut into (K_CHUNK long, the last
+    one shorter)."""
+    return -(-k_pad // K_CHUNK)
 
 #: Coarse magnitudes for the accurate bound are ceil(2^(COARSE_BITS - E) |x|) <= 2^COARSE_BITS.
 COARSE_BITS = 6

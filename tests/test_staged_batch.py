@@ -8,8 +8,7 @@ import pytest
 
 from ozaki_cutlass.device.arrays import Matrix
 from ozaki_cutlass.numerics.contract import Choice
-from ozaki_cutlass.numerics.moduli import K_CHUNK
-from ozaki_cutlass.operands.stages import round_up
+from ozaki_cutlass.numerics.moduli import K_CHUNK, padded_k, padded_n
 from ozaki_cutlass.paths import staged_batch as SB
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer
 from ozaki_cutlass.paths.scale import Scaled
@@ -59,7 +58,7 @@ def launches(count, m, n, k, elements):
 
 def test_one_gemm_per_k_chunk_for_the_whole_batch(recorded):
     m, n, k, count, E = 24, 18, K_CHUNK + 40, 13, 5          # two k chunks
-    kp, n_pad = round_up(k, 16), round_up(n, 4)
+    kp, n_pad = padded_k(k), padded_n(n)
     plane = m * n_pad
     kern, ws = Kern(), Workspace()
     choices, launched = SB.run_staged_batch(kern, launches(count, m, n, k, E), ws, PhaseTimer(0, False), None,

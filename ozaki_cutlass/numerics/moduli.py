@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 # The constants the kernels share (MODULI_TABLE, MAX_MODULI, LIMB_BITS, LIMBS_OF_COUNT,
-# K_CHUNK, COARSE_BITS, partial_bytes, shift_work_words) live with the kernels; the generator renders them in.
+# K_CHUNK, COARSE_BITS, partial_bytes, shift_work_words, the paddings) live with the kernels;
+# the generator renders them in.
 from ..templates.constants import (COARSE_BITS, K_CHUNK, LIMB_BITS, LIMBS_OF_COUNT,  # noqa: F401
-                                   MAX_MODULI, MODULI_TABLE, partial_bytes, shift_work_words)
+                                   MAX_MODULI, MODULI_TABLE, k_chunks, padded_k, padded_n, partial_bytes,
+                                   shift_work_words)
 
 MIN_MODULI = 2
 

@@ -31,9 +31,9 @@ from ..device.arch import visible_arch
 from ..device.arrays import Matrix, current_stream, describe_input, upload
 from ..device.workspace import WORKSPACES
 from ..kernels.stages import load_stages
-from ..numerics.moduli import crt_constants
+from ..numerics.moduli import crt_constants, padded_k, padded_n
 from ..options import as_flag, check_sizes, resolve_moduli, validate_mode
-from .stages import OperandBuffers, needs_pack, round_up, run_operand_stages
+from .stages import OperandBuffers, needs_pack, run_operand_stages
 
 __all__ = ["Prepared", "prepare", "SIDES"]
 
@@ -124,7 +124,7 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
             vs, es, rows_pad = X.rs, X.cs, X.rows
         else:               # columns of op(B): vs = cs, es = rs
             k, nvec = X.rows, X.cols
-            vs, es, rows_pad = X.cs, X.rs, round_up(X.cols, 4)
+            vs, es, rows_pad = X.cs, X.rs, padded_n(X.cols)
         st = load_stages(arch)
         sh = current_stream(kind, stream, device)
 
@@ -134,7 +134,7 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
             return b.ptr
 
         accurate = mode == "accurate"
-        k16 = round_up(k, 16)
+        k16 = padded_k(k)
         ob = OperandBuffers(X=X, nvec=nvec, vs=vs, es=es, rows_pad=rows_pad,
                             packed=buf(8 * nvec * k) if needs_pack(nvec, k, es) else 0,
                             exps=buf(4 * nvec), fast=buf(4 * nvec), nonfinite=buf(4 * nvec),

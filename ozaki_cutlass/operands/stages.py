@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..device.arrays import Matrix
+from ..numerics.moduli import padded_k
 
 __all__ = ["OperandBuffers", "VectorSet", "needs_pack", "round_up", "run_operand_stages", "vectors_of"]
 
@@ -43,7 +44,7 @@ class OperandBuffers:
     exps: int
     fast: int           # the fast shifts
     nonfinite: int      # NaN/Inf count per vector
-    coarse: int         # accurate mode: int8 coarse magnitudes, rows_pad x round_up(k, 16)
+    coarse: int         # accurate mode: int8 coarse magnitudes, rows_pad x padded_k(k)
 
 
 def vectors_of(st, ob: OperandBuffers, k: int, stream: int) -> VectorSet:
@@ -62,7 +63,7 @@ def run_operand_stages(st, ob: OperandBuffers, k: int, pb: int, accurate: bool, 
     Returns the vector set the later stages read. k >= 1."""
     v = vectors_of(st, ob, k, stream)
     if accurate:  # the coarse magnitudes from the scan's second read
-        st.scan_coarse(*v, pb, ob.exps, ob.fast, ob.nonfinite, ob.coarse, ob.rows_pad, round_up(k, 16), stream)
+        st.scan_coarse(*v, pb, ob.exps, ob.fast, ob.nonfinite, ob.coarse, ob.rows_pad, padded_k(k), stream)
     else:
         st.scan(*v, pb, ob.exps, ob.fast, ob.nonfinite, stream)
     return v

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import config
 from ..generator.variants import MAX_GROUP_SIZE
-from ..numerics.moduli import K_CHUNK, group_sizes, partial_bytes, shift_work_words
+from ..numerics.moduli import K_CHUNK, group_sizes, k_chunks, padded_k, padded_n, partial_bytes, shift_work_words
 from ..operands.stages import round_up
 from ..numerics.contract import CONTRACT_MODULI
 from ..options import resolve_accuracy
@@ -41,8 +41,8 @@ def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
     if k == 0:
         return {"zero_c": 8 * m * n, "zero_shift": 4 * max(m, n)}
     accurate = mode == "accurate"
-    k16 = round_up(k, 16)
-    n_pad = round_up(n, 16 if path == "fused" else 4)
+    k16 = padded_k(k)
+    n_pad = padded_n(n, fused=path == "fused")
     out: dict[str, int] = {}
     if contract:
         for name, nvec in (("a", m), ("b", n), ("", 0)):
@@ -63,7 +63,7 @@ def workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, path: str,
         out["ra"], out["rb"] = m * moduli * kp, n_pad * moduli * kp
         out["x"] = sum(partial_bytes(size) for size in group_sizes(moduli, group_size)) * plane
     else:
-        nchunks = -(-k16 // K_CHUNK)
+        nchunks = k_chunks(k16)
         if path == "staged":
             out["ra"], out["rb"] = moduli * m * k16, moduli * n_pad * k16
         out["c32"] = 4 * nchunks * moduli * plane
@@ -88,8 +88,8 @@ def complex_workspace_buffers(m: int, n: int, k: int, moduli: int, mode: str, pa
     out |= workspace_buffers(m, 2 * n, 2 * k, moduli, mode, path, group_size, tile_k, contract)
     del out["pack_a"]   # Ahat's rows are contiguous along k: never packed (Bhat, k-strided, always)
     if path == "staged" and mode == "fast" and min(m, n, k) >= config.karatsuba_min():
-        kq, nq = round_up(k, 16), round_up(n, 4)
-        nchunks = -(-kq // K_CHUNK)
+        kq, nq = padded_k(k), padded_n(n)
+        nchunks = k_chunks(kq)
         c32 = 4 * nchunks * 3 * moduli * m * panel_columns(moduli, m, nq, nchunks)
         if karatsuba_fits:   # the parts' planes are made in place of the realified ones
             del out["ra"], out["rb"]

@@ -11,7 +11,7 @@ import itertools
 
 from ..device.workspace import Workspace
 from ..kernels.gemm import load_group_gemm
-from ..numerics.moduli import crt_constants, group_sizes, partial_bytes
+from ..numerics.moduli import crt_constants, group_sizes, padded_n, partial_bytes
 from ..operands.stages import round_up
 from .launch import Finish, KernelSet, Launch, PhaseTimer, group_variant
 from .scale import nonfinite_source, residues, scale
@@ -28,7 +28,7 @@ def run_fused(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, over
     st, m, n, count, sh = kern.stages, L.m, L.n, L.moduli, L.stream
     consts = crt_constants(count)
     kp = round_up(L.k, kern.variant.tile_k)
-    n_pad = round_up(n, 16)
+    n_pad = padded_n(n, fused=True)
     sc = scale(kern, L, n_pad, ws, overlap)
     timer.mark("scale")
     row = count * kp

@@ -28,7 +28,7 @@ from .. import config
 from ..device import driver
 from ..device.workspace import Fork, Workspace
 from ..kernels.stages import CNonfiniteSource
-from ..numerics.moduli import K_CHUNK
+from ..numerics.moduli import K_CHUNK, k_chunks, padded_k, padded_n
 from ..operands.stages import round_up
 from .launch import KernelSet, Launch, PhaseTimer
 from .scale import Scaled, nonfinite_source
@@ -69,9 +69,9 @@ def run_karatsuba(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, 
     realified product, whose bits are the same, runs instead."""
     st, m, count, sh = kern.stages, L.m, L.moduli, L.stream
     kc, nc = L.k // 2, L.n // 2
-    kq = round_up(kc, 16)
-    nq = round_up(nc, 4)
-    nchunks = -(-kq // K_CHUNK)
+    kq = padded_k(kc)
+    nq = padded_n(nc)
+    nchunks = k_chunks(kq)
     w = panel_columns(count, m, nq, nchunks)
     plane = m * w
     part = count * plane

@@ -14,8 +14,7 @@ GemmVariant).
 from __future__ import annotations
 
 from ..device.workspace import Workspace
-from ..numerics.moduli import K_CHUNK, crt_constants
-from ..operands.stages import round_up
+from ..numerics.moduli import K_CHUNK, crt_constants, k_chunks, padded_k, padded_n
 from .launch import Finish, KernelSet, Launch, PhaseTimer
 from .scale import nonfinite_source, scale
 
@@ -28,12 +27,12 @@ def run_prologue(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, o
     GEMM), crt."""
     st, m, n, k, count, sh = kern.stages, L.m, L.n, L.k, L.moduli, L.stream
     consts = crt_constants(count)
-    kp = round_up(k, 16)
-    n_pad = round_up(n, 4)
+    kp = padded_k(k)
+    n_pad = padded_n(n)
     sc = scale(kern, L, n_pad, ws, overlap)
     timer.mark("scale")
     # the staged path's int32 planes, chunk by chunk (exact while a chunk is <= 2^17 long)
-    nchunks = -(-kp // K_CHUNK)
+    nchunks = k_chunks(kp)
     plane = m * n_pad
     c32 = ws.get("c32", 4 * nchunks * count * plane)
     a_ptr, _, _, a_vs, a_es = sc.a

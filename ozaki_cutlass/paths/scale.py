@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from ..device import driver
 from ..device.workspace import Fork, Workspace
 from ..kernels.stages import CNonfiniteSource
-from ..numerics.moduli import K_CHUNK, crt_constants, shift_work_words
-from ..operands.stages import OperandBuffers, VectorSet, needs_pack, round_up, run_operand_stages
+from ..numerics.moduli import K_CHUNK, crt_constants, k_chunks, padded_k, shift_work_words
+from ..operands.stages import OperandBuffers, VectorSet, needs_pack, run_operand_stages
 from .launch import KernelSet, Launch
 
 __all__ = ["Scaled", "scale", "residues", "nonfinite_source", "zero_result"]
@@ -56,7 +56,7 @@ def scale(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, overlap: bool) 
     st, sh, m, n, k = kern.stages, L.stream, L.m, L.n, L.k
     pb = crt_constants(L.moduli).bound_exponent
     accurate = L.mode == "accurate"
-    k16 = round_up(k, 16)
+    k16 = padded_k(k)
 
     def i32(name: str, size: int) -> int:
         return ws.get(name, 4 * size)
@@ -92,7 +92,7 @@ def _after_prescan(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, i32) -
     operands and the accurate shifts."""
     st, sh, k = kern.stages, L.stream, L.k
     pb = crt_constants(L.moduli).bound_exponent
-    k16 = round_up(k, 16)
+    k16 = padded_k(k)
     sides = {}
     for name, p, nvec, rows_pad in (("a", L.prescan.a, L.m, L.m), ("b", L.prescan.b, L.n, n_pad)):
         fast = i32("fast_" + name, nvec)
@@ -110,11 +110,11 @@ def _shifts(kern: KernelSet, L: Launch, n_pad: int, ws: Workspace, i32, a: _Side
     bound's INT8 GEMM."""
     st, sh, m, n, k = kern.stages, L.stream, L.m, L.n, L.k
     pb = crt_constants(L.moduli).bound_exponent
-    k16 = round_up(k, 16)
+    k16 = padded_k(k)
     if L.mode != "accurate":
         return Scaled(a.vectors, b.vectors, a.fast, b.fast, a.nonfinite, b.nonfinite, a.inner, b.inner)
     gemm = kern.coarse_gemm()
-    nchunks = -(-k16 // K_CHUNK)
+    nchunks = k_chunks(k16)
     part = i32("gpart", m * n_pad)
     ws_bytes = gemm.workspace_size(m, n_pad, min(k16, K_CHUNK), 1)
     gws = ws.get("coarse_ws", ws_bytes) if ws_bytes else 0

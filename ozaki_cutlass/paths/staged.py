@@ -5,8 +5,7 @@ the NaN/Inf pattern where the inputs have non-finite values) in one kernel."""
 from __future__ import annotations
 
 from ..device.workspace import Workspace
-from ..numerics.moduli import K_CHUNK, crt_constants
-from ..operands.stages import round_up
+from ..numerics.moduli import K_CHUNK, crt_constants, k_chunks, padded_k, padded_n
 from .karatsuba import karatsuba_applies, run_karatsuba
 from .launch import Finish, KernelSet, Launch, PhaseTimer
 from .scale import nonfinite_source, residues, scale
@@ -19,8 +18,8 @@ def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, ove
     their own CRT (a complex call's realified product: never replayed)."""
     st, m, n, count, sh = kern.stages, L.m, L.n, L.moduli, L.stream
     consts = crt_constants(count)
-    kp = round_up(L.k, 16)
-    n_pad = round_up(n, 4)
+    kp = padded_k(L.k)
+    n_pad = padded_n(n)
     sc = scale(kern, L, n_pad, ws, overlap)
     timer.mark("scale")
     if karatsuba_applies(L, sc) and run_karatsuba(kern, L, ws, timer, sc, consts, overlap):
@@ -34,7 +33,7 @@ def run_staged(kern: KernelSet, L: Launch, ws: Workspace, timer: PhaseTimer, ove
     timer.mark("int8_gemm")
 
     def finish(C: Launch) -> None:
-        st.crt_unscale(c32, count, m, n, n_pad, m * n_pad, -(-kp // K_CHUNK), chunk_stride, consts, sc.mu, sc.nu,
+        st.crt_unscale(c32, count, m, n, n_pad, m * n_pad, k_chunks(kp), chunk_stride, consts, sc.mu, sc.nu,
                        C.alpha, C.beta, *C.c_input, C.O.ptr, C.O.rs, C.O.cs, nonfinite_source(C, sc), C.stream)
     return finish
 
@@ -45,7 +44,7 @@ def int8_products(kern: KernelSet, ws: Workspace, m: int, n_pad: int, kp: int, p
     kp and rb's n_pad x kp, each set contiguous) into the int32 planes of the workspace's
     "c32", which holds ``slots`` >= planes of them per chunk; returns (c32, the elements
     between chunks)."""
-    nchunks = -(-kp // K_CHUNK)
+    nchunks = k_chunks(kp)
     plane = m * n_pad
     c32 = ws.get("c32", 4 * nchunks * slots * plane)
     ws_bytes = kern.gemm.workspace_size(m, n_pad, min(kp, K_CHUNK), planes)

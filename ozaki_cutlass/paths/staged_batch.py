@@ -19,8 +19,7 @@ from ..device import driver
 from ..device.workspace import Workspace
 from ..kernels.stages import CNonfiniteSource
 from ..numerics.contract import Choice, warn
-from ..numerics.moduli import K_CHUNK, crt_constants
-from ..operands.stages import round_up
+from ..numerics.moduli import crt_constants, k_chunks, padded_k, padded_n
 from .contract import run_contract
 from .launch import KernelSet, Launch, PhaseTimer
 from .scale import nonfinite_source, residues, scale
@@ -36,8 +35,8 @@ BATCH_BYTES = 16 << 30
 def batch_slots(count: int, m: int, n: int, k: int) -> int:
     """Elements of an m x n x k batch at ``count`` moduli whose residue and int32 planes
     fit BATCH_BYTES (at least 1)."""
-    kp, n_pad = round_up(k, 16), round_up(n, 4)
-    per_element = count * (m + n_pad) * kp + 4 * -(-kp // K_CHUNK) * count * m * n_pad
+    kp, n_pad = padded_k(k), padded_n(n)
+    per_element = count * (m + n_pad) * kp + 4 * k_chunks(kp) * count * m * n_pad
     return max(1, BATCH_BYTES // per_element)
 
 
@@ -45,9 +44,9 @@ def batch_buffers(slots: int, count: int, m: int, n: int, k: int) -> dict[str, i
     """The batch's own workspace buffers (name -> bytes) for ``slots`` elements: their
     residue and int32 planes (the names a single staged call uses, grown) and the shifts
     and non-finite counts each element's CRT reads."""
-    kp, n_pad = round_up(k, 16), round_up(n, 4)
+    kp, n_pad = padded_k(k), padded_n(n)
     return {"ra": slots * count * m * kp, "rb": slots * count * n_pad * kp,
-            "c32": 4 * -(-kp // K_CHUNK) * slots * count * m * n_pad,
+            "c32": 4 * k_chunks(kp) * slots * count * m * n_pad,
             "batch_mu": 4 * slots * m, "batch_nu": 4 * slots * n, "batch_nfa": 4 * slots * m,
             "batch_nfb": 4 * slots * n}
 
@@ -73,7 +72,7 @@ def run_staged_batch(kern: KernelSet, launches: list[Launch], ws: Workspace, tim
     are its own choice. Returns each element's Choice (None without the contract) and the
     INT8 GEMM launches made; elements whose Choice is native are not run."""
     m, n, k, sh = launches[0].m, launches[0].n, launches[0].k, launches[0].stream
-    kp, n_pad = round_up(k, 16), round_up(n, 4)
+    kp, n_pad = padded_k(k), padded_n(n)
     choices: list[Choice | None] = []
     run: _Run | None = None
     launched = 0
@@ -119,7 +118,7 @@ def _finish(kern: KernelSet, run: _Run, ws: Workspace, timer: PhaseTimer, kp: in
     timer.mark("int8_gemm")
     consts = crt_constants(count)
     plane = m * n_pad
-    nchunks = -(-kp // K_CHUNK)
+    nchunks = k_chunks(kp)
     for slot, (L, sc) in enumerate(run.elements):
         nf = nonfinite_source(L, sc)
         nf = CNonfiniteSource(nf.a, nf.a_rs, nf.a_cs, nf.b, nf.b_rs, nf.b_cs, nf.k, b["batch_nfa"] + 4 * slot * m,

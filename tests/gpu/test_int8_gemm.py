@@ -12,16 +12,12 @@ from ozaki_cutlass.device import driver
 from ozaki_cutlass.generator import Arch, catalog
 from ozaki_cutlass.kernels.gemm import load_int8_gemm
 from ozaki_cutlass.kernels.library import UnsupportedProblem
-from ozaki_cutlass.numerics.moduli import K_CHUNK
+from ozaki_cutlass.numerics.moduli import K_CHUNK, padded_k, padded_n
 
 pytestmark = pytest.mark.gpu
 
 VARIANTS = [v for arch in (Arch.SM90A, Arch.SM80) for v in catalog(arch)]
 POISON = 0x5A
-
-
-def _round_up(x, a):
-    return -(-x // a) * a
 
 
 def _sizes(v):
@@ -37,12 +33,12 @@ def _sizes(v):
 
 def run_gemm(kernel, a, b, batch_gap=0):
     """C = A B^T for int8 A (batch, m, k) and B (batch, n, k) with n % 4 == 0, through
-    device buffers padded as the kernels require (k to a multiple of 16, with zeros).
+    device buffers padded as the kernels require (k to padded_k, with zeros).
     ``batch_gap`` leaves unused elements between batches (non-packed batch strides)."""
     batch, m, k = a.shape
     n = b.shape[1]
     assert n % 4 == 0
-    kp = _round_up(k, 16)
+    kp = padded_k(k)
     sa, sb, sc = m * kp + batch_gap, n * kp + batch_gap, m * n + batch_gap
     host_a = np.zeros((batch, sa), np.int8)
     host_b = np.zeros((batch, sb), np.int8)
@@ -74,7 +70,7 @@ def test_bit_exact_against_integers(ctx, rng, variant):
         for m, n, k in _sizes(variant):
             batch = 3
             a = rng.integers(-128, 128, (batch, m, k), dtype=np.int8)
-            b = np.zeros((batch, _round_up(n, 4), k), np.int8)   # output pitch: n to 4
+            b = np.zeros((batch, padded_n(n), k), np.int8)   # output pitch: n to 4
             b[:, :n] = rng.integers(-128, 128, (batch, n, k), dtype=np.int8)
             got = run_gemm(kernel, a, b, batch_gap=gap)[:, :, :n]
             want = np.einsum("bmk,bnk->bmn", a.astype(np.int64), b[:, :n].astype(np.int64))

@@ -16,7 +16,7 @@ from ozaki_cutlass.device import driver
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 from ozaki_cutlass.generator.prologue import default_prologue_variant
 from ozaki_cutlass.kernels.library import UnsupportedProblem
-from ozaki_cutlass.numerics.moduli import K_CHUNK, MODULI_TABLE
+from ozaki_cutlass.numerics.moduli import K_CHUNK, MODULI_TABLE, padded_k, padded_n
 
 pytestmark = pytest.mark.gpu
 
@@ -62,7 +62,7 @@ def test_planes_equal_the_residue_products(kernel, dev, rng, case, strided):
     y = random_matrix(n, k, 2.0, rng)
     mu = rng.integers(lo, hi, size=m).astype(np.int32)
     nu = rng.integers(lo, hi, size=n).astype(np.int32)
-    n_out = -(-n // 4) * 4
+    n_out = padded_n(n)
     if strided:  # element l of vector v at v + l * nvec (the columns of a row-major matrix)
         a, a_vs, a_es = dev.put(np.ascontiguousarray(x.T)), 1, m
         b, b_vs, b_es = dev.put(np.ascontiguousarray(y.T)), 1, n
@@ -70,7 +70,7 @@ def test_planes_equal_the_residue_products(kernel, dev, rng, case, strided):
         a, a_vs, a_es = dev.put(x), k, 1
         b, b_vs, b_es = dev.put(y), k, 1
     c = dev.empty(4 * count * m * n_out)
-    kernel(m, n, n_out, k, 0, -(-k // 16) * 16, moduli, a, a_vs, a_es, dev.put(mu), b, b_vs, b_es,
+    kernel(m, n, n_out, k, 0, padded_k(k), moduli, a, a_vs, a_es, dev.put(mu), b, b_vs, b_es,
            dev.put(nu), c.ptr, n_out, m * n_out)
     got = dev.get(c, np.int32, (count, m, n_out))
     want = _planes_model(x, y, mu, nu, moduli, 0, k, n_out)

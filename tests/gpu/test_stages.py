@@ -6,7 +6,7 @@ import pytest
 
 from ozaki_cutlass import reference as R
 from ozaki_cutlass.numerics.accuracy import random_matrix
-from ozaki_cutlass.numerics.moduli import crt_constants, shift_work_words
+from ozaki_cutlass.numerics.moduli import crt_constants, padded_k, padded_n, shift_work_words
 
 pytestmark = pytest.mark.gpu
 
@@ -153,7 +153,7 @@ def test_scan_coarse_long_vectors(st, rng, dev):
     part batch, padding rows; the scan's outputs and the coarse bytes against the reference."""
     nvec, k = 300, 20003
     x = _scan_vectors(rng, nvec, k)
-    rows_pad, k_pad = nvec + 3, -(-k // 16) * 16
+    rows_pad, k_pad = nvec + 3, padded_k(k)
     pb = crt_constants(15).bound_exponent
     exps, shift, nf = dev.empty(4 * nvec), dev.empty(4 * nvec), dev.empty(4 * nvec)
     coarse = dev.empty(rows_pad * k_pad)  # poisoned: the padding must be written
@@ -202,7 +202,7 @@ def test_accurate_shifts_one_read(st, rng, dev, m, k, n):
     large positive values that must count as nothing); n <= 4096 with enough row groups
     (m = 300, 600, 2000, 20000) takes the one cooperative launch, fewer rows two launches;
     the same shifts as the reference."""
-    _check_accurate_shifts(st, rng, dev, m, k, n, "int32", -(-n // 4) * 4 + 4, pad=2**30 - 1)
+    _check_accurate_shifts(st, rng, dev, m, k, n, "int32", padded_n(n) + 4, pad=2**30 - 1)
 
 
 @pytest.mark.parametrize("m,n", [(300, 1024), (77, 2048), (45, 4096), (1500, 4096), (20, 8192), (9, 16384),
@@ -211,7 +211,7 @@ def test_accurate_shifts_one_read_any_int32(st, rng, dev, m, n):
     """The one-read kernel on any int32 bound: entries <= 0 (INT32_MIN included) are absent
     (whole rows and columns of them too), entries up to INT32_MAX present, against the
     reference's g > 0 rule; the exponents and fast shifts spread over a few hundred."""
-    ld = -(-n // 4) * 4
+    ld = padded_n(n)
     g = rng.integers(-(2**31), 2**31, (m, ld), dtype=np.int64)
     g[rng.random((m, ld)) < 0.3] = 0
     g[rng.random((m, ld)) < 0.05] = 2**31 - 1
