@@ -45,6 +45,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def nvcc_toolchain():
+    """The toolchain the tests marked ``nvcc`` compile with. The README's test command
+    installs it (the ``test`` extra brings the nvcc wheels and nvidia-cutlass), so where
+    it cannot be resolved they fail, saying why, rather than skip: a skip would hide a
+    broken toolchain on CI. Deselect them with ``-m "not nvcc"``."""
+    from ozaki_cutlass.generator import ToolchainError, resolve_toolchain
+
+    try:
+        return resolve_toolchain()
+    except ToolchainError as exc:
+        pytest.fail(f"no toolchain for the tests marked nvcc: {exc} (install the test extra, or deselect "
+                    "them with -m 'not nvcc')", pytrace=False)
+
+
 @pytest.fixture
 def rng(request):
     """A generator seeded from the test id: different data in every test, reproducible."""

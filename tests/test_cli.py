@@ -15,7 +15,6 @@ import ozaki_cutlass
 from ozaki_cutlass.device import arch as arch_module
 from ozaki_cutlass.tools import cli
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
-from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir
 
 
 def _load_fakes():
@@ -28,10 +27,6 @@ def _load_fakes():
 
 fakes = _load_fakes()
 
-needs_real_templates = pytest.mark.skipif(
-    not all((default_templates_dir() / name).is_file() for name in TEMPLATES.values()),
-    reason="the real templates are not written yet",
-)
 
 
 @pytest.fixture
@@ -89,7 +84,6 @@ def _table(tmp_path, entries) -> str:
     return str(path)
 
 
-@needs_real_templates
 def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OZAKI_TUNING_TABLE", _table(tmp_path, []))  # the defaults alone
     argv = ["build", "--arch", "sm_90a", "--out", str(tmp_path / "out")]
@@ -109,7 +103,6 @@ def test_second_identical_build_compiles_nothing(fake_nvcc, tmp_path, capsys, mo
     assert len(fake_nvcc.calls()) == total
 
 
-@needs_real_templates
 def test_build_also_builds_what_the_tuning_table_routes_to(fake_nvcc, tmp_path, monkeypatch):
     staged = "i8_sm90a_128x128x128_c2x2_pp_s0_int32_g1_sw8"
     fused = "i8_sm90a_128x128x128_c2x1_coop_s0_pcrt_g4_sw8"
@@ -130,7 +123,6 @@ def test_build_also_builds_what_the_tuning_table_routes_to(fake_nvcc, tmp_path, 
     assert set(fake_nvcc.compiled()) == defaults | extra | {"stages_sm90a"}
 
 
-@needs_real_templates
 def test_build_defaults_to_the_visible_gpus_arch(fake_nvcc, gpu, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OZAKI_TUNING_TABLE", _table(tmp_path, []))
     gpu((8, 0))
@@ -140,7 +132,6 @@ def test_build_defaults_to_the_visible_gpus_arch(fake_nvcc, gpu, tmp_path, capsy
                                                   + ["stages_sm80"])
 
 
-@needs_real_templates
 def test_build_variants_pattern_matches_the_full_sweep(fake_nvcc, tmp_path, capsys):
     pattern = "i8_sm90a_64x64x64_c1x1_pp_s0_int32_g1"
     (variant,) = catalog("sm_90a", pattern, full=True)
@@ -157,7 +148,6 @@ def test_build_pattern_matching_nothing_exits_2(fake_nvcc, tmp_path, caplog):
     assert "no sm_80 variant matches '*_coop_*'" in caplog.text
 
 
-@needs_real_templates
 def test_a_compile_failure_exits_1_with_the_log_path(fake_nvcc, tmp_path, caplog):
     fake_nvcc.configure(fail="something is wrong")
     assert cli.main(["build", "--arch", "sm_80", "--out", str(tmp_path)]) == 1
@@ -170,7 +160,6 @@ def test_a_missing_nvcc_exits_1(monkeypatch, tmp_path, caplog):
     assert "OZAKI_NVCC" in caplog.text
 
 
-@needs_real_templates
 def test_list_prints_the_catalog_with_what_is_built(fake_nvcc, tmp_path, capsys):
     out = str(tmp_path / "out")
     assert cli.main(["list", "--out", out]) == 0

@@ -25,14 +25,9 @@ TILE_K = 128
 
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory):
+def check(tmp_path_factory, nvcc_toolchain):
     """check(G, m, n, k_pad, groups, lda, ldb, ldx, stride_x, moduli) -> the driver's line."""
-    from ozaki_cutlass.generator import ToolchainError, resolve_toolchain
-
-    try:
-        tc = resolve_toolchain()
-    except ToolchainError as exc:
-        pytest.skip(f"nvcc or CUTLASS not available: {exc}")
+    tc = nvcc_toolchain
     folder = tmp_path_factory.mktemp("group_abi")
     binary = folder / "check_group_abi"
     prelude = folder / "prelude.h"  # what the fused templates render before the headers

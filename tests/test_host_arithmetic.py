@@ -605,14 +605,9 @@ def run_checker(binary: Path, lines: list[str], cases_path: Path) -> CheckerRun:
 
 
 @pytest.fixture(scope="module")
-def checker(tmp_path_factory) -> Path:
+def checker(tmp_path_factory, nvcc_toolchain) -> Path:
     """The checker, compiled once per session for the host (no GPU code)."""
-    from ozaki_cutlass.generator import ToolchainError, resolve_toolchain
-
-    try:
-        toolchain = resolve_toolchain()
-    except ToolchainError as exc:
-        pytest.skip(f"nvcc not available: {exc}")
+    toolchain = nvcc_toolchain
     nvcc = toolchain.nvcc
     folder = tmp_path_factory.mktemp("host_checker")
     binary = folder / "check_arithmetic"

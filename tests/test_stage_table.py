@@ -267,16 +267,11 @@ def test_table_refuses_a_spec_of_four_files(st, capsys):
 
 
 @pytest.mark.nvcc
-def test_move_source_compiles(st, tmp_path):
+def test_move_source_compiles(st, tmp_path, nvcc_toolchain):
     """The move kernels as the device's NVRTC gets them, compiled here by the toolchain's nvcc."""
     import subprocess
 
-    from ozaki_cutlass.generator import ToolchainError, resolve_toolchain
-
-    try:
-        nvcc = resolve_toolchain().nvcc
-    except ToolchainError as exc:
-        pytest.skip(f"no nvcc: {exc}")
+    nvcc = nvcc_toolchain.nvcc
     src = tmp_path / "move.cu"
     src.write_text(st.move_source(st.STAGES))
     subprocess.run([str(nvcc), "-arch=sm_90a", "-cubin", "-o", str(tmp_path / "move.cubin"), str(src)], check=True)

@@ -22,7 +22,6 @@ from ozaki_cutlass.generator.render import (
     EPILOGUE_TEMPLATES,
     TEMPLATES,
     context,
-    default_templates_dir,
     template_name,
 )
 
@@ -31,14 +30,6 @@ FUSED = catalog("sm_90a", epilogue=Epilogue.PARTIAL_CRT)
 FUSED_SM80 = catalog("sm_80", epilogue=Epilogue.PARTIAL_CRT)
 FUSED_FULL = catalog(full=True, epilogue=Epilogue.PARTIAL_CRT)
 FUSED_SM80_TEMPLATE = "int8_group_gemm_sm80.cu.j2"
-needs_real_sm80_template = pytest.mark.skipif(
-    not (default_templates_dir() / FUSED_SM80_TEMPLATE).is_file(),
-    reason=f"{FUSED_SM80_TEMPLATE} is not in {default_templates_dir()}",
-)
-needs_real_template = pytest.mark.skipif(
-    not (default_templates_dir() / FUSED_TEMPLATE).is_file(),
-    reason=f"{FUSED_TEMPLATE} is not in {default_templates_dir()}",
-)
 
 
 def fused(**fields) -> GemmVariant:
@@ -151,7 +142,6 @@ def _rendered_fused(variant, template):
     return text
 
 
-@needs_real_template
 @pytest.mark.parametrize("variant", FUSED, ids=lambda v: v.name)
 def test_real_template_renders_the_defaults(variant):
     text = _rendered_fused(variant, FUSED_TEMPLATE)
@@ -163,8 +153,6 @@ def test_real_template_renders_the_defaults(variant):
     assert "{{" not in text and "{%" not in text and "#error \"" + variant.name + ": unknown" not in text
 
 
-@needs_real_template
-@needs_real_sm80_template
 def test_real_template_renders_the_full_fused_sweep():
     for variant in FUSED_FULL:
         text = render(variant)
@@ -280,7 +268,6 @@ def test_the_sm80_fused_template_is_strict(templates_dir):
         render(default_variant("sm_80"), templates_dir=templates_dir)
 
 
-@needs_real_sm80_template
 @pytest.mark.parametrize("variant", FUSED_SM80, ids=lambda v: v.name)
 def test_real_sm80_template_renders_the_defaults(variant):
     text = _rendered_fused(variant, FUSED_SM80_TEMPLATE)

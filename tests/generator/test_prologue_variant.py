@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass.generator import (Arch, IllegalVariantError, ToolchainError, build, catalog,
-                                     load_metadata, render, resolve_toolchain)
+from ozaki_cutlass.generator import Arch, IllegalVariantError, build, catalog, load_metadata, render
 from ozaki_cutlass.generator.prologue import (PrologueVariant, default_prologue_variant,
                                               prologue_catalog, prologue_variant_named)
 from ozaki_cutlass.generator.render import PROLOGUE_TEMPLATE, context, default_templates_dir, template_name
@@ -93,12 +92,9 @@ def test_render_is_strict_and_instantiates_the_variant():
         env.get_template(PROLOGUE_TEMPLATE).render(ctx)
 
 
-def test_cache_key_covers_the_prologue_header():
-    try:
-        toolchain = resolve_toolchain()
-    except ToolchainError as exc:
-        pytest.skip(f"no toolchain: {exc}")
-    headers = toolchain.headers_included_by(render(default_prologue_variant()))
+@pytest.mark.nvcc
+def test_cache_key_covers_the_prologue_header(nvcc_toolchain):
+    headers = nvcc_toolchain.headers_included_by(render(default_prologue_variant()))
     assert {"ozaki/prologue_gemm.h", "ozaki/residue_arith.h", "ozaki/stage_launch.cuh",
             "ozaki/mma_sm80_s8_wrap.h"} <= set(headers)
 
@@ -140,11 +136,8 @@ def test_auto_dispatch_never_names_the_prologue_path():
 
 # --- one real build -------------------------------------------------------------------
 @pytest.mark.nvcc
-def test_real_build_of_the_prologue_prototype(tmp_path, capsys):
-    try:
-        toolchain = resolve_toolchain()
-    except ToolchainError as exc:
-        pytest.skip(f"no real toolchain: {exc}")
+def test_real_build_of_the_prologue_prototype(tmp_path, capsys, nvcc_toolchain):
+    toolchain = nvcc_toolchain
     if shutil.which("nm") is None:
         pytest.skip("nm (binutils) not found")
     v = default_prologue_variant()

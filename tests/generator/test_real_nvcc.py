@@ -11,15 +11,8 @@ import subprocess
 
 import pytest
 
-from ozaki_cutlass.generator import (
-    ToolchainError,
-    build,
-    default_variant,
-    find_artifact,
-    load_metadata,
-    resolve_toolchain,
-)
-from ozaki_cutlass.generator.render import TEMPLATES, default_templates_dir, library_abi
+from ozaki_cutlass.generator import build, default_variant, find_artifact, load_metadata
+from ozaki_cutlass.generator.render import library_abi
 
 
 def entry_points(variant) -> set[str]:
@@ -28,16 +21,10 @@ def entry_points(variant) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def real_toolchain():
-    missing = [name for name in TEMPLATES.values() if not (default_templates_dir() / name).is_file()]
-    if missing:
-        pytest.skip(f"templates not written yet: {', '.join(missing)}")
+def real_toolchain(nvcc_toolchain):
     if shutil.which("nm") is None:
         pytest.skip("nm (binutils) not found")
-    try:
-        return resolve_toolchain()
-    except ToolchainError as exc:
-        pytest.skip(f"no real toolchain: {exc}")
+    return nvcc_toolchain
 
 
 def exported_functions(library) -> set[str]:

@@ -24,10 +24,6 @@ CONTEXT_KEYS = {
     Arch.SM80: COMMON | {"warp_m", "warp_n", "warp_k", "inst_m", "inst_n", "inst_k"},
 }
 REAL_TEMPLATES = default_templates_dir()
-needs_real_templates = pytest.mark.skipif(
-    not all((REAL_TEMPLATES / name).is_file() for name in TEMPLATES.values()),
-    reason=f"the real templates are not in {REAL_TEMPLATES} yet",
-)
 
 
 @pytest.mark.parametrize("arch", list(Arch))
@@ -101,7 +97,6 @@ def test_template_edits_are_seen_without_restarting(templates_dir):
     assert render(v, templates_dir=templates_dir) == before + "// edited\n"
 
 
-@needs_real_templates
 @pytest.mark.parametrize("variant", catalog(), ids=lambda v: v.name)
 def test_real_templates_render_deterministically(variant):
     text = render(variant)
@@ -114,7 +109,6 @@ def test_real_templates_render_deterministically(variant):
     assert "{{" not in text and "{%" not in text
 
 
-@needs_real_templates
 def test_real_templates_render_every_variant_of_the_full_sweep():
     for variant in catalog(full=True):
         text = render(variant)
