@@ -101,13 +101,12 @@ def fake_gpu(monkeypatch):
     return ws
 
 
-@pytest.mark.parametrize("path, group_size", [("staged", 1), ("fused", 1), ("fused", 3), ("prologue", 1)])
+@pytest.mark.parametrize("path, group_size, shape", [  # two k chunks on the staged path alone (the others take one)
+    (path, size, shape) for path, size in (("staged", 1), ("fused", 1), ("fused", 3), ("prologue", 1))
+    for shape in ((40, 24, 72), (33, 17, 5))] + [("staged", 1, (16, 8, K_CHUNK + 300))])
 @pytest.mark.parametrize("mode", ["accurate", "fast"])
-@pytest.mark.parametrize("shape", [(40, 24, 72), (33, 17, 5), (16, 8, K_CHUNK + 300)])
 def test_footprint_is_what_the_paths_ask_for(fake_gpu, path, group_size, mode, shape):
     m, n, k = shape
-    if path != "staged" and k > K_CHUNK:
-        pytest.skip("the fused and prologue paths take one k chunk")
     kernel = None
     if path == "fused":
         kernel = next(v for v in catalog("sm_90a", full=True, epilogue=Epilogue.PARTIAL_CRT)
@@ -124,17 +123,17 @@ class ComplexDev:
                                          "strides": None}
 
 
-@pytest.mark.parametrize("path, mode, karatsuba", [("staged", "fast", True), ("staged", "fast", False),
-                                                   ("staged", "accurate", True), ("fused", "fast", True)])
-@pytest.mark.parametrize("shape", [(40, 24, 36), (16, 8, K_CHUNK // 2 + 300)])
+@pytest.mark.parametrize("path, mode, karatsuba, shape", [  # 2k over K_CHUNK on the staged path alone
+    (path, mode, karatsuba, shape)
+    for path, mode, karatsuba in (("staged", "fast", True), ("staged", "fast", False), ("staged", "accurate", True),
+                                  ("fused", "fast", True))
+    for shape in ((40, 24, 36), (16, 8, K_CHUNK // 2 + 300)) if path == "staged" or 2 * shape[2] <= K_CHUNK])
 def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, monkeypatch, path, mode, karatsuba, shape):
     """A complex call's two workspaces (the complex layer's, the realified product's,
     Karatsuba's parts among them where it runs) hold what complex_workspace_buffers says."""
     from ozaki_cutlass import complex_gemm
 
     m, n, k = shape
-    if path == "fused" and 2 * k > K_CHUNK:
-        pytest.skip("the fused path takes one k chunk")
     monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0" if karatsuba else str(10**9))
     class Layer(RecordingWorkspace):   # Ahat, Bhat and T apart: the real call checks that out overlaps neither
         def get(self, name, nbytes):
