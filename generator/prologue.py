@@ -23,7 +23,7 @@ from ..templates.constants import PROLOGUE_CHUNK, PROLOGUE_HALVES, PROLOGUE_STAG
 from .arch import ARCH_TAGS, MAX_REGISTERS_PER_THREAD, REGISTER_FILE, SM80_MMA_SHAPE, SM80_SMEM_BYTES, Arch
 from .errors import IllegalVariantError
 
-__all__ = ["PrologueVariant", "prologue_catalog", "default_prologue_variant", "prologue_variant_named"]
+__all__ = ["PrologueVariant", "prologue_catalog", "default_prologue_variant"]
 
 _MMA_M, _MMA_N, _MMA_K = SM80_MMA_SHAPE
 _HALVES = PROLOGUE_HALVES  # the register prefetch holds half a k-tile
@@ -142,6 +142,3 @@ def prologue_catalog(pattern: str | None = None) -> list[PrologueVariant]:
 def default_prologue_variant() -> PrologueVariant:
     return _DEFAULTS[0]
 
-
-def prologue_variant_named(name: str) -> PrologueVariant | None:
-    return next((v for v in _DEFAULTS if v.name == name), None)

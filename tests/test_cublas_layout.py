@@ -322,13 +322,13 @@ def test_copy_refused(src, dst):
 
 # --------------------------------------------------------------------------- no GPU needed for these
 
-def test_copy_matrix_refuses_without_touching_the_driver(monkeypatch):
+def test_copies_refuse_and_empty_ones_run_without_touching_the_driver(monkeypatch):
     def no_driver():
         raise AssertionError("the driver was called")
 
     monkeypatch.setattr(cublas.driver, "bindings", no_driver)
-    assert cublas.copy_matrix(_m(3, 4, 4, 1), _m(3, 4, 1, 3), 3, 4, 0) is False
-    assert cublas.copy_matrix(_m(0, 4, 4, 1), _m(0, 4, 1, 3), 0, 4, 0) is True
+    assert plan_copy(_m(3, 4, 4, 1), _m(3, 4, 1, 3), 3, 4) is None
+    cublas.run_copy(plan_copy(_m(0, 4, 4, 1), _m(0, 4, 1, 3), 0, 4), 0)
 
 
 def test_empty_output_launches_nothing(monkeypatch):

@@ -43,10 +43,10 @@ from math import copysign
 import numpy as np
 
 from . import driver
-from .layouts import CopyPlan, DgemmPlan, call_pointers, plan_copy
+from .layouts import CopyPlan, DgemmPlan, call_pointers
 
 __all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
-           "lt_dgemm", "dgemm", "copy_matrix", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
+           "lt_dgemm", "dgemm", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
            "emulation_problem", "handle_dgemm", "current_context", "zgemm", "dgemm_strided_batched"]
 
 
@@ -438,18 +438,6 @@ def handle_dgemm(handles, plan: DgemmPlan, pointers, alpha: float, beta: float, 
 
 
 # --------------------------------------------------------------------------- 2-D copy
-
-def copy_matrix(src, dst, rows: int, cols: int, stream) -> bool:
-    """Enqueue a copy of device matrix ``src`` into ``dst`` (both rows x cols float64,
-    Matrix-like) on ``stream`` with ``cuMemcpy2DAsync``; False, with nothing done, when
-    their layouts do not allow one 2-D copy (see :func:`plan_copy`): the caller copies
-    another way. Does not synchronize."""
-    plan = plan_copy(src, dst, rows, cols)
-    if plan is None:
-        return False
-    run_copy(plan, stream)
-    return True
-
 
 def run_copy(plan: CopyPlan, stream) -> None:
     """Enqueue the 2-D copy ``plan`` (from :func:`plan_copy`) on ``stream``."""

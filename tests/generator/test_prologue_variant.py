@@ -14,7 +14,7 @@ import pytest
 import ozaki_cutlass
 from ozaki_cutlass.generator import Arch, IllegalVariantError, build, catalog, load_metadata, render
 from ozaki_cutlass.generator.prologue import (PrologueVariant, default_prologue_variant,
-                                              prologue_catalog, prologue_variant_named)
+                                              prologue_catalog)
 from ozaki_cutlass.generator.render import PROLOGUE_TEMPLATE, context, default_templates_dir, template_name
 from ozaki_cutlass.generator.artifact import variant_from_dict
 
@@ -37,11 +37,9 @@ def test_names_never_collide_with_the_gemm_catalog():
     assert not gemm_names & {v.name for v in prologue_catalog()}
 
 
-def test_the_default_is_the_catalog_entry_and_found_by_name():
+def test_the_default_is_the_catalog_entry():
     v = default_prologue_variant()
     assert prologue_catalog() == [v]
-    assert prologue_variant_named(v.name) == v
-    assert prologue_variant_named("prologue_nope") is None
     assert prologue_catalog("i8_*") == []
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from ozaki_cutlass.device import cublas, driver
-from ozaki_cutlass.device.cublas import copy_matrix, dgemm
-from ozaki_cutlass.device.layouts import plan_dgemm
+from ozaki_cutlass.device.cublas import dgemm
+from ozaki_cutlass.device.layouts import plan_copy, plan_dgemm
 from ozaki_cutlass.device.arrays import Matrix
 
 pytestmark = pytest.mark.gpu
@@ -233,6 +233,15 @@ def test_library_facts(cp):
     assert cublas.available()
     major, minor, patch = cublas.version()
     assert major >= 11 and minor >= 0 and patch >= 0
+
+
+def copy_matrix(src, dst, rows: int, cols: int, stream) -> bool:
+    """The native path's copy of c into out (paths.native): plan_copy, then cublas.run_copy;
+    False, with nothing done, where the layouts allow no 2-D copy."""
+    plan = plan_copy(src, dst, rows, cols)
+    if plan is not None:
+        cublas.run_copy(plan, stream)
+    return plan is not None
 
 
 @pytest.mark.parametrize("shape", [(37, 53), (1, 40), (40, 1)], ids=lambda s: "x".join(map(str, s)))
