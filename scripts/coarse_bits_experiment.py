@@ -20,8 +20,7 @@ import numpy as np
 from ozaki_cutlass import reference as R
 from ozaki_cutlass.numerics.accuracy import dd_product, normwise_error, random_matrix
 from ozaki_cutlass.numerics.moduli import COARSE_BITS, crt_constants
-
-NO_CONSTRAINT = 1 << 30  # slack of (i, j) pairs the coarse bound does not constrain (G_ij = 0)
+from ozaki_cutlass.templates.constants import NO_CONSTRAINT  # the slack of pairs G_ij = 0 leaves free
 
 
 def ceil_log2(g: np.ndarray) -> np.ndarray:

@@ -12,9 +12,8 @@ import ozaki_cutlass
 from ozaki_cutlass import reference as R
 from ozaki_cutlass.numerics import contract as K
 from ozaki_cutlass.numerics.accuracy import exact_product, random_matrix
+from ozaki_cutlass.numerics.contract import U
 from ozaki_cutlass.templates.constants import INNER_CHUNK, REDUCE_LANES
-
-U = 2.0**-53
 
 
 def family(name: str, m: int, k: int, n: int, p: float, seed: int = 1):

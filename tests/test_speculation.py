@@ -10,11 +10,9 @@ import pytest
 
 from ozaki_cutlass import execute
 from ozaki_cutlass.device.arrays import Matrix
-from ozaki_cutlass.numerics.contract import Choice
+from ozaki_cutlass.numerics.contract import U, Choice
 from ozaki_cutlass.paths import contract as PC
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer
-
-U = 2.0**-53
 
 
 def choice(moduli, equilibrated=False, native=False, mode="fast"):

@@ -8,7 +8,7 @@ import math
 
 from ..numerics.moduli import validate_moduli_count
 
-__all__ = ["ARRAY_CHOICES", "CPU_MAX_N", "PHI_MAX", "positive_int", "nonnegative_int", "nonnegative_float",
+__all__ = ["ARRAY_CHOICES", "CPU_DEFAULT_N", "CPU_MAX_N", "GPU_DEMO_N", "PHI_MAX", "positive_int", "nonnegative_int", "nonnegative_float",
            "cpu_matrix_size", "cpu_size_problem",
            "spread", "moduli_count", "shape", "parse_shape", "batch_shape"]
 
@@ -21,6 +21,11 @@ ARRAY_CHOICES = ("auto", "cupy", "own")
 #: ``demo`` where it runs without a GPU): their memory grows as n^2 and their time as n^3
 #: (the double-double reference loops over k), and beyond this both are unreasonable.
 CPU_MAX_N = 4096
+
+#: The n of ``demo`` on a GPU, and of the CPU reference commands (``demo`` without a GPU,
+#: ``accuracy``) where --n is not given.
+GPU_DEMO_N = 8192
+CPU_DEFAULT_N = 256
 
 #: The largest phi (spread of the inputs' exponents) the commands take. Entries are
 #: (U - 0.5) exp(phi N(0, 1)); the normal draws of the largest inputs (2 x 2^28 of them in

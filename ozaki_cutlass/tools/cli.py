@@ -20,8 +20,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .arguments import (ARRAY_CHOICES, CPU_MAX_N, PHI_MAX, cpu_matrix_size, moduli_count, nonnegative_int,
-                        positive_int, spread)
+from ..numerics.moduli import MAX_MODULI
+from .arguments import (ARRAY_CHOICES, CPU_DEFAULT_N, CPU_MAX_N, GPU_DEMO_N, PHI_MAX, cpu_matrix_size, moduli_count,
+                        nonnegative_int, positive_int, spread)
 
 __all__ = ["main"]
 
@@ -71,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="multiply random matrices and check the result")
     demo.add_argument("--n", type=positive_int, metavar="INT",
-                      help=f"matrix size (default: 8192 on a GPU, 256 for the CPU reference, which "
+                      help=f"matrix size (default: {GPU_DEMO_N} on a GPU, {CPU_DEFAULT_N} for the CPU reference, which "
                            f"takes at most {CPU_MAX_N})")
     demo.add_argument("--seed", type=nonnegative_int, metavar="INT", help="random seed (0 or more)")
     demo.add_argument("--cpu", action="store_true", help="use the NumPy reference only")
@@ -84,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     acc = commands.add_parser("accuracy", help="error table: moduli count x mode x phi (CPU)",
                               description="Normwise error of the NumPy reference against an exact "
                                           "(n <= 128) or double-double product, next to float64 @.")
-    acc.add_argument("--n", type=cpu_matrix_size, default=256, metavar="INT",
+    acc.add_argument("--n", type=cpu_matrix_size, default=CPU_DEFAULT_N, metavar="INT",
                      help=f"matrix size, 1 to {CPU_MAX_N} (default: %(default)s; memory grows as n^2, "
                           "time as n^3)")
     acc.add_argument("--phi", type=spread, nargs="+", default=[0.5, 1.0, 2.0, 4.0],
@@ -93,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
                           "10^+-141 and their products 10^+-282, and not far beyond the products "
                           "overflow float64")
     acc.add_argument("--min-moduli", type=moduli_count, default=6)
-    acc.add_argument("--max-moduli", type=moduli_count, default=20)
+    acc.add_argument("--max-moduli", type=moduli_count, default=MAX_MODULI)
     acc.add_argument("--reference", choices=["auto", "exact", "dd"], default="auto")
     acc.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0 or more)")
     acc.set_defaults(handler=_accuracy)

@@ -23,7 +23,7 @@ from ..api import gemm
 from ..device import driver
 from ..device.arch import compute_capability
 from ..numerics import accuracy
-from .arguments import cpu_size_problem
+from .arguments import CPU_DEFAULT_N, GPU_DEMO_N, cpu_size_problem
 from .measure import ArraysUnavailable, arrays_for, sample_error, sample_reference
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,8 @@ def main(args) -> int:
     gpu = None if use_cpu else _gpu_status()
     if gpu is not None:
         print(f"ozaki-cutlass demo on the GPU: {gpu}. Kernels are built on first use (progress on stderr).")
-        return gpu_demo(n=int(requested or 8192), seed=seed, arrays=getattr(args, "arrays", None) or "auto")
-    n = int(requested or 256)
+        return gpu_demo(n=int(requested or GPU_DEMO_N), seed=seed, arrays=getattr(args, "arrays", None) or "auto")
+    n = int(requested or CPU_DEFAULT_N)
     why = cpu_size_problem(n)
     if why is not None:
         log.error("demo on the CPU: --n %s (on a GPU the demo takes larger n)", why)

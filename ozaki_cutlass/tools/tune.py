@@ -18,7 +18,7 @@ from pathlib import Path
 from ..api import contract, gemm
 from ..device import driver
 from ..device.arch import visible_arch
-from ..dispatch import (MEASURED_MARGIN, Candidate, builtin_candidates, candidates_from_table,
+from ..dispatch import (ANY, MEASURED_MARGIN, Candidate, builtin_candidates, candidates_from_table,
                         emulation_measured_faster, load_table, path_of)
 from ..generator import catalog
 from ..kernels.library import locate
@@ -44,7 +44,7 @@ def tune_points(sizes, shapes) -> list[tuple[int, int, int, dict]]:
     square sizes, whose buckets meet at the geometric midpoints and cover 1 .. 2^31 - 1."""
     points = [(m, n, k, _box(m, n, k)) for m, n, k in shapes]
     sizes = sorted(sizes)
-    bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [2**31 - 1]
+    bounds = [1] + [int(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [ANY[1]]
     for i, n in enumerate(sizes):
         lo, hi = bounds[i], bounds[i + 1] - 1 if i + 1 < len(sizes) else bounds[i + 1]
         points.append((n, n, n, {"m": [lo, hi], "n": [lo, hi], "k": [lo, hi]}))

@@ -10,6 +10,7 @@ import pytest
 import ozaki_cutlass
 from ozaki_cutlass import dispatch, reference
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
+from ozaki_cutlass.numerics.contract import CONTRACT_MODULI
 from ozaki_cutlass.numerics.moduli import K_CHUNK
 from variants_support import ALL_VARIANTS
 
@@ -43,7 +44,7 @@ def test_bit_identical_to_reference(rng, mode, phi, path):
         assert same_bits(got, want), (m, n, k, count, ta, tb, t["path"], t["kernel"])
 
 
-@pytest.mark.parametrize("count", range(8, 21))
+@pytest.mark.parametrize("count", CONTRACT_MODULI)
 def test_every_moduli_count(rng, count):
     a, b = _problem(rng, 70, 45, 150, 1.0)
     for mode in ("fast", "accurate"):
