@@ -165,7 +165,10 @@ def test_the_abi_structs_render_as_their_ctypes_twins():
             assert ctypes.sizeof(t) == (8 if ctype.endswith("*") else _C_SCALARS[ctype][0]), name
         assert f"static_assert(sizeof({struct.name}) == {ctypes.sizeof(cls)}," in source
     assert CCrtConstants is abi.CRT_CONSTANTS.ctypes_type and CNonfiniteSource is abi.NONFINITE_SOURCE.ctypes_type
-    assert ctypes.sizeof(CCrtConstants) == 824  # the layout the built libraries report
+    # packed as declared, no padding: 2 + MAX_MODULI int32 (88 bytes, a multiple of 8), then
+    # the doubles (MAX_MODULI + 3 rows of MAX_LIMBS)
+    mods, limbs = constants.MAX_MODULI, constants.MAX_LIMBS
+    assert ctypes.sizeof(CCrtConstants) == 4 * (2 + mods) + 8 * limbs * (mods + 3)
 
 
 class _FakeFunction:
