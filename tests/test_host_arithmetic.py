@@ -30,10 +30,11 @@ import pytest
 
 from ozaki_cutlass import reference as ref
 from ozaki_cutlass.generator import abi
-from ozaki_cutlass.numerics.moduli import MODULI_TABLE, crt_constants
+from ozaki_cutlass.numerics.moduli import MAX_MODULI, MODULI_TABLE, crt_constants
 from ozaki_cutlass.numerics.contract import inner_stats
 from ozaki_cutlass.numerics.moduli import partial_bytes
-from ozaki_cutlass.templates.constants import FLUSH_EXPONENT, INNER_CHUNK
+from ozaki_cutlass.templates.constants import FLUSH_EXPONENT, INNER_CHUNK, MAX_GROUP_SIZE, MAX_LIMBS
+from moduli_groups import random_group_sizes
 
 pytestmark = pytest.mark.nvcc
 
@@ -225,7 +226,7 @@ def gen_scale(rng, out):
         x = rand_doubles(rng, 30, 300 if trial % 2 else 10)
         if trial % 4 == 0:
             x[:3] = [5e-324, -2.5e-310, 1e300]
-        count = int(rng.integers(2, 21))
+        count = int(rng.integers(2, MAX_MODULI + 1))
         consts = crt_constants(count)
         e = ref.exponents(x[None, :], axis=1)
         mu = ref.fast_shifts(x[None, :], 1, e, consts.bound_exponent) + int(rng.integers(0, 3))
@@ -305,7 +306,7 @@ def gen_accurate_shifts(rng, out):
             a[0, :] = 0.0
         if trial % 7 == 0:
             b[:, 0] *= 1e-310
-        pb = crt_constants(int(rng.integers(2, 21))).bound_exponent
+        pb = crt_constants(int(rng.integers(2, MAX_MODULI + 1))).bound_exponent
         ea, eb = ref.exponents(a, 1), ref.exponents(b, 0)
         muf, nuf = ref.fast_shifts(a, 1, ea, pb), ref.fast_shifts(b, 0, eb, pb)
         g = ref.coarse_bound(ref.coarse_magnitudes(a, 1, ea), ref.coarse_magnitudes(b, 0, eb))
@@ -318,14 +319,14 @@ def gen_accurate_shifts(rng, out):
 
 def gen_crt(rng, out, trials=1500):
     """crt_reconstruct + the pattern substitution + unscale, for 2..20 moduli."""
-    pad = lambda v: list(v) + [0.0] * (4 - len(v))  # noqa: E731
-    for count in range(2, 21):
+    pad = lambda v: list(v) + [0.0] * (MAX_LIMBS - len(v))  # noqa: E731
+    for count in range(2, MAX_MODULI + 1):
         c = crt_constants(count)
         wl = []
-        for g in range(20):
+        for g in range(MAX_MODULI):
             wl += pad(c.weight_limbs[g]) if g < count else pad([])
         out.append(f"crt_const {count} {c.limbs} "
-                   + " ".join(map(str, list(c.moduli) + [0] * (20 - count))) + " "
+                   + " ".join(map(str, list(c.moduli) + [0] * (MAX_MODULI - count))) + " "
                    + " ".join(hx(v) for v in wl + pad(c.product_limbs) + pad(c.limb_scales)
                               + pad(c.quotient_factors)))
     specials = [np.nan, np.inf, -np.inf]
@@ -412,15 +413,9 @@ def gen_fastmod(rng, out):
         out.append("pack " + " ".join(map(str, s)) + f" {sum((v & 0xff) << (8 * i) for i, v in enumerate(s))}")
     # group partials: X mod M_gr for random groupings of consecutive moduli (M_gr < 2^32)
     for _ in range(1000):
-        count = int(rng.integers(2, 21))
+        count = int(rng.integers(2, MAX_MODULI + 1))
         mods = MODULI_TABLE[:count]
-        sizes, g = [], 0
-        while g < count:
-            size = min(int(rng.integers(1, 5)), count - g)
-            while math.prod(mods[g:g + size]) >= 2**32:
-                size -= 1
-            sizes.append(size)
-            g += size
+        sizes = random_group_sizes(count, rng)
         X = (int(rng.integers(0, 2**62)) << 100 | int(rng.integers(0, 2**62)) << 40
              | int(rng.integers(0, 2**40)))
         parts, g = [], 0
@@ -446,7 +441,7 @@ def gen_group_arith(rng, out):
         for x in edges + [m, -m, m - 1, 1 - m, m + 1, -m - 1] + [int(v) for v in rng.integers(-2**31, 2**31, 8)]:
             x = max(min(x, 2**31 - 1), -2**31)
             out.append(f"gfold {m} {x} {x % m}")
-    groups = [list(MODULI_TABLE[i:i + g]) for g in (1, 2, 3, 4) for i in range(0, 21 - g)]
+    groups = [list(MODULI_TABLE[i:i + g]) for g in range(1, MAX_GROUP_SIZE + 1) for i in range(0, MAX_MODULI + 1 - g)]
     groups = [grp for grp in groups if math.prod(grp) < 2**32]
     groups += [[2, 3, 5, 7], [256], [2], [3, 2], [255, 2], [256, 255, 253, 251]]
     groups += [_coprime_group(rng, int(rng.integers(1, 5))) for _ in range(60)]
@@ -611,8 +606,10 @@ def checker(tmp_path_factory, nvcc_toolchain) -> Path:
     nvcc = toolchain.nvcc
     folder = tmp_path_factory.mktemp("host_checker")
     binary = folder / "check_arithmetic"
-    prelude = folder / "prelude.h"  # what stages.cu.j2 renders before the headers
-    prelude.write_text(abi.STAGES.prelude())
+    prelude = folder / "prelude.h"  # what stages.cu.j2 renders before the headers, and the moduli
+    moduli = ", ".join(f"{m}u" for m in MODULI_TABLE)
+    prelude.write_text(abi.STAGES.prelude() + "\n// The moduli table (templates/constants.py), for the checker.\n"
+                       f"static const uint32_t kModuliTable[ozaki::kMaxModuli] = {{{moduli}}};\n")
     cmd = [str(nvcc), "-x", "cu", "-std=c++17", "-O2", "-Xcompiler", "-ffp-contract=off",
            "-I", str(INCLUDE), *(f"-L{d}" for d in toolchain.library_dirs), "-include", str(prelude),
            str(CHECKER), "-o", str(binary)]

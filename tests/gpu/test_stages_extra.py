@@ -13,6 +13,7 @@ from ozaki_cutlass.numerics.accuracy import random_matrix
 from ozaki_cutlass.kernels.library import UnsupportedProblem
 from ozaki_cutlass.numerics.moduli import crt_constants, partial_bytes
 from ozaki_cutlass.kernels.stages import CNonfiniteSource, Stages
+from moduli_groups import random_group_sizes
 
 pytestmark = pytest.mark.gpu
 
@@ -182,18 +183,6 @@ def test_residues_strided_rejects(st, rows_pad, k_pad, row_stride, plane_stride)
         st.residues_strided(16, 4, 16, 16, 1, 16, 3, 16, 16, rows_pad, k_pad, row_stride, plane_stride, 0)
 
 
-def _groups(count, rng):
-    mods = crt_constants(count).moduli
-    sizes, g = [], 0
-    while g < count:
-        size = min(int(rng.integers(1, 5)), count - g)
-        while math.prod(mods[g:g + size]) >= 2**32:
-            size -= 1
-        sizes.append(size)
-        g += size
-    return sizes
-
-
 def stored_partials(parts, sizes):
     """The group planes as the fused kernels store them, one after the other: uint32, or
     one byte for a group of one modulus (ozaki_cutlass.numerics.moduli.partial_bytes)."""
@@ -211,7 +200,7 @@ def test_combine_unscale(st, rng, count, ones, dev):
     lim = 2**consts.bound_exponent
     x = [[int.from_bytes(rng.bytes(24), "little") % (2 * lim + 1) - lim for _ in range(n)] for _ in range(m)]
     x[0][0], x[0][1], x[1][0] = 0, lim, -lim
-    sizes = [1] * count if ones else _groups(count, rng)
+    sizes = [1] * count if ones else random_group_sizes(count, rng)
     r = np.zeros((count, m, n), np.int32)
     parts = np.zeros((len(sizes), m, ldx), np.uint32)
     for i in range(m):

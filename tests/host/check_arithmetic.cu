@@ -410,10 +410,9 @@ bool check_scale(Fields& f, const std::string& tag) {
   const int shift = static_cast<int>(f.i()), n = static_cast<int>(f.i());
   std::vector<int> want(n > 0 ? n : 0);
   for (auto& v : want) v = static_cast<int>(f.i());
-  if (!f.ok() || n > 20) return false;
+  if (!f.ok() || n > ozaki::kMaxModuli) return false;
   count(tag);
-  static const uint32_t table[20] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
-                                     223, 217, 211, 199, 197, 193, 191, 181, 179, 173};
+  const uint32_t* const table = kModuliTable;  // rendered by the test from MODULI_TABLE
   const double xi = std::isfinite(x) ? scale_to_integer(x, shift) : 0.0;
   const st::ScaledInteger sv = st::scaled_integer(x, shift);
   for (int g = 0; g < n; ++g) {
@@ -608,20 +607,22 @@ bool check_acc(Fields& f, const std::string& tag) {
   return true;
 }
 
-// crt_const <count> <limbs> <moduli (20, zero padded)> <hex weight_limbs [20][4]>
-//           <hex product_limbs [4]> <hex limb_scales [4]> <hex quotient_factors [4]>
+// crt_const <count> <limbs> <moduli (kMaxModuli, zero padded)> <hex weight_limbs [kMaxModuli][kMaxLimbs]>
+//           <hex product_limbs, limb_scales, quotient_factors [kMaxLimbs] each>
 // numerics.crt_constants(count) laid out as ozaki::CrtConstants (not a check).
 bool read_crt_const(Fields& f, const std::string&) {
   ozaki::CrtConstants c{};
   c.count = static_cast<int32_t>(f.i());
   c.limbs = static_cast<int32_t>(f.i());
-  for (int g = 0; g < 20; ++g) c.moduli[g] = static_cast<int32_t>(f.i());
-  for (int g = 0; g < 20; ++g)
-    for (int j = 0; j < 4; ++j) c.weight_limbs[g][j] = f.hex();
-  for (int j = 0; j < 4; ++j) c.product_limbs[j] = f.hex();
-  for (int j = 0; j < 4; ++j) c.limb_scales[j] = f.hex();
-  for (int j = 0; j < 4; ++j) c.quotient_factors[j] = f.hex();
-  if (!f.ok() || c.count < 2 || c.count > 20 || c.limbs < 1 || c.limbs > 4) return false;
+  for (int g = 0; g < ozaki::kMaxModuli; ++g) c.moduli[g] = static_cast<int32_t>(f.i());
+  for (int g = 0; g < ozaki::kMaxModuli; ++g)
+    for (int j = 0; j < ozaki::kMaxLimbs; ++j) c.weight_limbs[g][j] = f.hex();
+  for (int j = 0; j < ozaki::kMaxLimbs; ++j) c.product_limbs[j] = f.hex();
+  for (int j = 0; j < ozaki::kMaxLimbs; ++j) c.limb_scales[j] = f.hex();
+  for (int j = 0; j < ozaki::kMaxLimbs; ++j) c.quotient_factors[j] = f.hex();
+  if (!f.ok() || c.count < 2 || c.count > ozaki::kMaxModuli || c.limbs < 1 || c.limbs > ozaki::kMaxLimbs) {
+    return false;
+  }
   g_crt_constants[c.count] = c;
   return true;
 }
@@ -791,7 +792,7 @@ bool check_imod(Fields& f, const std::string& tag) {
 // follows through barrett_reduce (P_combine_unscale's reduction of the partial CRT values).
 bool check_grp(Fields& f, const std::string& tag) {
   const int n = static_cast<int>(f.i()), ngroups = static_cast<int>(f.i());
-  if (!f.ok() || n < 1 || n > 20 || ngroups < 1 || ngroups > 20) return false;
+  if (!f.ok() || n < 1 || n > ozaki::kMaxModuli || ngroups < 1 || ngroups > ozaki::kMaxModuli) return false;
   std::vector<int> sizes(ngroups), r(n);
   std::vector<uint32_t> parts(ngroups);
   for (auto& v : sizes) v = static_cast<int>(f.i());
@@ -799,8 +800,7 @@ bool check_grp(Fields& f, const std::string& tag) {
   for (auto& v : parts) v = static_cast<uint32_t>(f.u());
   if (!f.ok()) return false;
   count(tag);
-  static const uint32_t table[20] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
-                                     223, 217, 211, 199, 197, 193, 191, 181, 179, 173};
+  const uint32_t* const table = kModuliTable;  // rendered by the test from MODULI_TABLE
   int g = 0;
   for (int gr = 0; gr < ngroups; ++gr) {
     for (int t = 0; t < sizes[gr]; ++t, ++g) {
