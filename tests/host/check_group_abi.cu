@@ -21,8 +21,7 @@ namespace {
 template <int G>
 std::string check(ozaki::GroupGemmProblem p, int tile_k) {
   using ElementX = ozaki::PartialElement<G>;
-  const ozaki::GroupGemmLimits limits{tile_k, (int64_t(1) << 40) - 1,
-                                      (int64_t(1) << 40) / int64_t(sizeof(ElementX)) - 1};
+  const ozaki::GroupGemmLimits limits = ozaki::tma_group_limits<ElementX>(tile_k);  // the sm_90 kernels'
   ozaki::GroupConstants constants[ozaki::kMaxGroups];
   ozaki::ErrorMessage err;
   if (ozaki::check_group_problem<G>(p, limits, constants, err) != ozaki::Status::kOk) {

@@ -66,6 +66,12 @@ struct GroupGemmLimits {
   int64_t max_stride_x;       // largest ldx and stride_x in elements
 };
 
+// The limits of a kernel whose A, B (int8) and X (ElementX) go through TMA descriptors.
+template <class ElementX>
+constexpr GroupGemmLimits tma_group_limits(int tile_k) {
+  return GroupGemmLimits{tile_k, kTmaStrideLimitBytes - 1, kTmaStrideLimitBytes / int64_t(sizeof(ElementX)) - 1};
+}
+
 // Everything about a call to a kernel folding G moduli that can be checked on the host;
 // on success fills `constants[q]` from group q's moduli.
 template <int G>

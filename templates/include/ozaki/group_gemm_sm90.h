@@ -90,12 +90,7 @@ struct GroupGemmSm90Entry {
 
  private:
   static constexpr int kMaxKPad = std::numeric_limits<int>::max() / G;  // K = G*k_pad fits int
-  // TMA descriptors: strides below 2^40 bytes.
-  static constexpr GroupGemmLimits kLimits{
-      /*tile_k=*/TileK,
-      /*max_stride_ab=*/(int64_t(1) << 40) - 1,
-      /*max_stride_x=*/(int64_t(1) << 40) / int64_t(sizeof(ElementX)) - 1,
-  };
+  static constexpr GroupGemmLimits kLimits = tma_group_limits<ElementX>(TileK);
 
   // The CUTLASS arguments of the launch for group q (kBatched: of the one launch, q = 0).
   static Arguments make_arguments(const GroupGemmProblem& p, int q,

@@ -83,6 +83,9 @@ struct Int8GemmRequirements {
   int max_batch;             // largest batch (grid.z for 2.x kernels)
 };
 
+// TMA descriptors (the sm_90 kernels) take strides below this many bytes.
+inline constexpr int64_t kTmaStrideLimitBytes = int64_t(1) << 40;
+
 inline constexpr int kPointerAlignmentBytes = 16;
 
 namespace detail {

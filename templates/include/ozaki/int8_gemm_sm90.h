@@ -84,7 +84,7 @@ struct Int8GemmSm90 {
       /*alignment_ab=*/16,
       /*alignment_c=*/4,
       /*max_stride=*/std::numeric_limits<int64_t>::max(),
-      /*max_stride_bytes=*/int64_t(1) << 40,
+      /*max_stride_bytes=*/kTmaStrideLimitBytes,
       /*max_batch=*/std::numeric_limits<int>::max(),
   };
 
