@@ -38,7 +38,7 @@ from .device.layouts import complex_ops, plan_dgemm
 from .dispatch.policy import DECISIONS
 from .execute import execute_batch
 from .numerics.zgemm import as_complex_scalar
-from .options import as_op, as_trans, check_empty_batch, is_complex_scalar
+from .options import as_op, as_trans, check_empty_batch, is_complex_scalar, not_a_matrix
 from .paths.launch import PhaseTimer
 
 __all__ = ["ndim_of", "batched_gemm"]
@@ -76,7 +76,7 @@ def _elements(x, name: str):
     if nd == 2:
         return None, (lambda i: x)
     if nd != 3:
-        raise ValueError(f"{name} must be 2-D (or 3-D: a batch), got {nd}-D")
+        raise not_a_matrix(name, _shape(x))
     if kind_of(x) == "cai":
         cai = x.__cuda_array_interface__
         return int(cai["shape"][0]), (lambda i: _Element(x, cai, i))

@@ -14,7 +14,7 @@ from .numerics.moduli import validate_moduli_count
 from .numerics.zgemm import as_complex_scalar
 
 __all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_dtype",
-           "check_host_matrix", "check_empty_batch", "check_contract_policy", "check_sizes", "is_complex_scalar", "refuse_native_settings",
+           "check_host_matrix", "check_empty_batch", "not_a_matrix", "check_contract_policy", "check_sizes", "is_complex_scalar", "refuse_native_settings",
            "resolve_accuracy", "resolve_moduli", "validate_mode", "validate_policy"]
 
 #: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
@@ -96,6 +96,13 @@ def check_empty_batch(dtypes: dict, alpha, beta) -> np.dtype:
     return expected
 
 
+def not_a_matrix(name: str, shape) -> ValueError:
+    """The error for an operand of ``shape`` that is not 2-D, in the same words wherever it
+    is found (gemm's batches are 3-D; contract and prepare take 2-D operands only)."""
+    shape = tuple(shape)
+    return ValueError(f"{name} must be 2-D (gemm also takes 3-D: a batch), got {len(shape)}-D with shape {shape}")
+
+
 def check_host_matrix(x, name: str, dtype=np.float64) -> np.ndarray:
     """``x`` if it is a 2-D NumPy array of ``dtype`` (float64 unless told; TypeError or
     ValueError naming ``name`` otherwise). A masked array is refused: its mask would be
@@ -106,7 +113,7 @@ def check_host_matrix(x, name: str, dtype=np.float64) -> np.ndarray:
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (or 3-D: a batch), got {x.ndim}-D with shape {x.shape}")
+        raise not_a_matrix(name, x.shape)
     check_dtype(x.dtype, name, dtype)
     return x
 

@@ -48,7 +48,8 @@ def test_complex_batches_and_an_empty_batch(rng):
     ((np.ones((3, 2, 2)), np.ones((4, 2, 2))), {}, "batch sizes differ: a has 3, b has 4"),
     ((np.ones((3, 2, 2)), np.ones((3, 2, 2))), dict(c=np.ones((2, 2)), beta=1.0), "c of a batched call must be 3-D"),
     ((np.ones((3, 2, 2)), np.ones((3, 2, 2))), dict(c=np.ones((2, 2, 2)), beta=1.0), "c must have batch size 3"),
-    ((np.ones((3, 2, 2, 1)), np.ones((3, 2, 2))), {}, "a must be 2-D (or 3-D: a batch), got 4-D"),
+    ((np.ones((3, 2, 2, 1)), np.ones((3, 2, 2))), {},
+     "a must be 2-D (gemm also takes 3-D: a batch), got 4-D with shape (3, 2, 2, 1)"),
 ])
 def test_refusals_in_the_same_words(args, kwargs, words):
     for fn in (R.gemm, ozaki_cutlass.gemm):

@@ -1,5 +1,7 @@
 """ozaki_cutlass.gemm rejects bad input before touching the GPU (runs without a GPU)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -386,3 +388,15 @@ def test_the_reference_reads_nothing_at_alpha_zero_under_every_policy():
     a, c = np.array([[np.inf, np.nan]]), np.array([[2.0]])
     for policy in ("auto", "emulate", "native"):
         assert np.array_equal(reference.gemm(a, a.T.copy(), c=c, alpha=0.0, beta=0.5, policy=policy), 0.5 * c)
+
+
+def test_contract_and_prepare_say_a_batch_is_gemms_alone():
+    """A 3-D operand is a batch for gemm; contract and prepare take 2-D ones, and say so."""
+    from ozaki_cutlass import reference
+    words = "must be 2-D (gemm also takes 3-D: a batch), got 3-D with shape (2, 3, 4)"
+    for fn in (ozaki_cutlass.contract, reference.contract):
+        with pytest.raises(ValueError, match=re.escape("a " + words)):
+            fn(np.ones((2, 3, 4)), np.ones((4, 5)))
+    for x in (np.ones((2, 3, 4)), Dev((2, 3, 4))):
+        with pytest.raises(ValueError, match=re.escape("x " + words)):
+            ozaki_cutlass.prepare(x)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..options import check_dtype, check_host_matrix
+from ..options import check_dtype, check_host_matrix, not_a_matrix
 from .dlpack import KDL_CUDA, capsule
 from .driver import DeviceBuffer, canonical_stream, order_after, pointer_device, stream_handle
 
@@ -65,7 +65,7 @@ def _from_cai(x, name: str, kind: str, dtype=_F64) -> Matrix:
     cai = x.__cuda_array_interface__
     shape = tuple(cai["shape"])
     if len(shape) != 2:
-        raise ValueError(f"{name} must be 2-D (or 3-D: a batch), got shape {shape}")
+        raise not_a_matrix(name, shape)
     check_dtype(np.dtype(cai["typestr"]), name, dtype)
     size = np.dtype(dtype).itemsize
     strides = cai.get("strides")
