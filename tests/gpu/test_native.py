@@ -144,6 +144,24 @@ def test_k_zero_and_alpha_zero_scale_c(cp, rng, order):
     assert np.array_equal(cp.asnumpy(do), 0.5 * c)
 
 
+
+def test_alpha_zero_reads_neither_operand_through_gemm(cp, rng):
+    """The README and the reference say it for every policy: alpha == 0 reads neither A nor
+    B, so their NaN and Inf do not reach C (BLAS's convention). Added 2026-12-05 with the
+    reference's fix, for the native path that cuBLAS runs: not yet run on a GPU then."""
+    import ozaki_cutlass
+    from ozaki_cutlass import reference
+
+    m, n, k = 33, 20, 40
+    a, b = np.full((m, k), np.nan), np.full((k, n), -np.inf)
+    a[0, 0] = np.inf
+    c = rng.standard_normal((m, n))
+    for policy in ("native", "emulate", "auto"):
+        want = reference.gemm(a, b, c=c, alpha=0.0, beta=0.5, policy=policy)
+        assert np.array_equal(want, 0.5 * c), policy
+        got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), c=cp.asarray(c), alpha=0.0, beta=0.5, policy=policy)
+        assert np.array_equal(cp.asnumpy(got), want), policy
+
 def test_empty_output_is_a_no_op(cp):
     for m, n in ((0, 5), (5, 0)):
         plan = plan_dgemm(mat(cp.ones((m, 3))), mat(cp.ones((3, n))), mat(cp.ones((m, n))))
