@@ -67,12 +67,18 @@ class _Element:
                                              data=(int(cai["data"][0]) + i * strides[0], False))
 
 
-def _elements(x, name: str):
-    """(batch size or None for a 2-D operand, element getter) of an operand."""
+def _array_ndim(x, name: str) -> int:
+    """ndim_of(x), or TypeError naming ``name`` where x is no array gemm takes."""
     nd = ndim_of(x)
     if nd is None:
         raise TypeError(f"{name} must be an array (NumPy, CuPy, PyTorch, or with __cuda_array_interface__), "
                         f"got {type(x).__name__}")
+    return nd
+
+
+def _elements(x, name: str):
+    """(batch size or None for a 2-D operand, element getter) of an operand."""
+    nd = _array_ndim(x, name)
     if nd == 2:
         return None, (lambda i: x)
     if nd != 3:
@@ -105,9 +111,7 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
         raise ValueError(f"batch sizes differ: a has {nb_a}, b has {nb_b}")
     batch = nb_a if nb_a is not None else nb_b
     for name, x in (("c", c), ("out", out)):
-        if x is not None and ndim_of(x) is None:
-            _elements(x, name)  # says what it is not
-        if x is not None and ndim_of(x) != 3:
+        if x is not None and _array_ndim(x, name) != 3:
             raise ValueError(f"{name} of a batched call must be 3-D (batch, m, n), got {ndim_of(x)}-D")
     if c is None and beta != 0:
         raise ValueError("beta != 0 needs c")

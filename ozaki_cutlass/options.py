@@ -14,8 +14,9 @@ from .numerics.moduli import validate_moduli_count
 from .numerics.zgemm import as_complex_scalar
 
 __all__ = ["DEFAULT_MODULI", "MAX_DIM", "MODES", "POLICIES", "as_scalar", "as_flag", "check_dtype",
-           "check_host_matrix", "check_empty_batch", "not_a_matrix", "check_contract_policy", "check_sizes", "is_complex_scalar", "refuse_native_settings",
-           "resolve_accuracy", "resolve_moduli", "validate_mode", "validate_policy"]
+           "check_host_matrix", "check_empty_batch", "not_a_matrix", "check_contract_policy", "check_sizes",
+           "is_complex_scalar", "refuse_native_settings", "resolve_accuracy", "resolve_moduli", "validate_mode",
+           "validate_policy"]
 
 #: The moduli count used when ``moduli=None``: on well-scaled inputs (phi = 0.5) it
 #: gives a normwise error no larger than float64 ``@`` (docs/accuracy.md measures it).
