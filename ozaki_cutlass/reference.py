@@ -36,8 +36,7 @@ from .numerics.contract import (Choice, certificate, choose, equilibration, inne
 from .numerics.zgemm import (apply_op, as_complex_scalar, host_zgemm, is_complex_dtype, realify_left,
                              realify_right)
 from .options import (DEFAULT_MODULI, MODES, as_op, as_scalar, as_trans, check_contract_policy, check_empty_batch,
-                      check_host_matrix,
-                      check_sizes, refuse_native_settings, resolve_accuracy, validate_policy)
+                      check_host_matrix, check_sizes, refuse_native_settings, resolve_accuracy, validate_policy)
 
 __all__ = ["DEFAULT_MODULI", "MODES", "gemm", "contract", "choose_scaling", "fast_terms", "shifts_from_log", "Scaling", "split_nonfinite", "exponents",
            "fast_shifts", "fast_bound_bits", "coarse_magnitudes", "coarse_bound", "accurate_shifts",
