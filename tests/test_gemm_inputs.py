@@ -80,6 +80,8 @@ def test_prepare_checks_before_the_gpu():
         ozaki_cutlass.prepare(np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="moduli=1"):
         ozaki_cutlass.prepare(np.ones((2, 2)), moduli=1)
+    with pytest.raises(TypeError, match="stream must be None, an int stream handle"):
+        ozaki_cutlass.prepare(np.ones((2, 2)), stream="0")
 
 
 # --------------------------------------------------------------------------- device-array inputs

@@ -107,6 +107,7 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     count = resolve_moduli(moduli)
     mode = validate_mode("accurate" if mode is None else mode)
+    driver.check_stream(stream)
     X = describe_input(x, "x")
     check_sizes(rows=X.shape[0], cols=X.shape[1])
     kind = "numpy" if isinstance(X, np.ndarray) else X.kind
