@@ -17,6 +17,11 @@ file damaged later is caught by `Artifact.verify()`. A build that fails, in nvcc
 filesystem (a full disk: any OSError while it writes), keeps its source and log in
 `<key[:16]>.failed/` next to where the artifact would have gone; the error says where.
 
+Interrupts: Ctrl-C (SIGINT to the process, or to its process group, nvcc included) stops
+a build at once: its running nvcc processes are stopped, the queued ones never start, their
+staging folders are removed and nothing is recorded as failed; the variants finished
+before stay in the cache, and `BuildInterrupted` (a KeyboardInterrupt) says how many.
+
 Permissions: folders and files are created with the modes a plain mkdir and open give,
 0777 and 0666 less the umask (nvcc's library: 0777 less the umask), never mkdtemp's
 private 0700. With the usual umask 022 every user can read and load the kernels of a
@@ -34,6 +39,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -55,7 +61,7 @@ from .artifact import (
     file_sha256,
     resolve_out_dir,
 )
-from .errors import BuildStorageError, CompileError, ToolchainError
+from .errors import BuildInterrupted, BuildStorageError, CompileError, ToolchainError
 from .locks import exclusive_lock
 from .render import render
 from .toolchain import Toolchain, nvcc_command, resolve_toolchain
@@ -108,6 +114,46 @@ def default_jobs(variants: Sequence[Variant]) -> int:
     return max(1, jobs)
 
 
+class _Stop:
+    """The interrupt of one build() call: the nvcc processes it runs, so that they can be
+    stopped, and whether it was (a worker waiting for a lock or about to start nvcc gives
+    up with BuildInterrupted)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def check(self) -> None:
+        if self.stopped:
+            raise BuildInterrupted()
+
+    def run(self, command: Sequence[str], **kwargs) -> int:
+        """The return code of `command` (subprocess.Popen's keyword arguments), run so that
+        stop() can end it."""
+        with self._lock:
+            self.check()
+            proc = subprocess.Popen(command, **kwargs)
+            self._running.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            running = list(self._running)
+        for proc in running:
+            proc.terminate()
+        for proc in running:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 class _Progress:
     """One line on stderr per finished variant: `[2/4] built i8_... in 44.1 s`."""
 
@@ -140,7 +186,8 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
     Variants already in the cache cost no nvcc call. Safe to run from several processes
     at once on one `out_dir`: each variant is compiled once, the others wait and reuse it.
     When compiles fail, the others still finish (and are cached) and the first failure is
-    raised as a CompileError.
+    raised as a CompileError. An interrupt stops it (see Interrupts in the module's
+    docstring): BuildInterrupted.
     """
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
@@ -171,9 +218,10 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
                       len(pending))
         tracker.note(f"compiling {len(pending)} of {len(ordered)} variants with nvcc, "
                      f"{workers} at a time, into {out}")
-        with concurrent.futures.ThreadPoolExecutor(max_workers=workers,
-                                                   thread_name_prefix="nvcc") as pool:
-            futures = {pool.submit(_build_locked, job, out, toolchain): job for job in pending}
+        stop = _Stop()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nvcc")
+        try:
+            futures = {pool.submit(_build_locked, job, out, toolchain, stop): job for job in pending}
             for future in concurrent.futures.as_completed(futures):
                 name = futures[future].variant.name
                 try:
@@ -190,6 +238,15 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
                 else:
                     compiled.append(name)
                     tracker.finished(f"built {name} in {seconds:.1f} s")
+        except KeyboardInterrupt:  # Ctrl-C here, or in nvcc (a worker's BuildInterrupted)
+            tracker.note("interrupted: stopping the nvcc processes")
+            stop.stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise BuildInterrupted(built=[v.name for v in ordered if v.name in artifacts],
+                                   stopped=[j.variant.name for j in pending if j.variant.name not in artifacts]
+                                   ) from None
+        finally:
+            pool.shutdown(wait=True)
     if failures:
         first = next(v.name for v in ordered if v.name in failures)
         for name, exc in failures.items():
@@ -205,22 +262,23 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
 
 
 # --- one variant ------------------------------------------------------------------------
-def _build_locked(job: _Job, out: Path, toolchain: Toolchain) -> tuple[Artifact, float | None]:
+def _build_locked(job: _Job, out: Path, toolchain: Toolchain, stop: _Stop) -> tuple[Artifact, float | None]:
     """Compile `job` unless, once the lock is ours, someone else already has.
 
     Returns the artifact and the compile time in seconds (None: it was already built).
-    An OSError (a full disk, an unwritable folder) is a BuildStorageError.
+    An OSError (a full disk, an unwritable folder) is a BuildStorageError; `stop`'s
+    interrupt a BuildInterrupted.
     """
     variant_dir = out / job.variant.name
     final = artifact_dir(out, job.variant, job.key)
     try:
         variant_dir.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name):
+        with exclusive_lock(variant_dir / _LOCK_FILE, job.variant.name, give_up=stop.check):
             artifact = current_artifact(final, job.key)
             if artifact is not None:
                 return artifact, None
             _remove_abandoned_staging(out, job.variant.name)
-            return _compile(job, out, final, toolchain)
+            return _compile(job, out, final, toolchain, stop)
     except OSError as exc:  # before the build had a log; _compile's own are BuildStorageErrors
         raise BuildStorageError(job.variant, exc, None) from exc
 
@@ -274,15 +332,16 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
 
 
 def _compile(job: _Job, out: Path, final: Path,
-             toolchain: Toolchain) -> tuple[Artifact, float]:
+             toolchain: Toolchain, stop: _Stop) -> tuple[Artifact, float]:
     """Compile `job` in a staging folder and move it to `final`; on failure keep its source
-    and log in `<final>.failed` (CompileError; BuildStorageError for an OSError)."""
+    and log in `<final>.failed` (CompileError; BuildStorageError for an OSError); on an
+    interrupt remove it (BuildInterrupted)."""
     variant = job.variant
     failed = final.with_name(final.name + ".failed")
     staging = _make_staging(out / _STAGING_DIR, variant.name)
     keep_staging = False
     try:
-        return _compile_in(staging, job, final, failed, toolchain)
+        return _compile_in(staging, job, final, failed, toolchain, stop)
     except OSError as exc:  # a full disk, a quota, ...: keep the log, say where
         log_path, keep_staging = _keep_failed(staging, failed)
         raise BuildStorageError(variant, exc, log_path) from exc
@@ -307,7 +366,7 @@ def _keep_failed(staging: Path, failed: Path) -> tuple[Path | None, bool]:
 
 
 def _compile_in(staging: Path, job: _Job, final: Path, failed: Path,
-                toolchain: Toolchain) -> tuple[Artifact, float]:
+                toolchain: Toolchain, stop: _Stop) -> tuple[Artifact, float]:
     variant = job.variant
     source_file = f"{variant.name}.cu"
     library_file = f"lib{variant.name}.so"
@@ -319,16 +378,18 @@ def _compile_in(staging: Path, job: _Job, final: Path, failed: Path,
         log_file.write(f"# command, run in the folder of this log:\n{shlex.join(command)}\n\n")
         log_file.flush()
         try:
-            result = subprocess.run(command, cwd=staging, stdin=subprocess.DEVNULL,
-                                    stdout=log_file, stderr=subprocess.STDOUT, check=False)
+            status = stop.run(command, cwd=staging, stdin=subprocess.DEVNULL, stdout=log_file,
+                              stderr=subprocess.STDOUT)
         except OSError as exc:
             raise ToolchainError(f"cannot run {command[0]}: {exc}") from exc
+        if stop.stopped or status == -signal.SIGINT:  # stopped, or Ctrl-C reached nvcc: not a failure
+            raise BuildInterrupted()
         seconds = time.monotonic() - started
-        returncode = result.returncode
+        returncode = status
         if returncode == 0 and not (staging / library_file).is_file():
             log_file.write(f"\n# nvcc exited 0 but wrote no {library_file}\n")
             returncode = -1
-        log_file.write(f"\n# exit status {result.returncode} after {seconds:.1f} s\n")
+        log_file.write(f"\n# exit status {status} after {seconds:.1f} s\n")
         log_file.flush()
         os.fsync(log_file.fileno())
     if returncode != 0:

@@ -14,6 +14,7 @@ __all__ = [
     "CompileError",
     "BuildStorageError",
     "CorruptArtifactError",
+    "BuildInterrupted",
 ]
 
 # How many lines at the end of an nvcc log a CompileError message quotes.
@@ -118,3 +119,15 @@ class CorruptArtifactError(GeneratorError):
 
     def __reduce__(self):
         return (type(self), (self.directory, self.problems))
+
+
+class BuildInterrupted(KeyboardInterrupt):
+    """A build stopped by an interrupt (Ctrl-C): its nvcc processes were stopped, their
+    staging folders removed and nothing recorded as failed; the variants finished before
+    it stay in the cache. A KeyboardInterrupt, so that it ends the caller's work as the
+    interrupt would."""
+
+    def __init__(self, built: Sequence[str] = (), stopped: Sequence[str] = ()) -> None:
+        self.built, self.stopped = tuple(built), tuple(stopped)
+        super().__init__(f"{len(self.built)} variant(s) built and cached, {len(self.stopped)} stopped "
+                         "or not started")

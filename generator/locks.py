@@ -66,17 +66,19 @@ FLOCK_SUPPORT = FlockSupport()
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path, what: str) -> Iterator[None]:
+def exclusive_lock(path: Path, what: str, give_up=None) -> Iterator[None]:
     """An exclusive lock, across processes, hosts and threads, held for the `with` block:
     `flock` on `path`, or, where the filesystem does not support flock, the owner file
-    `<path>.owner` (see the module's docstring). `what` names the work, for messages."""
+    `<path>.owner` (see the module's docstring). `what` names the work, for messages.
+    `give_up`: a callable that a waiter asks between its tries; where it raises, the
+    waiter stops waiting with that exception (a build's interrupt)."""
     with open(path, "a") as handle:
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                log.info("waiting for another process building %s", what)
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                log.warning("waiting for another process building %s (lock %s)", what, path)
+                _wait_for_flock(handle, give_up)
         except OSError as exc:
             if exc.errno not in _NO_FLOCK:
                 raise
@@ -87,8 +89,23 @@ def exclusive_lock(path: Path, what: str) -> Iterator[None]:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
             return
-    with _owner_lock(path.with_name(path.name + OWNER_SUFFIX), what):
+    with _owner_lock(path.with_name(path.name + OWNER_SUFFIX), what, give_up):
         yield
+
+
+def _wait_for_flock(handle, give_up) -> None:
+    """flock(LOCK_EX) on `handle`, tried again and again (so that `give_up` is asked in
+    between) rather than blocking where nothing could stop it."""
+    delay = 0.05
+    while True:
+        if give_up is not None:
+            give_up()
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +198,7 @@ def _heartbeat(path: Path, stop: threading.Event) -> None:
 
 
 @contextlib.contextmanager
-def _owner_lock(path: Path, what: str) -> Iterator[None]:
+def _owner_lock(path: Path, what: str, give_up=None) -> Iterator[None]:
     """An exclusive lock that needs no flock: the file `path`, created with O_EXCL and
     holding our pid, host and a token; waiters poll it and break it when abandoned."""
     token = secrets.token_hex(8)
@@ -200,8 +217,10 @@ def _owner_lock(path: Path, what: str) -> Iterator[None]:
                 _break_lock(path, owner, reason)
                 continue
             if not said:
-                log.info("waiting for %s building %s (lock %s)", owner.describe(), what, path)
+                log.warning("waiting for %s building %s (lock %s)", owner.describe(), what, path)
                 said = True
+            if give_up is not None:
+                give_up()
             time.sleep(delay)
             delay = min(2 * delay, 1.0)
             continue

@@ -352,3 +352,17 @@ def test_build_into_a_usable_directory_gets_past_the_check_and_leaves_nothing(tm
     code, (error,), _ = _run(["build", "--arch", "sm_80", "--out", str(out)], capsys, caplog)
     assert code == 1 and "OZAKI_NVCC" in error  # the toolchain check, after the directory's
     assert out.is_dir() and list(out.iterdir()) == []
+
+
+def test_an_interrupted_build_is_one_line_with_status_130(monkeypatch, capsys, caplog):
+    """Ctrl-C during a build: the command says what the build kept, with no traceback
+    (generator/build.py stops its nvcc processes: tests/generator/test_build_interrupt.py)."""
+    from ozaki_cutlass.generator.errors import BuildInterrupted
+
+    def interrupted(args):
+        raise BuildInterrupted(built=["a"], stopped=["b", "c"])
+
+    monkeypatch.setattr(cli, "_build", interrupted)
+    code, (error,), out = _run(["build", "--arch", "sm_80"], capsys, caplog)
+    assert code == 130 and out == ""
+    assert error == "ozaki-cutlass build: interrupted: 1 variant(s) built and cached, 2 stopped or not started"

@@ -32,6 +32,7 @@ log = logging.getLogger("ozaki_cutlass.cli")
 _OK = 0
 _FAILED = 1  # a build failed, the toolchain or the GPU is missing, the artifact directory is unusable
 _USAGE = 2  # what to do is unclear: missing --arch without a GPU, a pattern matching nothing
+_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)
 
 _ARCHES = ("sm_90a", "sm_80")
 
@@ -134,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "accuracy` and `ozaki-cutlass demo --cpu` run on the CPU)", args.command,
                   " ".join(str(why).split()).rstrip("."))
         return _FAILED
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line (a build says what it kept), no traceback
+        log.error("ozaki-cutlass %s: interrupted%s", args.command, f": {exc}" if str(exc) else "")
+        return _INTERRUPTED
 
 
 def _target_arch(requested: str | None):
