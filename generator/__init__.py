@@ -8,8 +8,8 @@ from .arch import Arch
 from .artifact import ARTIFACT_ABI_VERSION, Artifact, cache_key, find_artifact, list_artifacts, load_metadata
 from .build import BuildReport, build
 from .environment import default_out_dir
-from .errors import (BuildStorageError, CompileError, CorruptArtifactError, GeneratorError, IllegalVariantError,
-                     ToolchainError)
+from .errors import (BuildInterrupted, BuildStorageError, CompileError, CorruptArtifactError, GeneratorError,
+                     IllegalVariantError, ToolchainError)
 from .gemm_catalog import catalog, default_variant, variants_named
 from .render import render, write_if_different
 from .toolchain import Toolchain, resolve_toolchain
@@ -19,6 +19,7 @@ __all__ = [
     "ARTIFACT_ABI_VERSION",
     "Arch",
     "Artifact",
+    "BuildInterrupted",
     "BuildReport",
     "BuildStorageError",
     "CompileError",

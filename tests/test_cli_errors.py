@@ -357,7 +357,7 @@ def test_build_into_a_usable_directory_gets_past_the_check_and_leaves_nothing(tm
 def test_an_interrupted_build_is_one_line_with_status_130(monkeypatch, capsys, caplog):
     """Ctrl-C during a build: the command says what the build kept, with no traceback
     (generator/build.py stops its nvcc processes: tests/generator/test_build_interrupt.py)."""
-    from ozaki_cutlass.generator.errors import BuildInterrupted
+    from ozaki_cutlass.generator import BuildInterrupted
 
     def interrupted(args):
         raise BuildInterrupted(built=["a"], stopped=["b", "c"])

@@ -18,7 +18,7 @@ CHILD = """
 import sys
 from pathlib import Path
 from ozaki_cutlass.generator import build, catalog, resolve_toolchain
-from ozaki_cutlass.generator.errors import BuildInterrupted
+from ozaki_cutlass.generator import BuildInterrupted
 nvcc, templates, cutlass, out = map(Path, sys.argv[1:5])
 toolchain = resolve_toolchain(nvcc=nvcc, templates_dir=templates, cutlass_root=cutlass)
 print("started", flush=True)
