@@ -1,6 +1,7 @@
 """The shape dispatcher: a pure function of (problem, arch, table)."""
 
 import json
+import re
 
 import pytest
 
@@ -165,6 +166,26 @@ def test_malformed_table_given_by_path(tmp_path):
 def test_malformed_table_given_as_a_dict(table):
     with pytest.raises(ValueError, match="^t.json: .*ozaki-cutlass tune"):
         dispatch.candidates_from_table(table, "t.json")
+
+
+_NATIVE = {"path": "native", "m": [0, 10], "n": [0, 10], "k": [0, 10]}
+
+
+@pytest.mark.parametrize("entry, words", [
+    (_STAGED | {"ms": float("nan"), "native_ms": 5.0}, 'has "ms": nan, expected milliseconds (a finite number above 0)'),
+    (_STAGED | {"ms": -1.0}, 'has "ms": -1.0, expected milliseconds'),
+    (_STAGED | {"ms": 0}, 'has "ms": 0, expected milliseconds'),
+    (_STAGED | {"native_ms": float("inf")}, 'has "native_ms": inf, expected milliseconds'),
+    ({"path": "native", "M": [0, 10], "n": [0, 10], "k": [0, 10]}, "has 'M', not a key of a table entry"),
+    (_STAGED | {"complx": True}, "has 'complx', not a key of a table entry"),
+    (_NATIVE | {"kernel": "x"}, 'has a "kernel", but a native entry runs cuBLAS DGEMM'),
+])
+def test_entries_that_would_decide_silently_wrong_are_refused(entry, words):
+    """A NaN, infinite or negative time, or a misspelt key (which would widen the bucket or
+    drop a restriction), would steer calls without a word: the table is refused instead."""
+    with pytest.raises(ValueError, match=re.escape(f"entry 0 {words}")):
+        dispatch.candidates_from_table({"entries": [entry]}, "t.json")
+    assert dispatch.table_problem({"entries": [_STAGED | {"ms": 1.5, "native_ms": 2.0}, _NATIVE]}) is None
 
 
 # --------------------------------------------------------------------------- auto policy

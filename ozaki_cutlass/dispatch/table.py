@@ -28,6 +28,7 @@ such shapes to native DGEMM.
 from __future__ import annotations
 
 import json
+import math
 import reprlib
 import threading
 from importlib import resources
@@ -37,7 +38,7 @@ from .. import config
 from ..generator import Arch
 from .variants import PATHS, path_of, variant_by_name
 
-__all__ = ["TuningTableError", "TableCache", "TABLES", "load_table", "table_problem", "PACKAGED"]
+__all__ = ["ENTRY_KEYS", "TuningTableError", "TableCache", "TABLES", "load_table", "table_problem", "PACKAGED"]
 
 PACKAGED = "ozaki_cutlass/data/tuning.json"
 
@@ -47,6 +48,14 @@ PACKAGED = "ozaki_cutlass/data/tuning.json"
 MAX_DEPTH = 32
 
 
+#: The keys an entry may have: what the dispatcher reads, and what ``ozaki-cutlass tune``
+#: records beside it ("tflops", "measured": the point timed, "operands": what it timed).
+#: Any other key is refused: a misspelt one ("M" for "m") would otherwise widen a bucket
+#: or drop a restriction without a word.
+ENTRY_KEYS = ("arch", "path", "kernel", "m", "n", "k", "complex", "calls", "ms", "native_ms", "tflops", "measured",
+              "operands")
+
+
 class TuningTableError(ValueError):
     """A tuning table that cannot be used (unreadable, not JSON, not of the documented
     shape); the message names the file, what is wrong and how to fix it."""
@@ -54,9 +63,10 @@ class TuningTableError(ValueError):
 
 def table_problem(table: object) -> str | None:
     """What makes ``table`` (parsed JSON) other than a tuning table of the shape in this
-    module's docstring, or None when nothing does. Keys the dispatcher does not read
-    ("measured", "tflops", the measurement's metadata) are not checked, except that no
-    value nests more than MAX_DEPTH levels."""
+    module's docstring, or None when nothing does. An entry's keys are ENTRY_KEYS; those
+    the dispatcher does not read ("measured", "tflops", "operands") and the table's
+    metadata are not checked further, except that no value nests more than MAX_DEPTH
+    levels."""
     if _deeper_than(table, MAX_DEPTH):
         return f"it nests more than {MAX_DEPTH} levels deep (a tuning table needs 4)"
     if not isinstance(table, dict):
@@ -76,6 +86,9 @@ def _entry_problem(e: object) -> str | None:
     if not isinstance(e, dict):
         return f"is a JSON {_json_type(e)}, not an object"
     paths = PATHS + ("native",)
+    unknown = [key for key in e if key not in ENTRY_KEYS]
+    if unknown:
+        return f"has {_show(unknown[0])}, not a key of a table entry (they are {', '.join(ENTRY_KEYS)})"
     if "path" not in e:
         return f'has no "path" (one of {paths})'
     if e["path"] not in paths:
@@ -91,10 +104,12 @@ def _entry_problem(e: object) -> str | None:
     if "calls" in e and e["calls"] != "default":
         return f'has "calls": {_show(e["calls"])}, expected "default" (or no "calls": every call)'
     for key in ("ms", "native_ms"):
-        if key in e and not (isinstance(e[key], (int, float)) and not isinstance(e[key], bool)):
-            return f'has "{key}": {_show(e[key])}, expected milliseconds (a number)'
+        if key in e and not (isinstance(e[key], (int, float)) and not isinstance(e[key], bool)
+                             and math.isfinite(e[key]) and e[key] > 0):
+            return f'has "{key}": {_show(e[key])}, expected milliseconds (a finite number above 0)'
     if e["path"] == "native":
-        return None
+        return ('has a "kernel", but a native entry runs cuBLAS DGEMM (no kernel)' if "kernel" in e
+                else None)
     if "kernel" not in e:
         return f'has no "kernel" (a {e["path"]} entry names the variant it runs)'
     if not isinstance(e["kernel"], str):
