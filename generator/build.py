@@ -194,7 +194,12 @@ def build(variants: Iterable[Variant], out_dir: Path | str | None = None, *,
     ordered = list(dict.fromkeys(variants))  # drop repeats, keep order
     toolchain = toolchain if toolchain is not None else resolve_toolchain()
     out = resolve_out_dir(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    why = environment.directory_problem(out)
+    if why is not None:  # the kernel cache, before any work (OZAKI_CACHE_DIR a file, read-only, ...)
+        setting, fix = (("out_dir", "pass a writable directory") if out_dir is not None else
+                        ("the kernel cache (OZAKI_CACHE_DIR, else the default)",
+                         "set OZAKI_CACHE_DIR to a writable directory"))
+        raise ToolchainError(f"{setting} {out} cannot hold the kernels: {why}; {fix}")
 
     tracker = _Progress(len(ordered), progress)
     artifacts: dict[str, Artifact] = {}

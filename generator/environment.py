@@ -28,6 +28,7 @@ __all__ = [
     "build_jobs",
     "user_cache_dir",
     "default_out_dir",
+    "directory_problem",
 ]
 
 # The repository root when this package runs from a source checkout (generator/ is
@@ -110,3 +111,25 @@ def default_out_dir() -> Path:
     if root is not None:
         return root / "build"
     return user_cache_dir()
+
+
+def directory_problem(path: Path) -> str | None:
+    """Why artifacts cannot be written in `path` (made with its parents when missing), or
+    None: the directory is made, then a file is created in it and removed."""
+    import tempfile
+
+    existing = path
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{existing} is not a directory" + (" (a file is there)" if existing.is_file() else "")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the directory {path} ({exc.strerror or exc})"
+    try:
+        with tempfile.TemporaryFile(dir=path, prefix=".ozaki-write-probe-"):
+            pass
+    except OSError as exc:
+        return f"cannot create a file in {path} ({exc.strerror or exc})"
+    return None

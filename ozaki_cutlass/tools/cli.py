@@ -214,6 +214,7 @@ def _build_targets(arch, patterns: str | Sequence[str] | None):
 
 def _build(args: argparse.Namespace) -> int:
     from ..generator import CompileError, ToolchainError, build
+    from ..generator.environment import directory_problem
 
     arch = _target_arch(args.arch)
     if arch is None:
@@ -224,7 +225,7 @@ def _build(args: argparse.Namespace) -> int:
                   arch.value, " ".join(map(repr, args.variants or ())), arch.value)
         return _USAGE
     out, setting, fix = _artifact_dir(args.out)
-    why = _directory_problem(out)
+    why = directory_problem(out)
     if why is not None:
         log.error("%s cannot hold the artifacts: %s; %s", setting, why, fix)
         return _FAILED
@@ -258,28 +259,6 @@ def _artifact_dir(requested: Path | None) -> tuple[Path, str, str]:
     except (OSError, RuntimeError):  # a symlink loop: the check below says what is wrong
         out = out.absolute()
     return out, setting, fix
-
-
-def _directory_problem(path: Path) -> str | None:
-    """Why artifacts cannot be written in ``path`` (made with its parents when missing),
-    or None: the directory is made, then a file is created in it and removed."""
-    import tempfile
-
-    existing = path
-    try:
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if not existing.is_dir():
-            return f"{existing} is not a directory" + (" (a file is there)" if existing.is_file() else "")
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create the directory {path} ({exc.strerror or exc})"
-    try:
-        with tempfile.TemporaryFile(dir=path, prefix=".ozaki-write-probe-"):
-            pass
-    except OSError as exc:
-        return f"cannot create a file in {path} ({exc.strerror or exc})"
-    return None
 
 
 def _list(args: argparse.Namespace) -> int:

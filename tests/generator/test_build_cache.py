@@ -447,3 +447,19 @@ def test_a_dead_builds_staging_folder_is_removed(make_toolchain, fake_nvcc, out_
     assert not dead.exists()
     assert alive.exists()
     assert list(staging.glob(f"{v.name}-*")) == []  # its own staging folder moved into place
+
+
+def test_an_unusable_cache_is_one_error_before_any_compile(make_toolchain, fake_nvcc, tmp_path, monkeypatch):
+    """A file where the cache should be (OZAKI_CACHE_DIR, or out_dir) is said in the
+    library's words, as `ozaki-cutlass build` says it, not as pathlib's FileExistsError."""
+    toolchain = make_toolchain()
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    with pytest.raises(ToolchainError, match=r"out_dir .*afile/sub cannot hold the kernels: .*afile is not a "
+                                             r"directory \(a file is there\)"):
+        build([default_variant("sm_90a")], blocker / "sub", toolchain=toolchain)
+    monkeypatch.setenv("OZAKI_CACHE_DIR", str(blocker))
+    with pytest.raises(ToolchainError, match=r"the kernel cache \(OZAKI_CACHE_DIR, else the default\) .*afile "
+                                             r"cannot hold the kernels.*set OZAKI_CACHE_DIR"):
+        build([default_variant("sm_90a")], toolchain=toolchain)
+    assert fake_nvcc.calls() == []
