@@ -1,4 +1,4 @@
-"""`ozaki-cutlass doctor` on the CPU: one line per thing it looks at, exit 0, and what is
+"""`ozaki-cutlass doctor` on the CPU: one line per thing it looks at (the settings too), exit 0, and what is
 missing said, not raised (issue 18, item 6)."""
 
 from ozaki_cutlass.generator import Arch
@@ -42,3 +42,25 @@ class _FakeToolchain:
     nvcc_version = "Cuda compilation tools, release 13.0, V13.0.88"
     cutlass_version = "4.2.0"
     cutlass_root = "/opt/cutlass"
+
+
+def test_it_checks_the_settings_the_table_and_the_cache(monkeypatch, tmp_path, capsys):
+    """Each setting with its value, or REFUSED and why; the tuning table read (with or
+    without a GPU); a cache that is a file said to be unusable (doctor makes nothing)."""
+    monkeypatch.setattr(doctor, "compute_capability", lambda ordinal=0: None)
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    for name, value in [("OZAKI_CACHE_DIR", str(blocker)), ("OZAKI_OVERLAP", "maybe"), ("OZAKI_GRAPHS", "off"),
+                        ("OZAKI_KARATSUBA_MIN", "-5"), ("OZAKI_BUILD_JOBS", "0"),
+                        ("OZAKI_TUNING_TABLE", str(tmp_path / "none.json"))]:
+        monkeypatch.setenv(name, value)
+    assert cli.main(["doctor"]) == 0
+    rows = _rows(capsys)
+    assert rows["kernel cache"] == f"{blocker} (unusable: {blocker} is not a directory (set OZAKI_CACHE_DIR to a " \
+                                   "writable one))"
+    assert rows["tuning table"].startswith(f"REFUSED: OZAKI_TUNING_TABLE={tmp_path / 'none.json'} cannot be read")
+    assert rows["OZAKI_OVERLAP"].startswith("REFUSED: OZAKI_OVERLAP='maybe': expected 0 or 1")
+    assert rows["OZAKI_GRAPHS"] == "'off': off" and rows["OZAKI_SPECULATE"] == "unset: on"
+    assert rows["OZAKI_KARATSUBA_MIN"].startswith("REFUSED: OZAKI_KARATSUBA_MIN='-5'")
+    assert rows["OZAKI_BUILD_JOBS"] == "REFUSED: OZAKI_BUILD_JOBS='0' must be a positive integer"
+    assert blocker.is_file()

@@ -1,21 +1,25 @@
 """``ozaki-cutlass doctor``: what this machine gives the package, one line each: the
 package, Python, the GPU and its driver, the nvcc found and where from, CUTLASS, cuBLAS,
-the array libraries, the kernel cache, and which kernels the dispatcher may pick here are
-built or missing. It changes nothing and needs no GPU (it says what it did not find)."""
+the array libraries, the kernel cache, the tuning table, the settings from the environment
+(each value, and what is wrong with one that cannot be used), and which kernels the
+dispatcher may pick here are built or missing. It changes nothing and needs no GPU (it
+says what it did not find)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import platform
 import sys
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, config
 from ..device.arch import arch_for_capability, compute_capability
 from ..device.driver import driver_refusal
 from ..device.cublas import NativeUnavailable, library, version
 from ..dispatch import TuningTableError, kernel_targets, load_table
 from ..generator import Arch, ToolchainError, default_out_dir, find_artifact, resolve_toolchain
+from ..generator.environment import build_jobs
 from ..generator.toolchain import locate_nvcc
 
 __all__ = ["doctor_main"]
@@ -67,6 +71,34 @@ def _module(name: str) -> str:
     return getattr(module, "__version__", "installed")
 
 
+def _cache_state(out: Path) -> str:
+    """What the kernel cache folder is, without making it."""
+    if out.is_dir():
+        return "exists" if os.access(out, os.W_OK | os.X_OK) else "exists, not writable: builds fail there"
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"unusable: {existing} is not a directory (set OZAKI_CACHE_DIR to a writable one)"
+    return "not made yet"
+
+
+def _settings() -> list[tuple[str, str]]:
+    """The environment's settings of the runtime and the build, each checked."""
+    def shown(name: str, read) -> str:
+        value = os.environ.get(name) or None
+        try:
+            got = read()
+        except (ValueError, ToolchainError) as exc:
+            return f"REFUSED: {exc}"
+        return f"{value!r}: {got}" if value is not None else f"unset: {got}"
+
+    rows = [(name, shown(name, lambda read=read: "on" if read() else "off")) for name, read in config.SWITCHES.items()]
+    rows.append(("OZAKI_KARATSUBA_MIN", shown("OZAKI_KARATSUBA_MIN", config.karatsuba_min)))
+    rows.append(("OZAKI_BUILD_JOBS", shown("OZAKI_BUILD_JOBS", lambda: build_jobs() or "by CPUs and memory")))
+    return rows
+
+
 def doctor_main(args) -> int:
     rows = [("ozaki-cutlass", f"{__version__} at {Path(__file__).resolve().parents[1]}"),
             ("python", f"{platform.python_version()} ({sys.executable})")]
@@ -91,7 +123,14 @@ def doctor_main(args) -> int:
         rows.append(("cuBLAS", f"found, but did not answer: {exc}"))
     rows += [("CuPy", _module("cupy")), ("PyTorch", _module("torch"))]
     out = default_out_dir()
-    rows.append(("kernel cache", f"{out} ({'exists' if out.is_dir() else 'not made yet'})"))
+    rows.append(("kernel cache", f"{out} ({_cache_state(out)})"))
+    try:
+        table, source = load_table()
+        rows.append(("tuning table", f"{source} ({len(table.get('entries', []))} entries)" if table else
+                     "none: the built-in candidates"))
+    except TuningTableError as exc:
+        rows.append(("tuning table", f"REFUSED: {exc}"))
+    rows += _settings()
     if arch is not None and toolchain is not None:
         try:
             targets = kernel_targets(arch, load_table())
