@@ -15,6 +15,7 @@ import ozaki_cutlass
 from ozaki_cutlass.device import arch as arch_module
 from ozaki_cutlass.tools import cli
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
+from ozaki_cutlass.dispatch import kernel_targets, load_table
 
 
 def _load_fakes():
@@ -166,8 +167,12 @@ def test_list_prints_the_catalog_with_what_is_built(fake_nvcc, tmp_path, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["name", "arch", "tile", "cluster", "schedule", "stages", "epilogue", "built"]
     rows = {line.split()[0]: line.split() for line in lines[1:-1]}
-    listed = {v.name for v in catalog(epilogue=None)}  # the plain and the fused families
-    assert set(rows) == listed and any("_pcrt_" in name for name in listed)
+    # the plain and the fused families, and what a plain build builds (the stage library,
+    # the kernels the tuning table routes to)
+    built_by_default = {v.name for arch in Arch for v in kernel_targets(arch, load_table())}
+    listed = {v.name for v in catalog(epilogue=None)} | built_by_default
+    assert set(rows) == listed and any("_pcrt_" in name for name in listed) and "stages_sm80" in listed
+    assert rows["stages_sm80"][1:] == ["sm_80", "-", "-", "-", "-", "stage", "kernels", "no"]
     default = default_variant("sm_90a").name
     assert rows[default][1:] == ["sm_90a", "256x128x128", "1x2", "cooperative", "auto", "int32_g1", "no"]
     fused = catalog("sm_90a", epilogue=Epilogue.PARTIAL_CRT)[0]
@@ -190,7 +195,9 @@ def test_list_prints_the_catalog_with_what_is_built(fake_nvcc, tmp_path, capsys)
 def test_list_full_and_pattern(fake_nvcc, tmp_path, capsys):
     assert cli.main(["list", "--arch", "sm_80", "--full", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(catalog("sm_80", full=True, epilogue=None)) + 2  # plain and fused
+    everything = {v.name for v in catalog("sm_80", full=True, epilogue=None)} | {  # plain, fused, what build builds
+        v.name for v in kernel_targets(Arch.SM80, load_table())}
+    assert len(lines) == len(everything) + 2
     assert all(line.split()[3] == "-" for line in lines[1:-1])  # no clusters on sm_80
     assert cli.main(["list", "--variants", "*_pp_*", "--out", str(tmp_path)]) == 0
     rows = capsys.readouterr().out.splitlines()[1:-1]

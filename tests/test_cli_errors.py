@@ -366,3 +366,24 @@ def test_an_interrupted_build_is_one_line_with_status_130(monkeypatch, capsys, c
     code, (error,), out = _run(["build", "--arch", "sm_80"], capsys, caplog)
     assert code == 130 and out == ""
     assert error == "ozaki-cutlass build: interrupted: 1 variant(s) built and cached, 2 stopped or not started"
+
+
+@pytest.mark.parametrize("command", [["build", "--arch", "sm_80"], ["list", "--arch", "sm_80"]])
+def test_each_pattern_must_match_something(command, tmp_path, capsys, caplog):
+    """One pattern of several that matches nothing (a typo) is said, not dropped while the
+    others are built or listed."""
+    argv = command + ["--variants", "nomatch*", "stages_*", "--out", str(tmp_path / "out")]
+    code, (error,), out = _run(argv, capsys, caplog)
+    assert code == 2 and out == ""
+    assert "matches 'nomatch*'" in error and "stages_" not in error
+    assert not (tmp_path / "out").exists()  # refused before anything was made
+
+
+def test_a_reader_that_stops_early_is_no_traceback(tmp_path):
+    """`ozaki-cutlass list --full | head -2`: the closed pipe ends the command quietly."""
+    command = f"{sys.executable} -m ozaki_cutlass list --full --out {tmp_path} | head -2"
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert len(result.stdout.splitlines()) == 2 and result.stdout.startswith("name ")
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr, result.stderr
+    assert result.returncode == 1

@@ -135,6 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "accuracy` and `ozaki-cutlass demo --cpu` run on the CPU)", args.command,
                   " ".join(str(why).split()).rstrip("."))
         return _FAILED
+    except BrokenPipeError:  # `ozaki-cutlass list --full | head`: the reader is gone, say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return _FAILED
     except KeyboardInterrupt as exc:  # Ctrl-C: one line (a build says what it kept), no traceback
         log.error("ozaki-cutlass %s: interrupted%s", args.command, f": {exc}" if str(exc) else "")
         return _INTERRUPTED
@@ -178,12 +183,26 @@ def _matching(arch, patterns: list[str], full: bool) -> list:
 
 
 def _select(arch, patterns: str | Sequence[str] | None, full: bool):
-    from ..generator import catalog
+    """What `list` shows for ``arch`` (None: every arch): with patterns, what `build
+    --variants` builds for them; without, the catalog (its defaults, or the full sweep)
+    and what a plain `build` builds (the stage library, every kernel the tuning table
+    routes to)."""
+    from ..generator import Arch, catalog
 
-    patterns = _patterns(patterns)
-    if patterns is None:  # plain and fused families alike (what build compiles)
-        return catalog(arch, None, full=full, epilogue=None)
-    return _matching(arch, patterns, full=True)
+    found: list = []
+    for one in ([arch] if arch is not None else list(Arch)):
+        one = Arch(one)
+        wanted = (_build_targets(one, patterns) if _patterns(patterns) is not None else
+                  catalog(one, None, full=full, epilogue=None) + _build_targets(one, None))
+        found.extend(v for v in wanted if v not in found)
+    return found
+
+
+def _unmatched(patterns: str | Sequence[str] | None, variants) -> list[str]:
+    """The patterns that match none of ``variants``: said, rather than dropped without a word."""
+    import fnmatch
+
+    return [p for p in _patterns(patterns) or () if not any(fnmatch.fnmatchcase(v.name, p) for v in variants)]
 
 
 def _build_targets(arch, patterns: str | Sequence[str] | None):
@@ -220,9 +239,10 @@ def _build(args: argparse.Namespace) -> int:
     if arch is None:
         return _USAGE
     variants = _build_targets(arch, args.variants)
-    if not variants:
+    unmatched = _unmatched(args.variants, variants)
+    if not variants or unmatched:
         log.error("no %s variant matches %s (see `ozaki-cutlass list --full --arch %s`)",
-                  arch.value, " ".join(map(repr, args.variants or ())), arch.value)
+                  arch.value, " ".join(map(repr, unmatched or args.variants or ())), arch.value)
         return _USAGE
     out, setting, fix = _artifact_dir(args.out)
     why = directory_problem(out)
@@ -267,8 +287,9 @@ def _list(args: argparse.Namespace) -> int:
     from ..generator.variants import EPILOGUE_TAGS
 
     variants = _select(args.arch, args.variants, full=args.full)
-    if not variants:
-        log.error("no variant matches %s", " ".join(map(repr, args.variants or ())))
+    unmatched = _unmatched(args.variants, variants)
+    if not variants or unmatched:
+        log.error("no variant matches %s", " ".join(map(repr, unmatched or args.variants or ())))
         return _USAGE
     out = (args.out or default_out_dir()).resolve()
     built: dict[str, set[str]] = {}
@@ -287,15 +308,17 @@ def _list(args: argparse.Namespace) -> int:
         toolchain = None
 
     rows = [("name", "arch", "tile", "cluster", "schedule", "stages", "epilogue", "built")]
-    for v in variants:
+    for v in variants:  # GEMM variants; the stage library and the prologue prototype have fewer fields
+        gemm = hasattr(v, "schedule")
         rows.append((
             v.name,
             v.arch.value,
-            f"{v.tile_m}x{v.tile_n}x{v.tile_k}",
-            f"{v.cluster_m}x{v.cluster_n}" if v.arch is Arch.SM90A else "-",
-            v.schedule.value,
-            "auto" if v.stages == 0 else str(v.stages),
-            f"{EPILOGUE_TAGS[v.epilogue]}_g{v.group_size}",
+            f"{v.tile_m}x{v.tile_n}x{v.tile_k}" if hasattr(v, "tile_m") else "-",
+            f"{v.cluster_m}x{v.cluster_n}" if gemm and v.arch is Arch.SM90A else "-",
+            v.schedule.value if gemm else "-",
+            ("auto" if v.stages == 0 else str(v.stages)) if gemm else "-",
+            f"{EPILOGUE_TAGS[v.epilogue]}_g{v.group_size}" if gemm else
+            "stage kernels" if v.name.startswith("stages_") else "prologue",
             _built_status(v, built.get(v.name, set()), corrupted.get(v.name, set()), unhashed, toolchain),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
