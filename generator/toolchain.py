@@ -244,7 +244,15 @@ def _cutlass_root(path: Path, source: str) -> Path:
     return path.resolve()
 
 
+#: The oldest CUTLASS major version the templates take: they are written against CUTLASS 4
+#: (the nvidia-cutlass 4.2.0 wheel the package depends on); an older tree would fail in
+#: nvcc, variant by variant, after minutes of compiling.
+MIN_CUTLASS_MAJOR = 4
+
+
 def _cutlass_version(root: Path) -> str:
+    """The version of the CUTLASS tree at `root` (ToolchainError where it is older than
+    MIN_CUTLASS_MAJOR or does not say)."""
     header = root / "include" / "cutlass" / "version.h"
     try:
         text = header.read_text()
@@ -256,7 +264,12 @@ def _cutlass_version(root: Path) -> str:
         if match is None:
             raise ToolchainError(f"{header} defines no CUTLASS_{part}")
         parts.append(match.group(1))
-    return ".".join(parts)
+    version = ".".join(parts)
+    if int(parts[0]) < MIN_CUTLASS_MAJOR:
+        raise ToolchainError(f"CUTLASS {version} at {root} is too old: the kernels need CUTLASS "
+                             f"{MIN_CUTLASS_MAJOR} or newer (the nvidia-cutlass wheel this package installs: unset "
+                             "CUTLASS_PATH to use it)")
+    return version
 
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\n]+)[">]', re.MULTILINE)

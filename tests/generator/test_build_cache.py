@@ -463,3 +463,12 @@ def test_an_unusable_cache_is_one_error_before_any_compile(make_toolchain, fake_
                                              r"cannot hold the kernels.*set OZAKI_CACHE_DIR"):
         build([default_variant("sm_90a")], toolchain=toolchain)
     assert fake_nvcc.calls() == []
+
+
+def test_a_cutlass_older_than_the_templates_is_refused_up_front(make_toolchain, cutlass_root):
+    """An older CUTLASS (CUTLASS_PATH at a 2.x tree) would fail in nvcc, variant by
+    variant, after minutes of compiling: resolving the toolchain refuses it."""
+    version = cutlass_root / "include" / "cutlass" / "version.h"
+    version.write_text(version.read_text().replace("MAJOR 4", "MAJOR 2").replace("MINOR 2", "MINOR 11"))
+    with pytest.raises(ToolchainError, match=r"CUTLASS 2\.11\.0 at .* is too old: the kernels need CUTLASS 4 or newer"):
+        make_toolchain()
