@@ -399,7 +399,11 @@ def _scan(out: Path, name: str = "*"
         try:
             artifact = Artifact.from_directory(metadata.parent)
         except (OSError, ValueError) as exc:
-            log.debug("skipping %s: %s", metadata.parent, exc)
+            if _of_another_abi(metadata.parent):  # an older version's build: expected, not damage
+                log.debug("skipping %s: %s", metadata.parent, exc)
+            elif VERIFIED_FILES.first_report(metadata.parent, "unreadable"):
+                log.warning("%s; left out: the next build of %s replaces it (or delete that folder)", exc,
+                            metadata.parent.parent.name)
             continue
         try:
             artifact.verify()
@@ -408,6 +412,14 @@ def _scan(out: Path, name: str = "*"
             continue
         intact.append(artifact)
     return intact, corrupted
+
+
+def _of_another_abi(directory: Path) -> bool:
+    """Whether `directory`'s artifact.json is readable and names another ABI version."""
+    try:
+        return load_metadata(directory).get("abi_version") != ARTIFACT_ABI_VERSION
+    except (OSError, ValueError):
+        return False
 
 
 def resolve_out_dir(out_dir: Path | str | None) -> Path:

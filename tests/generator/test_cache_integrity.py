@@ -161,6 +161,25 @@ def test_list_artifacts_leaves_corrupted_ones_out_and_says_so(built, out_dir, ca
     assert artifact.directory == built.directory and "does not match" in str(error)
 
 
+
+def test_an_unreadable_record_is_said_once_and_an_older_abi_is_not(built, out_dir, caplog):
+    """A damaged artifact.json leaves its folder out with a warning naming it (it had been
+    dropped as if never built); another ABI version's record (an older package's build)
+    is left out quietly, as expected."""
+    record = built.directory / "artifact.json"
+    text = record.read_text()
+    record.write_text(text[:200])  # cut short
+    with caplog.at_level(logging.WARNING):
+        assert list_artifacts(out_dir) == [] and list_artifacts(out_dir) == []
+    assert caplog.text.count("is not valid JSON") == 1 and f"next build of {VARIANT.name} replaces it" in caplog.text
+    caplog.clear()
+    data = json.loads(text)
+    data["abi_version"] = -1
+    record.write_text(json.dumps(data))
+    with caplog.at_level(logging.WARNING):
+        assert list_artifacts(out_dir) == []
+    assert caplog.text == ""
+
 @pytest.fixture
 def no_nvcc(monkeypatch, out_dir):
     monkeypatch.setenv("OZAKI_NVCC", str(out_dir / "no-such-nvcc"))
