@@ -318,3 +318,23 @@ def test_footprint_of_a_contract_call(fake_gpu, monkeypatch, path, group_size, s
     ozaki_cutlass.gemm(Dev((m, k), "F"), Dev((k, n)), path=path, kernel=kernel.name if kernel else None)
     count = CONTRACT_MODULI[0]
     assert fake_gpu.asked == workspace_buffers(m, n, k, count, "fast", path, group_size=group_size, contract=True)
+
+
+def test_the_per_thread_default_stream_has_a_workspace_per_thread():
+    """Handle 2 (CU_STREAM_PER_THREAD, CuPy's Stream.ptds) is a different stream in every
+    thread: two threads on it must not share buffers their kernels may still be using.
+    Any other handle is one stream whichever thread asks."""
+    pool = WorkspacePool()
+    got = {}
+
+    def ask(name):
+        got[name] = (pool.get(0, driver.PER_THREAD_STREAM), pool.get(0, 77), pool.get(0, 0))
+
+    threads = [threading.Thread(target=ask, args=(name,)) for name in ("t1", "t2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got["t1"][0] is not got["t2"][0]
+    assert got["t1"][1] is got["t2"][1] and got["t1"][2] is got["t2"][2]
+    assert got["t1"][0] is not got["t1"][1]

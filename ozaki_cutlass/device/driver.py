@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,7 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "copy_async", "pointer_device",
            "canonical_stream",
            "order_after",
-           "DeviceBuffer", "check_stream", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
+           "DeviceBuffer", "check_stream", "stream_key", "PER_THREAD_STREAM", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
            "event_times"]
 
 
@@ -278,6 +279,17 @@ def canonical_stream(handle: int) -> int:
     """A stream handle with the legacy default stream spelled one way (0 and
     CU_STREAM_LEGACY = 1 are the same stream)."""
     return 1 if handle in (0, 1) else handle
+
+
+#: CU_STREAM_PER_THREAD: one handle for a different stream in every thread.
+PER_THREAD_STREAM = 2
+
+
+def stream_key(handle: int):
+    """What names the stream ``handle`` in this thread, for what is kept per stream (the
+    workspaces, the replay lane): the handle, but for the per-thread default stream, whose
+    one handle is a different stream in each thread, the handle and the thread."""
+    return (handle, threading.get_ident()) if handle == PER_THREAD_STREAM else handle
 
 
 def order_after(producer: int, consumer: int) -> None:

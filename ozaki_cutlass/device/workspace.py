@@ -123,8 +123,10 @@ class WorkspacePool:
         self._spaces: dict[tuple[int, int], Workspace] = {}
 
     def get(self, device: int, stream: int) -> Workspace:
+        """The workspace of ``stream`` on ``device`` (per thread for the per-thread default
+        stream: driver.stream_key)."""
         with self._lock:
-            return self._spaces.setdefault((device, stream), Workspace())
+            return self._spaces.setdefault((device, driver.stream_key(stream)), Workspace())
 
     def nbytes(self) -> int:
         """Device memory the workspaces hold, all GPUs and streams together."""

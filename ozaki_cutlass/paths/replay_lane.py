@@ -128,7 +128,7 @@ def _cupy_lane(cupy, a, b, out, alpha, settings):
         return None, None
     o = None if out is None else (out.shape, out.strides, out.dtype.char, out.data.device_id, out.data.ptr)
     key = (_TAG, a.shape, a.strides, a.dtype.char, device, da.ptr, b.shape, b.strides, b.dtype.char,
-           db.device_id, db.ptr, o, cupy.cuda.get_current_stream().ptr, settings)
+           db.device_id, db.ptr, o, driver.stream_key(cupy.cuda.get_current_stream().ptr), settings)
     entry = DECISIONS.lanes.get(key)
     if entry is None:
         return key, None
@@ -151,7 +151,7 @@ def _torch_lane(current_device, current_stream, a, b, out, alpha, settings):
         return None, None
     if device < 0 or current_device() != device:  # the stream read below is the current GPU's
         return None, None
-    key += (current_stream(device), settings)
+    key += (driver.stream_key(current_stream(device)), settings)
     entry = DECISIONS.lanes.get(key)
     # the general path refuses tensors that require grad
     if entry is None or a.requires_grad or b.requires_grad or (out is not None and out.requires_grad):
