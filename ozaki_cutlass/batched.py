@@ -306,7 +306,7 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
         if plan is None or cplx and ops is None:
             return None
         sh = current_stream(next(iter(kinds)), stream, device)
-        for x in (A, B):
+        for x in (A, B, O):
             if x.stream is not None:
                 driver.order_after(x.stream, sh)
         strides = (sb, sa, so) if plan.transposed else (sa, sb, so)

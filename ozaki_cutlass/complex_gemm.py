@@ -30,7 +30,8 @@ import numpy as np
 from .call import check_settings, decide_settings, validate
 from .device import cublas, driver
 from .device.arch import visible_arch
-from .device.arrays import Matrix, allocate_like, check_writable, current_stream, describe_input, overlaps
+from .device.arrays import (DeviceArray, Matrix, allocate_like, check_writable, current_stream, describe_input,
+                            overlaps)
 from .device.layouts import DgemmPlan, complex_ops, plan_dgemm
 from .device.workspace import COMPLEX_WORKSPACES
 from .execute import execute
@@ -139,15 +140,15 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
             raise driver.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
         kind = A.kind
         sh = current_stream(kind, stream, device)
-        for X in (A, B, C):
+        for X in (A, B, C, O):  # out too: work on its producer's stream may still use it
             if X is not None and X.stream is not None:
                 driver.order_after(X.stream, sh)
         if out is None:
             result, O = allocate_like(kind, m, n, device, _C128)
-            if hasattr(result, "stream"):
-                result.stream = sh
         else:
             result = out
+        if isinstance(result, DeviceArray):  # written on sh now: what its users wait for
+            result.stream = sh
         native, why = decide_settings(real, m, 2 * n, 2 * k, arch, device, realified=True)
         zplan = _zgemm_plan(A, B, C, O, op_a, op_b, beta) if native else None
         if zplan is not None:

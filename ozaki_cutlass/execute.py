@@ -49,7 +49,7 @@ def execute(call: Call):
             A = A if "a" in call.prepared else upload(call.a, keep)
             B = B if "b" in call.prepared else upload(call.b, keep)
             C = upload(call.c, keep) if call.c is not None and call.beta != 0.0 else None  # beta == 0: c is not read
-        A, B = _ordered(A, B, C, call.trans_a, call.trans_b, sh)
+        A, B = _ordered(A, B, C, call.trans_a, call.trans_b, sh, None if call.on_host else call.O)
         if call.out is not None and not call.on_host:
             result, O = call.out, call.O
         else:
@@ -100,12 +100,13 @@ def execute(call: Call):
         return result
 
 
-def _ordered(A, B, C, trans_a: bool, trans_b: bool, sh: int):
+def _ordered(A, B, C, trans_a: bool, trans_b: bool, sh: int, O=None):
     """op(A) and op(B) (a transpose is in the strides), with the work on ``sh`` ordered
-    after the streams that produced A, B and C (CUDA array interface v3)."""
+    after the streams that produced A, B and C, and that last used ``out`` (O: work there
+    may still write or read it), as their CUDA array interface v3 says."""
     A = A.t() if trans_a else A
     B = B.t() if trans_b else B
-    for X in (A, B, C):
+    for X in (A, B, C, O):
         if X is not None and X.stream is not None:
             driver.order_after(X.stream, sh)
     return A, B
@@ -115,7 +116,8 @@ def _unordered(call: Call, sh: int) -> bool:
     """Whether the call's operands ask for no wait before ``sh`` (no CUDA array interface
     stream, or ``sh`` itself): what a replay lane may skip (paths.replay_lane)."""
     main = driver.canonical_stream(sh)
-    return all(X.stream is None or driver.canonical_stream(X.stream) == main for X in (call.A, call.B))
+    return all(X is None or X.stream is None or driver.canonical_stream(X.stream) == main
+               for X in (call.A, call.B, call.O))
 
 
 def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, target: float | None,
@@ -231,7 +233,7 @@ def execute_batch(calls: list[Call]) -> dict | None:
         sh = current_stream(first.kind, first.stream, first.device)
         launches = []
         for call in calls:
-            A, B = _ordered(call.A, call.B, call.C, call.trans_a, call.trans_b, sh)
+            A, B = _ordered(call.A, call.B, call.C, call.trans_a, call.trans_b, sh, call.O)
             if isinstance(call.out, DeviceArray):
                 call.out.stream = sh
             launches.append(Launch(A=A, B=B, C=call.C if call.beta != 0.0 else None, O=call.O, m=m, n=n, k=k,

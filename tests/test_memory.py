@@ -338,3 +338,53 @@ def test_the_per_thread_default_stream_has_a_workspace_per_thread():
     assert got["t1"][0] is not got["t2"][0]
     assert got["t1"][1] is got["t2"][1] and got["t1"][2] is got["t2"][2]
     assert got["t1"][0] is not got["t1"][1]
+
+
+class _DevOnStream:
+    """A CUDA array interface v3 object whose producer works on ``stream``."""
+
+    def __init__(self, shape, ptr, stream, typestr="<f8"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False), "version": 3,
+                                         "strides": None, "stream": stream}
+
+
+def _device_array(ptr, shape, dtype, stream):
+    from ozaki_cutlass.device.arrays import DeviceArray
+
+    d = DeviceArray.__new__(DeviceArray)
+    d.shape, d.dtype, d.device, d.stream = shape, np.dtype(dtype), 0, stream
+    d._buf = types.SimpleNamespace(ptr=ptr)
+    return d
+
+
+def test_the_call_waits_for_outs_producer_too(fake_gpu, monkeypatch):
+    """out's v3 stream may still be writing or reading it: the call's stream waits for it,
+    as for a, b and c."""
+    seen = []
+    monkeypatch.setattr(driver, "order_after", lambda producer, consumer: seen.append((producer, consumer)))
+    m, n, k = 16, 8, 24
+    ozaki_cutlass.gemm(_DevOnStream((m, k), 1 << 40, 11), _DevOnStream((k, n), 1 << 41, 12),
+                       out=_DevOnStream((m, n), 1 << 42, 13), moduli=13, stream=55)
+    assert {(11, 55), (12, 55), (13, 55)} <= set(seen)
+
+
+def test_a_complex_call_says_which_stream_wrote_its_out(fake_gpu, monkeypatch):
+    """A DeviceArray out of a complex call carries the call's stream afterwards (get(),
+    __dlpack__ and __cuda_array_interface__ wait for it), as a real call's does."""
+    from ozaki_cutlass import complex_gemm
+
+    class Layer(RecordingWorkspace):
+        def get(self, name, nbytes):
+            super().get(name, nbytes)
+            return (1 << 44) + (1 << 38) * ("a_hat", "b_hat", "t").index(name)
+
+    layer = Layer()
+    monkeypatch.setattr(complex_gemm, "visible_arch", lambda ordinal=0: Arch.SM90A)
+    monkeypatch.setattr(complex_gemm, "load_stages", lambda arch, **kw: Recorder())
+    monkeypatch.setattr(complex_gemm, "COMPLEX_WORKSPACES", types.SimpleNamespace(get=lambda device, stream: layer))
+    monkeypatch.setattr(driver, "order_after", lambda producer, consumer: None)  # no events on the fake GPU
+    m, n, k = 16, 8, 24
+    for alpha in (1.0, 2.0):   # the real call writes out itself; complex_axpby writes it
+        out = _device_array(1 << 45, (m, n), np.complex128, 0)
+        ozaki_cutlass.gemm(ComplexDev((m, k)), ComplexDev((k, n)), out=out, alpha=alpha, moduli=13, stream=55)
+        assert out.stream == 55, alpha
