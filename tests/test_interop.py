@@ -106,15 +106,19 @@ def test_device_array_dlpack_export(monkeypatch):
 
     import numpy as np
 
-    waits = []
+    import contextlib
+
+    waits, contexts = [], []
     monkeypatch.setattr(arrays, "order_after", lambda producer, consumer: waits.append((producer, consumer)))
+    monkeypatch.setattr(arrays, "on_device", lambda device: contexts.append(device) or contextlib.nullcontext())
     da = arrays.DeviceArray.__new__(arrays.DeviceArray)  # no device memory: only the export is checked
-    da.shape, da.dtype, da.device, da.stream = (3, 2), np.dtype(np.float64), 0, 5
+    da.shape, da.dtype, da.device, da.stream = (3, 2), np.dtype(np.float64), 1, 5
     da._buf = types.SimpleNamespace(ptr=0x7F0000002000)
-    assert da.__dlpack_device__() == (dlpack.KDL_CUDA, 0)
+    assert da.__dlpack_device__() == (dlpack.KDL_CUDA, 1)
     assert da.__cuda_array_interface__["stream"] == 5 and da.__cuda_array_interface__["version"] == 3
     cap = da.__dlpack__(stream=9)
     assert waits == [(5, 9)] and _name(cap) == b"dltensor"
+    assert contexts == [1]  # the wait is made in the array's GPU's context, whatever is current
     (kept, managed, shape, strides), = [v for v in dlpack._LIVE.values() if v[0] is da]
     assert list(shape) == [3, 2] and list(strides) == [2, 1]
     del cap, kept, managed
@@ -124,7 +128,7 @@ def test_device_array_dlpack_export(monkeypatch):
     with pytest.raises(BufferError, match="does not copy"):
         da.__dlpack__(copy=True)
     with pytest.raises(BufferError, match="lives on"):
-        da.__dlpack__(dl_device=(1, 0))
+        da.__dlpack__(dl_device=(2, 0))
     da.stream = 0
     assert da.__cuda_array_interface__["stream"] == 1  # the legacy default stream, as the protocol spells it
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..options import check_dtype, check_host_matrix, not_a_matrix
 from .dlpack import KDL_CUDA, capsule
-from .driver import DeviceBuffer, canonical_stream, order_after, pointer_device, stream_handle
+from .driver import DeviceBuffer, canonical_stream, on_device, order_after, pointer_device, stream_handle
 
 _F64 = np.dtype(np.float64)
 _C128 = np.dtype(np.complex128)
@@ -253,7 +253,8 @@ class DeviceArray:
     for inputs of no known library. Exports ``__cuda_array_interface__`` (version 3, with
     the stream it was written on) and ``__dlpack__``/``__dlpack_device__`` (so CuPy,
     PyTorch, JAX, Numba can take it, ordered after that stream), and ``get()`` to copy it
-    to a NumPy array."""
+    to a NumPy array. Its memory, copies and stream orderings are GPU ``device``'s, whatever
+    context is current when they are asked for."""
 
     def __init__(self, rows: int, cols: int, device: int = 0, dtype=_F64):
         self.shape = (rows, cols)
@@ -262,7 +263,8 @@ class DeviceArray:
             raise TypeError(f"DeviceArray holds float64 or complex128, not {self.dtype}")
         self.device = device
         self.stream = 0  # set by the call that writes it: the legacy default stream until then
-        self._buf = DeviceBuffer(self.dtype.itemsize * rows * cols)
+        with on_device(device):
+            self._buf = DeviceBuffer(self.dtype.itemsize * rows * cols)
 
     @property
     def ptr(self) -> int:
@@ -285,7 +287,8 @@ class DeviceArray:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, {tuple(dl_device)} was asked")
         if stream != -1:
-            order_after(self.stream, 1 if stream is None else int(stream))
+            with on_device(self.device):
+                order_after(self.stream, 1 if stream is None else int(stream))
         rows, cols = self.shape
         return capsule(self, self.ptr, self.shape, (cols, 1), self.device, complex_=self.dtype == _C128)
 
@@ -299,8 +302,11 @@ class DeviceArray:
             raise ValueError(f"DeviceArray.from_host takes a 2-D array, got shape {host.shape}")
         x = cls(host.shape[0], host.shape[1], device, dtype)
         if host.nbytes:
-            x._buf.upload(host)
+            with on_device(device):
+                x._buf.upload(host)
         return x
 
     def get(self) -> np.ndarray:
-        return self._buf.download(np.empty(self.shape, dtype=self.dtype), self.stream)
+        """A NumPy copy, after the work on the stream that wrote it (on its GPU)."""
+        with on_device(self.device):
+            return self._buf.download(np.empty(self.shape, dtype=self.dtype), self.stream)
