@@ -33,7 +33,7 @@ import numpy as np
 from .call import check_settings, decide_settings, validate
 from .device import cublas, driver
 from .device.arch import visible_arch
-from .device.arrays import Matrix, current_stream, describe_input, dtype_of, kind_of
+from .device.arrays import Matrix, check_writable, current_stream, describe_input, dtype_of, kind_of
 from .device.layouts import complex_ops, plan_dgemm
 from .dispatch.policy import DECISIONS
 from .execute import execute_batch
@@ -64,7 +64,7 @@ class _Element:
         strides = cai.get("strides") or (shape[1] * shape[2] * size, shape[2] * size, size)
         self._owner = owner
         self.__cuda_array_interface__ = dict(cai, shape=shape[1:], strides=tuple(strides[1:]),
-                                             data=(int(cai["data"][0]) + i * strides[0], False))
+                                             data=(int(cai["data"][0]) + i * strides[0], bool(cai["data"][1])))
 
 
 def _array_ndim(x, name: str) -> int:
@@ -132,6 +132,7 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
                           alpha, beta)
         return result
     if out is not None:
+        check_writable(out, "out")
         _check_batch_overlap(a, b, c, out, batch, beta)
     lane = _native_batch(a, b, c, result, batch, m, n, alpha, beta, trans_a, trans_b, stream, timings, options)
     if lane is not None:
@@ -292,7 +293,8 @@ def _native_batch(a, b, c, out, batch, m, n, alpha, beta, trans_a, trans_b, stre
     op_a, op_b = (as_op(t, name) if cplx else "T" if as_trans(t, name) else "N"
                   for t, name in ((trans_a, "trans_a"), (trans_b, "trans_b")))
     A, B = (A.t() if op_a != "N" else A), (B.t() if op_b != "N" else B)
-    if A.cols != B.rows or so == 0:
+    devices = {x.device for x in (A, B, O) if x.device is not None}
+    if A.cols != B.rows or so == 0 or len(devices) > 1:  # several GPUs: each element's call refuses it
         return None
     device = O.device if O.device is not None else 0
     with driver.on_device(device):

@@ -126,3 +126,48 @@ def test_a_list_is_named_as_what_it_is():
             ozaki_cutlass.gemm(np.ones((2, 3, 4)), beta=1.0, **kwargs)
     with pytest.raises(TypeError, match="c must be a numpy.ndarray, got list"):
         R.gemm(np.ones((2, 3, 4)), np.ones((2, 4, 5)), c=np.ones((2, 3, 5)).tolist(), beta=1.0)
+
+
+class _Dev3:
+    def __init__(self, shape, ptr, readonly=False):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f8", "data": (ptr, readonly), "version": 3,
+                                         "strides": None}
+
+
+@pytest.fixture
+def native_batches(monkeypatch):
+    """A fake GPU where the auto policy decides native and cublasDgemmStridedBatched is
+    recorded; pointers' GPU: their bit 40 and up, as set in ``where``."""
+    import types
+
+    from ozaki_cutlass import batched
+    from ozaki_cutlass.device import arrays, driver
+    from ozaki_cutlass.generator import Arch
+
+    where = {}
+    monkeypatch.setattr(arrays, "pointer_device", lambda p: where.get(p >> 40 << 40, 0))
+    monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)
+    monkeypatch.setattr(driver, "bindings", lambda: types.SimpleNamespace(
+        CUresult=types.SimpleNamespace(CUDA_SUCCESS=0), cuCtxGetCurrent=lambda: (0, 1)))
+    monkeypatch.setattr(batched, "visible_arch", lambda ordinal=0: Arch.SM90A)
+    monkeypatch.setattr(batched, "decide_settings", lambda *args, **kw: (True, "auto: native"))
+    ran = []
+    monkeypatch.setattr(batched.cublas, "dgemm_strided_batched", lambda *args, **kw: ran.append(args))
+    monkeypatch.setattr(batched.cublas, "current_context", lambda: 1)
+    return where, ran
+
+
+def test_a_native_batch_makes_a_single_calls_checks(native_batches):
+    """The one-launch native batch runs before the elements' own checks: arrays on two
+    GPUs, or a read-only out, are refused there too (they were launched)."""
+    where, ran = native_batches
+    a, b = _Dev3((4, 16, 8), 1 << 40), _Dev3((4, 8, 12), 1 << 41)
+    where.update({1 << 40: 0, 1 << 41: 1, 1 << 42: 1})
+    with pytest.raises(ValueError, match="different GPUs"):
+        ozaki_cutlass.gemm(a, b, out=_Dev3((4, 16, 12), 1 << 42))
+    where.clear()
+    with pytest.raises(ValueError, match="out is read-only"):
+        ozaki_cutlass.gemm(a, b, out=_Dev3((4, 16, 12), 1 << 42, readonly=True))
+    assert ran == []
+    ozaki_cutlass.gemm(a, b, out=_Dev3((4, 16, 12), 1 << 42))  # the same on one GPU, writable: one launch
+    assert len(ran) == 1
