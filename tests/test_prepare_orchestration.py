@@ -4,6 +4,7 @@ sizes, and what the Prepared it returns holds. (The stages' arithmetic and the b
 gemm with prepared operands are checked on the GPU: tests/gpu/test_prepared.py.)"""
 
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -38,6 +39,8 @@ def fake_gpu(monkeypatch):
             pass
 
     class Ws:
+        lock = threading.Lock()
+
         def moduli(self):
             return 7
 
@@ -84,3 +87,24 @@ def test_trans_prepares_the_transpose(fake_gpu):
     p = ozaki_cutlass.prepare(np.ones((6, 10)), "left", trans=True, mode=None)
     assert p.shape == (10, 6) and p.mode == "accurate"
     assert [name for name, _ in fake_gpu.calls][:2] == ["pack", "scan_coarse"]  # rows of x.T are strided
+
+
+def test_prepare_waits_for_its_operands_producer(fake_gpu, monkeypatch):
+    """An operand still being written on its producer's stream (CUDA array interface v3)
+    is scanned only after that work: the prepare's stream waits for it, as gemm's does."""
+    import types
+
+    from ozaki_cutlass.device import arrays
+
+    class OnStream:
+        __cuda_array_interface__ = {"shape": (6, 10), "typestr": "<f8", "data": (1 << 40, False), "version": 3,
+                                    "strides": None, "stream": 13}
+
+    seen = []
+    monkeypatch.setattr(driver, "order_after", lambda producer, consumer: seen.append((producer, consumer)))
+    monkeypatch.setattr(arrays, "pointer_device", lambda ptr: 0)
+    monkeypatch.setattr(driver, "bindings", lambda: types.SimpleNamespace(
+        CUresult=types.SimpleNamespace(CUDA_SUCCESS=0), cuCtxGetCurrent=lambda: (0, 1)))
+    monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)  # the context current before
+    ozaki_cutlass.prepare(OnStream(), "left", moduli=13, mode="fast", stream=55)
+    assert fake_gpu.calls and seen == [(13, 55)]

@@ -128,6 +128,8 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
             vs, es, rows_pad = X.cs, X.rs, padded_n(X.cols)
         st = load_stages(arch)
         sh = current_stream(kind, stream, device)
+        if X.stream is not None:  # its producer's work first (CUDA array interface v3)
+            driver.order_after(X.stream, sh)
 
         def buf(nbytes: int) -> int:
             b = driver.DeviceBuffer(max(nbytes, 16))
@@ -151,6 +153,9 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
         residues = 0
         if not accurate:
             residues = buf(count * rows_pad * k16)
-            st.residues(*v, ob.fast, count, WORKSPACES.get(device, sh).moduli(), residues, rows_pad, k16, sh)
+            ws = WORKSPACES.get(device, sh)
+            with ws.lock:  # its moduli table is uploaded once, by whichever call asks first
+                moduli = ws.moduli()
+            st.residues(*v, ob.fast, count, moduli, residues, rows_pad, k16, sh)
         return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=v, exps=ob.exps,
                         fast=ob.fast, nonfinite=ob.nonfinite, coarse=ob.coarse, residues=residues, _keep=keep)
