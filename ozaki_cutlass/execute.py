@@ -137,11 +137,12 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
     overlap = config.overlap()  # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); same bits
     run = _RUNS[kern.path]
     with ws.lock:
+        capturing = _caller_capture(ws, launch.stream, target)
         if launch.alpha == 0.0 or launch.k == 0:
             zero_result(kern.stages, launch, ws)
             return None
         if target is None:
-            how, key = _run_or_replay(run, kern, launch, ws, timer, overlap)
+            how, key = _run_or_replay(run, kern, launch, ws, timer, overlap, capturing)
             if lane is not None and how != "direct":
                 learn(lane, ws, key, launch, overlap, device)
             return None
@@ -164,6 +165,24 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
         return choice
 
 
+#: Why a call under the accuracy contract cannot run into the caller's CUDA graph capture.
+CAPTURED_CONTRACT = ("a call under the accuracy contract reads its certificate back to the host, which cannot "
+                     "happen while its stream is being captured into a CUDA graph: pass moduli= (an explicit "
+                     "count) to call it under a capture")
+
+
+def _caller_capture(ws, stream: int, target: float | None) -> bool:
+    """Whether the caller is capturing ``stream`` into its own CUDA graph. Then the
+    workspace is pinned (the graph keeps its buffers' addresses: device.workspace), and a
+    call under the contract (``target`` set) is refused: it reads back."""
+    if not is_capturing(stream):
+        return False
+    if target is not None:
+        raise ValueError(CAPTURED_CONTRACT)
+    ws.pin()
+    return True
+
+
 def _run(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: bool) -> None:
     """The path's whole run: its launches, then its finish (paths.launch.Finish)."""
     finish = run(kern, launch, ws, timer, overlap)
@@ -171,15 +190,16 @@ def _run(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: b
         finish(launch)
 
 
-def _run_or_replay(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: bool) -> tuple[str, object]:
+def _run_or_replay(run, kern: KernelSet, launch: Launch, ws, timer: PhaseTimer, overlap: bool,
+                   capturing: bool) -> tuple[str, object]:
     """``run`` the call, or, where a call with the same operands, shape and settings came
     before, replay its launches up to the finish as a CUDA graph (device.graphs.Replays)
     and launch the call's own finish (its O, C, alpha, beta) after: the same bits. Not
-    with ``timings`` (the phases' events), under the caller's own capture of the stream,
-    or with ``OZAKI_GRAPHS=0``. Returns how it ran ("direct", "captured", "replayed") and
-    the graph's key (None where it ran directly without one)."""
+    with ``timings`` (the phases' events), under the caller's own capture of the stream
+    (``capturing``), or with ``OZAKI_GRAPHS=0``. Returns how it ran ("direct", "captured",
+    "replayed") and the graph's key (None where it ran directly without one)."""
     key = None if timer.enabled or not config.graphs() else replay_key(kern, launch, overlap)
-    if key is None or is_capturing(launch.stream):
+    if key is None or capturing:
         _run(run, kern, launch, ws, timer, overlap)
         return "direct", None
 
@@ -245,6 +265,7 @@ def execute_batch(calls: list[Call]) -> dict | None:
         timer.mark("start")
         ws = WORKSPACES.get(first.device, sh)
         with ws.lock:
+            _caller_capture(ws, sh, first.target)
             choices, launched = run_staged_batch(kern, launches, ws, timer, first.target,
                                                  all(p is not None for p in plans), config.overlap())
         fell_back = [i for i, choice in enumerate(choices) if choice is not None and choice.native]

@@ -90,6 +90,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(driver, "bindings", lambda: cu)
     monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)
     monkeypatch.setattr(execute, "visible_arch", lambda ordinal=0: Arch.SM90A)
+    monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     monkeypatch.setattr(execute, "allocate_like",
                         lambda kind, m, n, device: (None, Matrix(1 << 41, m, n, n, 1, "cai", 0, None)))
     monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))

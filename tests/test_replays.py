@@ -211,7 +211,8 @@ def test_calls_never_replayed(kw):
 def emulate(monkeypatch):
     """execute._emulate with its workspace's capture and the path replaced."""
     log = []
-    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE)
+    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, pinned=False)
+    ws.pin = lambda: setattr(ws, "pinned", True)
     ws.replays = Replays(capture_graph=lambda stream, work: (FakeGraph(log, [stream]), work(stream)))
 
     def run(kern, L, ws, timer, overlap):
@@ -255,10 +256,17 @@ def test_graphs_off(emulate, monkeypatch):
 
 
 def test_under_the_callers_own_capture(emulate):
+    """The call runs straight into the caller's capture, and pins its workspace (the
+    caller's graph keeps the buffers' addresses); a call under the accuracy contract is
+    refused there (it reads its certificate back)."""
     emulate.call()
+    assert not emulate.ws.pinned
     emulate.capturing[0] = True
     for _ in range(2):
         assert emulate.call() == [("run", MAIN), ("finish", MAIN, O, 1.0)]
+    assert emulate.ws.pinned
+    with pytest.raises(ValueError, match="under the accuracy contract reads its certificate back.*pass moduli="):
+        execute._emulate(KERN, launch(stream=MAIN), 0, PhaseTimer(MAIN, False), 2.0**-53, False)
     emulate.capturing[0] = False
     assert emulate.call()[0] == ("run", CAPTURE)
 
@@ -296,3 +304,27 @@ def test_a_replaced_or_dropped_buffer_clears_the_replays(monkeypatch):
     assert cleared == [1]
     ws.drop("y")
     assert cleared == [1, 1]
+
+
+def test_a_pinned_workspace_keeps_every_buffer(monkeypatch):
+    """Once a caller's graph captured a workspace's buffers, none is freed: a replaced or
+    dropped one is kept, and release (empty_cache) frees nothing there."""
+    closed = []
+
+    class Buffer(FakeBuffer):
+        def close(self):
+            closed.append(self.ptr)
+
+    monkeypatch.setattr(W.driver, "DeviceBuffer", Buffer)
+    ws = W.Workspace()
+    first = ws.get("x", 100)
+    ws.get("y", 100)
+    ws.pin()
+    ws.get("x", 200)   # replaced
+    ws.drop("y")       # dropped
+    assert closed == [] and ws.nbytes == 100 + 100 + 200
+    assert ws.release() == 0 and closed == [] and first not in closed
+    unpinned = W.Workspace()
+    unpinned.get("x", 100)
+    unpinned.get("x", 200)
+    assert len(closed) == 1

@@ -45,6 +45,7 @@ def world(monkeypatch):
     log = []
     ws = types.SimpleNamespace(lock=threading.Lock())
     monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     monkeypatch.setattr(execute, "_RUNS", {"staged": lambda kern, L, ws, timer, overlap:
                                            log.append(("run", L.moduli, L.mode, L.prescan.a))})
     O = Matrix(1 << 40, 8, 8, 8, 1, "cai", 0, None)

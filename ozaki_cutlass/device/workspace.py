@@ -21,10 +21,18 @@ class Workspace:
     enqueues its work: two threads on one stream then enqueue whole calls one after the
     other, and stream order keeps each call's buffers to itself. ``replays`` holds the
     graphs of calls on this stream (device.graphs), which read these buffers: every
-    buffer freed or replaced clears it."""
+    buffer freed or replaced clears it.
+
+    A call captured into the caller's own CUDA graph (its stream being captured) leaves
+    these buffers' addresses in a graph we do not hold: :meth:`pin` then keeps every buffer
+    alive for the process, those replaced or dropped afterwards included, and
+    :meth:`release` (empty_cache) frees nothing here, so that the caller's graph never
+    writes freed memory."""
 
     def __init__(self):
         self.lock = threading.Lock()
+        self.pinned = False
+        self._kept: list[driver.DeviceBuffer] = []  # buffers replaced or dropped while pinned
         self._buffers: dict[str, driver.DeviceBuffer] = {}
         self._moduli: driver.DeviceBuffer | None = None
         self._side = None
@@ -34,8 +42,19 @@ class Workspace:
 
     @property
     def nbytes(self) -> int:
-        """Device memory held by the buffers."""
-        return sum(b.nbytes for b in self._buffers.values())
+        """Device memory held by the buffers (those kept for a caller's graph included)."""
+        return sum(b.nbytes for b in self._buffers.values()) + sum(b.nbytes for b in self._kept)
+
+    def pin(self) -> None:
+        """Keep every buffer alive from now on: a caller's CUDA graph captured them."""
+        self.pinned = True
+
+    def _retire(self, buf: driver.DeviceBuffer) -> None:
+        """A buffer no longer ours: freed, or kept where a caller's graph may use it."""
+        if self.pinned:
+            self._kept.append(buf)
+        else:
+            buf.close()
 
     def release(self) -> int:
         """Free every buffer, after the GPU (whose context is current) has finished the work
@@ -43,8 +62,10 @@ class Workspace:
         lock, so no call enqueues in between. The workspace stays usable: buffers are made
         again on demand."""
         with self.lock:
-            held = self.nbytes
             self.replays.clear()
+            if self.pinned:  # a caller's CUDA graph holds these addresses
+                return 0
+            held = self.nbytes
             if held:
                 driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
                 for buf in self._buffers.values():
@@ -91,14 +112,14 @@ class Workspace:
             buf = self._buffers.pop(name, None)
             if buf is not None:
                 self.replays.clear()
-                buf.close()
+                self._retire(buf)
 
     def get(self, name: str, nbytes: int) -> int:
         buf = self._buffers.get(name)
         if buf is None or buf.nbytes < nbytes:
             if buf is not None:
                 self.replays.clear()
-                buf.close()
+                self._retire(buf)
                 del self._buffers[name]
             try:
                 buf = driver.DeviceBuffer(max(nbytes, 16))
