@@ -85,3 +85,16 @@ def test_group_sizes_and_the_fused_calls(count, group):
     assert len(runs) == len(set(sizes)) <= 2
     if group == 1:
         assert runs == [(1, count)]
+
+
+def test_the_error_of_finite_entries_whose_norm_overflows():
+    """normwise_error's Frobenius norms scale by a power of two; finite entries whose norm
+    is beyond float64's range give an inf norm (it raised OverflowError)."""
+    import numpy as np
+
+    from ozaki_cutlass.numerics.accuracy import normwise_error
+
+    big = np.full((2, 2), 1.5e308)
+    assert normwise_error(big, big) == 0.0
+    assert normwise_error(np.zeros((2, 2)), big) == 1.0
+    assert normwise_error(big / 2, big) == 0.5

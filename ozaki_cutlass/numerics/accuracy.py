@@ -134,7 +134,10 @@ def _scaled_fro(x: np.ndarray) -> float:
     if amax == 0.0 or not math.isfinite(amax):
         return amax
     e = math.frexp(amax)[1]
-    return math.ldexp(float(np.sqrt(np.sum(np.ldexp(x, -e) ** 2))), e)
+    try:
+        return math.ldexp(float(np.sqrt(np.sum(np.ldexp(x, -e) ** 2))), e)
+    except OverflowError:  # a norm of finite entries beyond float64's range
+        return math.inf
 
 
 def _diff(c, ref_hi, ref_lo):
@@ -150,6 +153,9 @@ def normwise_error(c, ref_hi, ref_lo=None) -> float:
         return math.inf
     num = _scaled_fro(d)
     den = _scaled_fro(ref_hi)
+    if math.isinf(num) or math.isinf(den):  # finite entries, norms beyond float64's range: one scale for both
+        e = math.frexp(max(float(np.max(np.abs(d))), float(np.max(np.abs(ref_hi)))))[1]
+        num, den = (float(np.sqrt(np.sum(np.ldexp(np.asarray(x, dtype=np.float64), -e) ** 2))) for x in (d, ref_hi))
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / den
