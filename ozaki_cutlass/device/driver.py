@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import threading
 from dataclasses import dataclass
 
@@ -285,11 +286,21 @@ def canonical_stream(handle: int) -> int:
 PER_THREAD_STREAM = 2
 
 
+_THREAD = threading.local()
+_THREAD_SERIALS = itertools.count()
+
+
 def stream_key(handle: int):
     """What names the stream ``handle`` in this thread, for what is kept per stream (the
     workspaces, the replay lane): the handle, but for the per-thread default stream, whose
-    one handle is a different stream in each thread, the handle and the thread."""
-    return (handle, threading.get_ident()) if handle == PER_THREAD_STREAM else handle
+    one handle is a different stream in each thread, the handle and the thread (a serial
+    number of its own: a thread's ident is reused once it has ended, its work maybe not)."""
+    if handle != PER_THREAD_STREAM:
+        return handle
+    serial = getattr(_THREAD, "serial", None)
+    if serial is None:
+        serial = _THREAD.serial = next(_THREAD_SERIALS)
+    return handle, serial
 
 
 def order_after(producer: int, consumer: int) -> None:
