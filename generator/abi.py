@@ -117,12 +117,13 @@ this kernel would compute alpha * X, e.g. 0 * Inf = NaN)."""
 
 STAGES = LibraryAbi(
     kind="stages",
-    version=12,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
+    version=13,  # 2: the CRT functions take a NonfiniteSource; 3: the accuracy contract; 4: complex;
     # 5: Karatsuba; 6: crt_unscale_karatsuba takes k_chunk; 7: residues_karatsuba replaces karatsuba_split;
     # 8: inner_stats writes the scan's first pass (vec_exps, vec_nonfinite), scan takes `given`;
     # 9: the accurate shifts' workspace is m + n int32; 10: scan_coarse;
     # 11: the accurate shifts' workspace is shift_work_words(m, n) int32 (one read of the bound);
-    # 12: the one read takes n % 4 != 0, its partials' rows ceil(n / 4) * 4 apart (shift_work_words)
+    # 12: the one read takes n % 4 != 0, its partials' rows ceil(n / 4) * 4 apart (shift_work_words);
+    # 13: the certificate writes 14 doubles (RA and RB after the 12 sums)
     doc="""\
 The stage kernels of the staged pipeline (templates/stages.cu.j2). Each reproduces a
 function of ozaki_cutlass/reference.py bit for bit. Sizes of 0 launch nothing and
@@ -200,8 +201,9 @@ rows: shift_a[l] = -e_l, shift_b[l] = e_l (all 0 when not applied); applied[0] =
                "const int32_t* inner_exp_a, const double* inner_a, const int32_t* inner_exp_b, "
                "const double* inner_b, int64_t k, const int32_t* applied, double* out, cudaStream_t stream",
                """\
-numerics.contract.certificate: out[0..11] = x2[0], x2[1], xz[0], xz[1], z2, w2[0], w2[1],
-wy[0], wy[1], y2, l1, applied (0.0 or 1.0, from applied[0]; applied may be null), from the
+numerics.contract.certificate: out[0..13] = x2[0], x2[1], xz[0], xz[1], z2, w2[0], w2[1],
+wy[0], wy[1], y2, l1, applied (0.0 or 1.0, from applied[0]; applied may be null), RA, RB
+(the largest exponents of the live rows of op(A) and columns of op(B)), from the
 scan's exps, logq, abs_sum of op(A)'s rows and op(B)'s columns and P_inner_stats' exps and
 sums of op(A)'s columns and op(B)'s rows."""),
         entry("fast_shifts", "int",

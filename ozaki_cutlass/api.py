@@ -68,7 +68,7 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
     meets ``accuracy`` (t = 2^-53 for "dgemm", the default, which makes the bound at most
     DGEMM's classical one divided by k; or a number in [2^-100, 1)), after an exact
     power-of-two equilibration of the inner dimension; ``mode`` defaults to "fast" there.
-    It costs one read of 96 bytes per call (the call waits for the scan). Where 20 moduli
+    It costs one read of 112 bytes per call (the call waits for the scan). Where 20 moduli
     cannot meet the target, ``policy="auto"`` runs native DGEMM (``timings["policy"]``
     says why; not when ``kernel`` or ``path`` is given, nor where 20 moduli still certify
     2^-53) and otherwise 20 moduli run with an

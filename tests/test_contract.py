@@ -256,10 +256,39 @@ def test_a_target_below_dgemms_falls_back_only_when_20_moduli_do_not_reach_dgemm
     """The rule the GPU shares: under "auto", native where 20 moduli certify neither the
     target nor 2^-53; a tighter target that 20 moduli miss but whose 2^-53 they reach runs
     20 moduli with a warning."""
-    cert = K.Certificate((1.0, 1.0), (1.0, 1.0), 1.0, (1.0, 1.0), (1.0, 1.0), 1.0, 1e-30, 4, 4, 4, False)
+    cert = K.Certificate((1.0, 1.0), (1.0, 1.0), 1.0, (1.0, 1.0), (1.0, 1.0), 1.0, 1e-30, 4, 4, 4, False, 0)
     assert cert.relative_bound(20) > U
     assert K.choose(cert, 1e-20, "fast", True).native
     assert not K.choose(cert, 1e-20, "fast", False).native
     a, b = family("phi", 6, 64, 6, 0.5)
     tight = R.contract(a, b, accuracy=2.0**-100)
     assert tight.moduli == 20 and not tight.native  # 20 moduli reach 2^-53: no fallback
+
+
+def test_a_product_that_may_overflow_runs_native_or_warns():
+    """An entry far below its row's and column's scales can be truncated to 0 (or the
+    wrong sign) where its true value overflows (docs/accuracy.md): where k 2^(RA + RB) may
+    pass 2^1023, "auto" runs native DGEMM (its Inf) and "emulate" warns. Just below, the
+    contract runs as before."""
+    p = lambda e: np.ldexp(1.0, e)  # noqa: E731
+    a = np.array([[p(1000), p(500)], [p(500), p(1000)]])
+    b = np.array([[p(500), p(1000)], [p(1000), p(500)]])
+    choice = R.contract(a, b)
+    assert choice.native and "beyond float64's range (k 2^2002 > 2^1023)" in choice.reason
+    with np.errstate(over="ignore"):  # float64 @ overflows (NumPy says so): that is the result wanted
+        want = a @ b
+        assert np.array_equal(R.gemm(a, b), want) and np.isinf(want).all()
+        with pytest.warns(K.AccuracyWarning, match="may lie beyond float64's range"):
+            R.gemm(a, b, policy="emulate")
+    assert not R.contract(a, b, policy="emulate").native
+    # k 2^(RA + RB) = 2^1023 exactly: no entry can pass 2^1023, nothing said
+    a, b = np.array([[p(510), p(510)]]), np.array([[p(510)], [p(510)]])  # |a|, |b| < 2^511, k = 2
+    assert not R.contract(a, b).native and R.contract(a, b).reason == ""
+    assert R.gemm(a, b)[0, 0] == p(1021)
+    a[0, 0] = p(511)  # RA = 512: k 2^1024
+    assert R.contract(a, b).native
+    # the GPU's read: RA and RB after the 12 sums
+    values = np.zeros(14)
+    values[10], values[12], values[13] = 1.0, 600.0, 430.0
+    read = K.Certificate.from_values(values, 2, 2, 2)
+    assert read.top == 1030 and read.may_overflow

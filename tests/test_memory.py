@@ -35,10 +35,10 @@ class FakeGemm:
 
 
 class CertificateRead:
-    """The contract's read of its certificate: ``values`` (12 doubles), set by a test."""
+    """The contract's read of its certificate: ``values`` (14 doubles), set by a test."""
 
     def __init__(self):
-        self.values = np.zeros(12)
+        self.values = np.zeros(14)
         self.values[10] = 1.0  # the lower bound of || |A||B| ||; every bound sum 0: the fewest moduli
 
     def start(self, ptr, stream=0):

@@ -94,7 +94,7 @@ class Stages(GeneratedLibrary):
 
     def certificate(self, a, b, inner_a, inner_b, k, applied, out, stream):
         """``a``, ``b``: (exps, logq, abs_sum, nvec) of op(A)'s rows and op(B)'s columns;
-        ``inner_a``, ``inner_b``: (exps, sums) of P_inner_stats; out: 12 doubles
+        ``inner_a``, ``inner_b``: (exps, sums) of P_inner_stats; out: 14 doubles
         (numerics.contract.Certificate.from_values)."""
         self._stage("certificate", *a, *b, *inner_a, *inner_b, k, applied, out, stream or None)
 

@@ -22,17 +22,17 @@ order on both, so the choice, and so the bits, are the same everywhere:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..templates.constants import EQUILIBRATION_SPREAD, FLUSH_EXPONENT, INNER_CHUNK, NO_EXPONENT, REDUCE_LANES
 from .moduli import MAX_MODULI, crt_constants
 
-__all__ = ["ACCURACY_DEFAULT", "AccuracyWarning", "CONTRACT_MODULI", "Certificate", "Choice", "U",
+__all__ = ["ACCURACY_DEFAULT", "AccuracyWarning", "CONTRACT_MODULI", "Certificate", "Choice", "OVERFLOW_EXPONENT", "U",
            "certificate", "choose", "equilibration", "fixed_order_sum", "inner_stats", "rounding_margin",
            "target_of", "warn"]
 
@@ -45,6 +45,10 @@ ACCURACY_DEFAULT = "dgemm"
 #: The moduli counts the contract chooses from (fewer than 8 never meets a useful target
 #: on float64 data, and would need more kernels).
 CONTRACT_MODULI = range(8, MAX_MODULI + 1)
+
+#: A product whose entries may reach 2^(this + 1) may overflow float64 (its largest
+#: finite value is below 2^1024; one more bit covers the rounding near it).
+OVERFLOW_EXPONENT = 1023
 
 def rounding_margin(m: int, n: int, k: int) -> float:
     """A relative margin that covers the rounding of the certificate's float64 sums of
@@ -167,7 +171,7 @@ def equilibration(exps_a: np.ndarray, exps_b: np.ndarray) -> np.ndarray:
     return e
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Certificate:
     """What the bound of every moduli count needs, relative to 2^(RA + RB) (RA, RB: the
     largest exponents of op(A)'s rows and op(B)'s columns after equilibration). With the
@@ -178,7 +182,8 @@ class Certificate:
     x2[p] = sum 2^(2(h_i + E_i - RA - qb)), xz[p], z2, and w2, wy, y2 for B. ``l1`` is
     sum_l (sum_i |a_il|)(sum_j |b_lj|) 2^-(RA + RB) = 1'|A||B|1 2^-(RA + RB) (from below).
     Terms below 2^-960 (relative) are dropped on both sides: the bound may miss up to
-    m n 2^-960 of its relative size, which no moduli count resolves anyway."""
+    m n 2^-960 of its relative size, which no moduli count resolves anyway. ``top``:
+    RA + RB itself (every |(AB)_ij| < k 2^top), for :attr:`may_overflow`."""
 
     x2: tuple[float, float]
     xz: tuple[float, float]
@@ -191,13 +196,23 @@ class Certificate:
     n: int
     k: int
     equilibrated: bool
+    top: int
 
     @classmethod
     def from_values(cls, values, m: int, n: int, k: int) -> "Certificate":
-        """From the certificate kernel's 12 doubles (x2[0], x2[1], xz[0], xz[1], z2, w2[0],
-        w2[1], wy[0], wy[1], y2, l1, equilibrated)."""
+        """From the certificate kernel's 14 doubles (x2[0], x2[1], xz[0], xz[1], z2, w2[0],
+        w2[1], wy[0], wy[1], y2, l1, equilibrated, RA, RB)."""
         v = [float(x) for x in values]
-        return cls((v[0], v[1]), (v[2], v[3]), v[4], (v[5], v[6]), (v[7], v[8]), v[9], v[10], m, n, k, v[11] != 0.0)
+        return cls((v[0], v[1]), (v[2], v[3]), v[4], (v[5], v[6]), (v[7], v[8]), v[9], v[10], m, n, k, v[11] != 0.0,
+                   int(v[12]) + int(v[13]))
+
+    @property
+    def may_overflow(self) -> bool:
+        """Whether an entry of AB may lie beyond float64's range (k 2^top > 2^1023). The
+        bound is normwise: such an entry far below its row's and column's scales can be
+        truncated to 0 (or the wrong sign) instead of overflowing to the infinity float64
+        ``@`` gives (docs/accuracy.md), which no moduli count prevents."""
+        return self.top + (self.k - 1).bit_length() > OVERFLOW_EXPONENT
 
     def relative_bound(self, count: int) -> float:
         """A certified upper bound of ||C - AB||_F / || |A||B| ||_F at ``count`` moduli in
@@ -249,12 +264,12 @@ def certificate(exps_a, logq_a, s1_a, exps_b, logq_b, s1_b, inner_a, inner_b, qb
     e = np.where(live, ea.astype(np.int64) + eb + ca + cb - ra - rb, FLUSH_EXPONENT - 1)
     terms = np.where(live, _scaled(fa * fb, e), 0.0)
     return Certificate(x2, xz, z2, w2, wy, y2, fixed_order_sum(terms), len(exps_a), len(exps_b),
-                       len(sa), equilibrated)
+                       len(sa), equilibrated, ra + rb)
 
 
 # --------------------------------------------------------------------------- choice
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Choice:
     """What a call under the contract chose. ``moduli``/``mode``: the emulation run (None
     when native DGEMM runs instead); ``bound``: the certified relative normwise bound at
@@ -284,7 +299,18 @@ def choose(cert: Certificate, target: float, mode: str, may_fall_back: bool) -> 
     """The fewest moduli in CONTRACT_MODULI whose bound meets ``target``. Where 20 do not:
     native DGEMM when ``may_fall_back`` (policy "auto" with no kernel or path asked for)
     and 20 moduli do not reach DGEMM's own target u either; else 20 moduli, with
-    ``reason`` set (the caller warns)."""
+    ``reason`` set (the caller warns). Where the product may overflow float64
+    (Certificate.may_overflow): native DGEMM when ``may_fall_back``, else the count the
+    bound takes, with ``reason`` set."""
+    if cert.may_overflow:
+        why = (f"the product's entries may lie beyond float64's range (k 2^{cert.top} > 2^{OVERFLOW_EXPONENT}), "
+               "where an entry far below its row's and column's scales can come out 0 or the other infinity")
+        if may_fall_back:
+            return Choice(None, None, cert.relative_bound(CONTRACT_MODULI[-1]), target, cert.equilibrated,
+                          native=True, reason=f"accuracy contract: {why}; native DGEMM ran")
+        chosen = choose(dataclasses.replace(cert, top=0), target, mode, False)
+        return dataclasses.replace(chosen, reason=f"accuracy contract not met: {why}"
+                                   + (f"; also {chosen.reason}" if chosen.reason else ""))
     bounds = {}
     for count in CONTRACT_MODULI:
         bounds[count] = b = cert.relative_bound(count)

@@ -1,7 +1,7 @@
 """The accuracy contract on the GPU (ozaki_cutlass.numerics.contract): before the scale
 stage of a call without an explicit moduli count, the inner statistics of both operands,
 the equilibration, the scan of the equilibrated operands and the certificate, then one
-read of 12 doubles and the choice on the host, made by the same function as the
+read of 14 doubles and the choice on the host, made by the same function as the
 reference's from the same numbers. The scan's results are kept for the scale stage
 (:class:`Prescan`). The inner statistics' read of A and B also makes the scan's first pass
 (each vector's exponent and non-finite count), which stands unless the equilibration is
@@ -25,7 +25,7 @@ __all__ = ["Prescan", "SideScan", "Pending", "Guesses", "GUESSES", "start_contra
 
 
 #: The doubles the certificate kernel writes and the host reads (Certificate.from_values).
-CERTIFICATE_VALUES = 12
+CERTIFICATE_VALUES = 14
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,3 +232,21 @@ def test_speculation_gives_each_calls_own_bits(rng, path, monkeypatch):
         assert same_bits(cp.asnumpy(got), want)
         specs.append(t.get("speculation"))
     assert specs == [None, None, "hit", "miss", None, None, "hit", "miss", None, "hit"]
+
+
+def test_a_product_that_may_overflow_is_the_references_choice():
+    """The certificate kernel reads back RA and RB (stage ABI 13): a product whose entries
+    may pass float64's range runs native DGEMM under "auto" on the GPU too (its Inf, where
+    the emulation could truncate an entry to 0), and the choice is the reference's.
+    Added 2026-12-05, not yet run on a GPU then."""
+    cp = pytest.importorskip("cupy")
+    p = lambda e: np.ldexp(1.0, e)  # noqa: E731
+    a = np.array([[p(1000), p(500)], [p(500), p(1000)]])
+    b = np.array([[p(500), p(1000)], [p(1000), p(500)]])
+    got = ozaki_cutlass.contract(cp.asarray(a), cp.asarray(b))
+    assert got == reference.contract(a, b) and got.native
+    out = cp.asnumpy(ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b)))
+    assert np.isinf(out).all() and (out > 0).all()
+    near = np.array([[p(510), p(510)]]), np.array([[p(510)], [p(510)]])  # k 2^(RA + RB) = 2^1023: emulated
+    got = ozaki_cutlass.contract(*(cp.asarray(x) for x in near))
+    assert got == reference.contract(*near) and not got.native

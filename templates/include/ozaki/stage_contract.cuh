@@ -417,6 +417,8 @@ certificate_kernel(CertificateSide a, CertificateSide b, const int32_t* inner_ex
   if (threadIdx.x == 0) {
     out[10] = l1;
     out[11] = applied != nullptr && applied[0] != 0 ? 1.0 : 0.0;
+    out[12] = static_cast<double>(ra);  // RA and RB: Certificate.may_overflow
+    out[13] = static_cast<double>(rb);
   }
 }
 
