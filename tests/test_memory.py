@@ -124,19 +124,13 @@ class ComplexDev:
                                          "strides": None}
 
 
-@pytest.mark.parametrize("path, mode, karatsuba, shape", [  # 2k over K_CHUNK on the staged path alone
-    (path, mode, karatsuba, shape)
-    for path, mode, karatsuba in (("staged", "fast", True), ("staged", "fast", False), ("staged", "accurate", True),
-                                  ("fused", "fast", True))
-    for shape in ((40, 24, 36), (16, 8, K_CHUNK // 2 + 300)) if path == "staged" or 2 * shape[2] <= K_CHUNK])
-def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, monkeypatch, path, mode, karatsuba, shape):
-    """A complex call's two workspaces (the complex layer's, the realified product's,
-    Karatsuba's parts among them where it runs) hold what complex_workspace_buffers says."""
+@pytest.fixture
+def complex_layer(monkeypatch):
+    """The complex layer on the fake GPU: its workspace (recorded; Ahat, Bhat and T apart,
+    since the real call checks that out overlaps neither) and its stage kernels."""
     from ozaki_cutlass import complex_gemm
 
-    m, n, k = shape
-    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0" if karatsuba else str(10**9))
-    class Layer(RecordingWorkspace):   # Ahat, Bhat and T apart: the real call checks that out overlaps neither
+    class Layer(RecordingWorkspace):
         def get(self, name, nbytes):
             super().get(name, nbytes)
             return (1 << 44) + (1 << 38) * ("a_hat", "b_hat", "t").index(name)
@@ -145,6 +139,23 @@ def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, monkeypatch, path
     monkeypatch.setattr(complex_gemm, "visible_arch", lambda ordinal=0: Arch.SM90A)
     monkeypatch.setattr(complex_gemm, "load_stages", lambda arch, **kw: Recorder())
     monkeypatch.setattr(complex_gemm, "COMPLEX_WORKSPACES", types.SimpleNamespace(get=lambda device, stream: layer))
+    return layer
+
+
+@pytest.mark.parametrize("path, mode, karatsuba, shape", [  # 2k over K_CHUNK on the staged path alone
+    (path, mode, karatsuba, shape)
+    for path, mode, karatsuba in (("staged", "fast", True), ("staged", "fast", False), ("staged", "accurate", True),
+                                  ("fused", "fast", True))
+    for shape in ((40, 24, 36), (16, 8, K_CHUNK // 2 + 300)) if path == "staged" or 2 * shape[2] <= K_CHUNK])
+def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, complex_layer, monkeypatch, path, mode, karatsuba,
+                                                    shape):
+    """A complex call's two workspaces (the complex layer's, the realified product's,
+    Karatsuba's parts among them where it runs) hold what complex_workspace_buffers says."""
+    from ozaki_cutlass import complex_gemm
+
+    m, n, k = shape
+    monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0" if karatsuba else str(10**9))
+    layer = complex_layer
     monkeypatch.setattr(complex_gemm, "allocate_like",
                         lambda kind, m, n, device, dtype: (None, Matrix(1 << 43, m, n, n, 1, "cai", 0, None)))
     # a conjugated A (realified into a_hat) and alpha != 1 (T apart from out): every buffer asked for
@@ -369,20 +380,9 @@ def test_the_call_waits_for_outs_producer_too(fake_gpu, monkeypatch):
     assert {(11, 55), (12, 55), (13, 55)} <= set(seen)
 
 
-def test_a_complex_call_says_which_stream_wrote_its_out(fake_gpu, monkeypatch):
+def test_a_complex_call_says_which_stream_wrote_its_out(fake_gpu, complex_layer, monkeypatch):
     """A DeviceArray out of a complex call carries the call's stream afterwards (get(),
     __dlpack__ and __cuda_array_interface__ wait for it), as a real call's does."""
-    from ozaki_cutlass import complex_gemm
-
-    class Layer(RecordingWorkspace):
-        def get(self, name, nbytes):
-            super().get(name, nbytes)
-            return (1 << 44) + (1 << 38) * ("a_hat", "b_hat", "t").index(name)
-
-    layer = Layer()
-    monkeypatch.setattr(complex_gemm, "visible_arch", lambda ordinal=0: Arch.SM90A)
-    monkeypatch.setattr(complex_gemm, "load_stages", lambda arch, **kw: Recorder())
-    monkeypatch.setattr(complex_gemm, "COMPLEX_WORKSPACES", types.SimpleNamespace(get=lambda device, stream: layer))
     monkeypatch.setattr(driver, "order_after", lambda producer, consumer: None)  # no events on the fake GPU
     m, n, k = 16, 8, 24
     for alpha in (1.0, 2.0):   # the real call writes out itself; complex_axpby writes it
