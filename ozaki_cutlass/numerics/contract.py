@@ -32,8 +32,8 @@ import numpy as np
 from ..templates.constants import EQUILIBRATION_SPREAD, FLUSH_EXPONENT, INNER_CHUNK, NO_EXPONENT, REDUCE_LANES
 from .moduli import MAX_MODULI, crt_constants
 
-__all__ = ["ACCURACY_DEFAULT", "AccuracyWarning", "CONTRACT_MODULI", "Certificate", "Choice", "OVERFLOW_EXPONENT", "U",
-           "certificate", "choose", "equilibration", "fixed_order_sum", "inner_stats", "rounding_margin",
+__all__ = ["ACCURACY_DEFAULT", "AccuracyWarning", "CONTRACT_MODULI", "Certificate", "Choice", "OVERFLOW_EXPONENT",
+           "U", "certificate", "choose", "equilibration", "fixed_order_sum", "inner_stats", "rounding_margin",
            "target_of", "warn"]
 
 #: The unit roundoff of float64.
@@ -302,15 +302,20 @@ def choose(cert: Certificate, target: float, mode: str, may_fall_back: bool) -> 
     ``reason`` set (the caller warns). Where the product may overflow float64
     (Certificate.may_overflow): native DGEMM when ``may_fall_back``, else the count the
     bound takes, with ``reason`` set."""
-    if cert.may_overflow:
-        why = (f"the product's entries may lie beyond float64's range (k 2^{cert.top} > 2^{OVERFLOW_EXPONENT}), "
-               "where an entry far below its row's and column's scales can come out 0 or the other infinity")
-        if may_fall_back:
-            return Choice(None, None, cert.relative_bound(CONTRACT_MODULI[-1]), target, cert.equilibrated,
-                          native=True, reason=f"accuracy contract: {why}; native DGEMM ran")
-        chosen = choose(dataclasses.replace(cert, top=0), target, mode, False)
-        return dataclasses.replace(chosen, reason=f"accuracy contract not met: {why}"
-                                   + (f"; also {chosen.reason}" if chosen.reason else ""))
+    if not cert.may_overflow:
+        return _by_bound(cert, target, mode, may_fall_back)
+    why = (f"the product's entries may lie beyond float64's range (k 2^{cert.top} > 2^{OVERFLOW_EXPONENT}), "
+           "where an entry far below its row's and column's scales can come out 0 or the other infinity")
+    if may_fall_back:
+        return Choice(None, None, cert.relative_bound(CONTRACT_MODULI[-1]), target, cert.equilibrated,
+                      native=True, reason=f"accuracy contract: {why}; native DGEMM ran")
+    chosen = _by_bound(cert, target, mode, False)
+    return dataclasses.replace(chosen, reason=f"accuracy contract not met: {why}"
+                               + (f"; also {chosen.reason}" if chosen.reason else ""))
+
+
+def _by_bound(cert: Certificate, target: float, mode: str, may_fall_back: bool) -> Choice:
+    """choose() by the bound alone."""
     bounds = {}
     for count in CONTRACT_MODULI:
         bounds[count] = b = cert.relative_bound(count)
