@@ -102,7 +102,8 @@ def zgemm(a: Any, b: Any, *, c: Any = None, alpha=1.0, beta=0.0, trans_a=False, 
     if len(devices) > 1:
         raise ValueError(f"a, b, c and out are on different GPUs {sorted(devices)}")
     if O is not None:
-        for name, x in (("a", A), ("b", B)) + ((("c", C),) if C is not None and O != C else ()):
+        same_c = C is not None and (beta == 0 or (O.ptr, O.rs, O.cs) == (C.ptr, C.rs, C.cs))  # as call.py
+        for name, x in (("a", A), ("b", B)) + ((("c", C),) if C is not None and not same_c else ()):
             if overlaps(O, x):
                 raise ValueError(f"out overlaps {name}: pass an out that shares no memory with a, b "
                                  "(and c, unless out is c itself)")

@@ -389,3 +389,25 @@ def test_a_complex_call_says_which_stream_wrote_its_out(fake_gpu, complex_layer,
         out = _device_array(1 << 45, (m, n), np.complex128, 0)
         ozaki_cutlass.gemm(ComplexDev((m, k)), ComplexDev((k, n)), out=out, alpha=alpha, moduli=13, stream=55)
         assert out.stream == 55, alpha
+
+
+
+class _ComplexDevAt:
+    def __init__(self, shape, ptr):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<c16", "data": (ptr, False), "version": 3,
+                                         "strides": None}
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.0])
+def test_a_complex_out_may_be_c_itself_as_a_real_ones(fake_gpu, complex_layer, monkeypatch, beta):
+    """out over c's memory in c's layout (another object of it: each batch element is one)
+    is taken, as on the real path; with beta == 0, c is not read, any layout. Complex
+    calls compared the two whole descriptions, owners included, and refused it."""
+    monkeypatch.setattr(driver, "order_after", lambda producer, consumer: None)
+    m, n, k = 16, 8, 24
+    a, b = _ComplexDevAt((m, k), 1 << 40), _ComplexDevAt((k, n), 1 << 41)
+    ozaki_cutlass.gemm(a, b, c=_ComplexDevAt((m, n), 1 << 43), out=_ComplexDevAt((m, n), 1 << 43), beta=beta,
+                       moduli=13)
+    c3 = _ComplexDevAt((2, m, n), 1 << 43)
+    ozaki_cutlass.gemm(_ComplexDevAt((2, m, k), 1 << 40), _ComplexDevAt((2, k, n), 1 << 41), c=c3, out=c3, beta=beta,
+                       moduli=13)
