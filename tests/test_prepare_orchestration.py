@@ -4,6 +4,7 @@ sizes, and what the Prepared it returns holds. (The stages' arithmetic and the b
 gemm with prepared operands are checked on the GPU: tests/gpu/test_prepared.py.)"""
 
 import itertools
+import types
 import threading
 
 import numpy as np
@@ -92,8 +93,6 @@ def test_trans_prepares_the_transpose(fake_gpu):
 def test_prepare_waits_for_its_operands_producer(fake_gpu, monkeypatch):
     """An operand still being written on its producer's stream (CUDA array interface v3)
     is scanned only after that work: the prepare's stream waits for it, as gemm's does."""
-    import types
-
     from ozaki_cutlass.device import arrays
 
     class OnStream:
@@ -108,3 +107,14 @@ def test_prepare_waits_for_its_operands_producer(fake_gpu, monkeypatch):
     monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)  # the context current before
     ozaki_cutlass.prepare(OnStream(), "left", moduli=13, mode="fast", stream=55)
     assert fake_gpu.calls and seen == [(13, 55)]
+
+
+@pytest.mark.parametrize("side, shape", [("left", (5, 0)), ("left", (0, 7)), ("right", (7, 0)), ("right", (0, 4))])
+def test_an_empty_operand_prepares_without_residues(fake_gpu, monkeypatch, side, shape):
+    """k == 0 or no vectors: fast mode makes no residues (the kernel refuses planes 0
+    bytes apart, and no product reads them), as accurate mode makes no coarse bytes."""
+    monkeypatch.setattr(driver, "bindings", lambda: types.SimpleNamespace(
+        CUresult=types.SimpleNamespace(CUDA_SUCCESS=0), cuCtxGetCurrent=lambda: (0, None),
+        cuMemsetD8Async=lambda *args: (0,), CUstream=lambda s: s))
+    p = ozaki_cutlass.prepare(np.zeros(shape), side, moduli=13, mode="fast")
+    assert "residues" not in [name for name, _ in fake_gpu.calls] and not p.residues

@@ -151,7 +151,7 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
                 driver.check(driver.bindings().cuMemsetD8Async(ob.nonfinite, 0, 4 * nvec, driver.as_cu_stream(sh)),
                              "memset")
         residues = 0
-        if not accurate:
+        if not accurate and nvec and k:  # an empty operand has no residues (its products are never run)
             residues = buf(count * rows_pad * k16)
             ws = WORKSPACES.get(device, sh)
             with ws.lock:  # its moduli table is uploaded once, by whichever call asks first
