@@ -43,7 +43,7 @@ from .paths.launch import PhaseTimer
 
 __all__ = ["ndim_of", "batched_gemm"]
 
-_TIMED = ("scale", "residues", "int8_gemm", "crt", "native", "total")
+_TIMED = ("scale", "residues", "prologue_gemm", "int8_gemm", "crt", "native", "total")
 
 
 def ndim_of(x) -> int | None:
@@ -154,11 +154,14 @@ def batched_gemm(gemm, a: Any, b: Any, *, c=None, out=None, alpha=1.0, beta=0.0,
         for i in range(batch):  # element 0 checks every setting and shape before anything is launched
             gemm(elem_a(i), elem_b(i), c=elem_c(i), out=elem_o(i), alpha=alpha, beta=beta, trans_a=trans_a,
                   trans_b=trans_b, stream=stream, timings=element_timings[i], **options)
-    if timings is not None:
+    if timings is not None:  # phases summed; the rest one value where the elements agree, else the list
         totals: dict = {}
-        for t in element_timings:
-            for key, value in t.items():
-                totals[key] = totals.get(key, 0.0) + value if key in _TIMED else value
+        for key in dict.fromkeys(key for t in element_timings for key in t):
+            values = [t.get(key) for t in element_timings]
+            if key in _TIMED:
+                totals[key] = sum(v for v in values if v is not None)
+            else:
+                totals[key] = values[0] if all(v == values[0] for v in values) else values
         timings.update(totals, batch=batch, batched="one call per element")
     return result
 

@@ -171,3 +171,24 @@ def test_a_native_batch_makes_a_single_calls_checks(native_batches):
     assert ran == []
     ozaki_cutlass.gemm(a, b, out=_Dev3((4, 16, 12), 1 << 42))  # the same on one GPU, writable: one launch
     assert len(ran) == 1
+
+
+
+def test_timings_of_a_batch_run_call_by_call():
+    """The phases are summed over the elements; any other entry is one value where every
+    element agrees, else the elements' values in order (each element has its own contract
+    choice: the last one's alone misreported the others)."""
+    from ozaki_cutlass import batched
+
+    runs = iter([dict(total=1.0, prologue_gemm=0.5, moduli=16, path="fused", contract={"moduli": 16}),
+                 dict(total=2.0, prologue_gemm=0.25, moduli=17, path="fused", contract={"moduli": 17})])
+
+    def gemm(a, b, *, timings, **kw):
+        timings.update(next(runs))
+
+    timings = {}
+    batched.batched_gemm(gemm, np.ones((2, 3, 4), complex), np.ones((2, 4, 5), complex), timings=timings,
+                         moduli=None, mode=None, kernel=None, path=None, policy="auto", accuracy=None)
+    assert timings["total"] == 3.0 and timings["prologue_gemm"] == 0.75 and timings["path"] == "fused"
+    assert timings["moduli"] == [16, 17] and timings["contract"] == [{"moduli": 16}, {"moduli": 17}]
+    assert timings["batch"] == 2 and timings["batched"] == "one call per element"
