@@ -29,6 +29,7 @@ __all__ = [
     "user_cache_dir",
     "default_out_dir",
     "directory_problem",
+    "blocking_part",
 ]
 
 # The repository root when this package runs from a source checkout (generator/ is
@@ -113,16 +114,23 @@ def default_out_dir() -> Path:
     return user_cache_dir()
 
 
+def blocking_part(path: Path) -> Path | None:
+    """The nearest existing part of `path` where it is not a directory (so `path` cannot
+    become one), else None. Makes nothing."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return None if existing.is_dir() else existing
+
+
 def directory_problem(path: Path) -> str | None:
     """Why artifacts cannot be written in `path` (made with its parents when missing), or
     None: the directory is made, then a file is created in it and removed."""
     import tempfile
 
-    existing = path
     try:
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if not existing.is_dir():
+        existing = blocking_part(path)
+        if existing is not None:
             return f"{existing} is not a directory" + (" (a file is there)" if existing.is_file() else "")
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

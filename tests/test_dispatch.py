@@ -172,7 +172,8 @@ _NATIVE = {"path": "native", "m": [0, 10], "n": [0, 10], "k": [0, 10]}
 
 
 @pytest.mark.parametrize("entry, words", [
-    (_STAGED | {"ms": float("nan"), "native_ms": 5.0}, 'has "ms": nan, expected milliseconds (a finite number above 0)'),
+    (_STAGED | {"ms": float("nan"), "native_ms": 5.0},
+     'has "ms": nan, expected milliseconds (a finite number above 0)'),
     (_STAGED | {"ms": -1.0}, 'has "ms": -1.0, expected milliseconds'),
     (_STAGED | {"ms": 0}, 'has "ms": 0, expected milliseconds'),
     (_STAGED | {"native_ms": float("inf")}, 'has "native_ms": inf, expected milliseconds'),

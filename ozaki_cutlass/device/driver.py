@@ -36,7 +36,8 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "copy_async", "pointer_device",
            "canonical_stream",
            "order_after",
-           "DeviceBuffer", "check_stream", "stream_key", "PER_THREAD_STREAM", "stream_handle", "as_cu_stream", "synchronize", "new_stream", "EventTimer",
+           "DeviceBuffer", "check_stream", "stream_key", "PER_THREAD_STREAM", "stream_handle", "as_cu_stream",
+           "synchronize", "new_stream", "EventTimer",
            "event_times"]
 
 

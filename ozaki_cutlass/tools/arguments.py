@@ -8,8 +8,8 @@ import math
 
 from ..numerics.moduli import validate_moduli_count
 
-__all__ = ["ARRAY_CHOICES", "CPU_DEFAULT_N", "CPU_MAX_N", "GPU_DEMO_N", "PHI_MAX", "positive_int", "nonnegative_int", "nonnegative_float",
-           "cpu_matrix_size", "cpu_size_problem",
+__all__ = ["ARRAY_CHOICES", "CPU_DEFAULT_N", "CPU_MAX_N", "GPU_DEMO_N", "PHI_MAX", "positive_int", "nonnegative_int",
+           "nonnegative_float", "cpu_matrix_size", "cpu_size_problem",
            "spread", "moduli_count", "shape", "parse_shape", "batch_shape"]
 
 #: The device arrays the measuring commands (demo, bench, tune) take: "cupy", "own" (our

@@ -19,7 +19,7 @@ from ..device.driver import driver_refusal
 from ..device.cublas import NativeUnavailable, library, version
 from ..dispatch import TuningTableError, kernel_targets, load_table
 from ..generator import Arch, ToolchainError, default_out_dir, find_artifact, resolve_toolchain
-from ..generator.environment import build_jobs
+from ..generator.environment import blocking_part, build_jobs
 from ..generator.toolchain import locate_nvcc
 
 __all__ = ["doctor_main"]
@@ -75,10 +75,8 @@ def _cache_state(out: Path) -> str:
     """What the kernel cache folder is, without making it."""
     if out.is_dir():
         return "exists" if os.access(out, os.W_OK | os.X_OK) else "exists, not writable: builds fail there"
-    existing = out
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
+    existing = blocking_part(out)
+    if existing is not None:
         return f"unusable: {existing} is not a directory (set OZAKI_CACHE_DIR to a writable one)"
     return "not made yet"
 
