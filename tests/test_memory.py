@@ -266,14 +266,18 @@ class FakeAlloc:
         self.limit, self.held, self.synced = limit, 0, 0
         self.CUresult = types.SimpleNamespace(CUDA_SUCCESS=0, CUDA_ERROR_OUT_OF_MEMORY=2)
         self.ptrs = itertools.count(1 << 20, 1 << 20)
+        self.sizes = {}
 
     def cuMemAlloc(self, nbytes):
         if self.held + nbytes > self.limit:
             return (2, None)
         self.held += nbytes
-        return (0, next(self.ptrs))
+        ptr = next(self.ptrs)
+        self.sizes[ptr] = nbytes
+        return (0, ptr)
 
     def cuMemFree(self, ptr):
+        self.held -= self.sizes.pop(ptr, 0)  # 0: a buffer of an earlier test, collected now
         return (0,)
 
     def cuCtxSynchronize(self):
@@ -313,6 +317,52 @@ def test_empty_cache_synchronizes_then_frees(monkeypatch):
     assert pool.clear() == 0 and cu.synced == 2
     pool.get(0, 11).get("ra", 500)  # made again on demand
     assert pool.nbytes() == 500
+
+
+@pytest.fixture
+def fake_alloc(monkeypatch):
+    cu = FakeAlloc(limit=1 << 30)
+    monkeypatch.setattr(driver, "bindings", lambda: cu)
+    monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)
+    return cu
+
+
+def test_a_stream_per_task_keeps_at_most_so_many_workspaces_holding(fake_alloc):
+    """A program that makes a stream per task: each new stream's workspace frees the
+    buffers of the least recently used one of its GPU beyond the pool's limit, those in use
+    (their lock held) or pinned by a caller's graph excepted, and without touching the old
+    streams (the caller may have destroyed them): cuMemFree waits for the GPU's work."""
+    pool = WorkspacePool(held_per_device=3)
+    ws = {}
+    for stream in (11, 12, 13):
+        ws[stream] = pool.get(0, stream)
+        ws[stream].get("ra", 1000)
+    pool.get(1, 11).get("ra", 5000)  # another GPU: its own count
+    pool.get(0, 11)  # used again: 12 is now the least recently used
+    ws[14] = pool.get(0, 14)
+    ws[14].get("ra", 1000)
+    assert {s: w.nbytes for s, w in ws.items()} == {11: 1000, 12: 0, 13: 1000, 14: 1000}
+    assert pool.nbytes() == 8000 and fake_alloc.held == 8000 and fake_alloc.synced == 0
+
+    ws[11].pin()
+    with ws[13].lock:  # a call enqueuing on stream 13
+        ws[15] = pool.get(0, 15)  # 14, the one left to free, goes
+    ws[15].get("ra", 1000)
+    assert {s: w.nbytes for s, w in ws.items()} == {11: 1000, 12: 0, 13: 1000, 14: 0, 15: 1000}
+    assert pool.get(0, 14) is ws[14] and ws[14].get("ra", 200)  # made again on demand
+
+
+def test_out_of_memory_frees_the_idle_other_workspaces_first(fake_alloc):
+    pool = WorkspacePool()
+    idle, busy, asking = pool.get(0, 11), pool.get(0, 12), pool.get(0, 13)
+    idle.get("ra", 400 << 20)
+    busy.get("ra", 400 << 20)
+    pool.get(1, 11).get("ra", 100 << 20)  # another GPU's: not freed for this one
+    with busy.lock:
+        assert asking.get("rb", 500 << 20)
+    assert idle.nbytes == 0 and busy.nbytes == 400 << 20 and pool.get(1, 11).nbytes == 100 << 20
+    with busy.lock, pytest.raises(ozaki_cutlass.OutOfMemoryError, match="'rc'"):
+        asking.get("rc", 300 << 20)  # nothing idle left to free
 
 
 @pytest.mark.parametrize("path, group_size", [("staged", 1), ("fused", 1), ("fused", 3)])

@@ -1,6 +1,9 @@
 """Device memory and streams that the emulation reuses from call to call: a workspace per
 (GPU, stream), with the graphs of the calls that read it, and the fork/join of a second
-stream."""
+stream. At most :data:`HELD_PER_DEVICE` workspaces of a GPU hold buffers at once: a
+program that makes a stream per task (whose workspaces would otherwise stay until
+``empty_cache()``) has the oldest ones' buffers freed as new streams come, and a workspace
+that runs out of memory frees the idle others' first."""
 
 from __future__ import annotations
 
@@ -12,7 +15,11 @@ from ..numerics.moduli import MODULI_TABLE
 from . import driver
 from .graphs import Replays
 
-__all__ = ["Workspace", "WorkspacePool", "WORKSPACES", "Fork"]
+__all__ = ["Workspace", "WorkspacePool", "WORKSPACES", "Fork", "HELD_PER_DEVICE"]
+
+#: How many workspaces of one GPU may hold buffers at once (one per stream, and per thread
+#: on the per-thread default stream): the next one frees the least recently used idle one's.
+HELD_PER_DEVICE = 16
 
 
 class Workspace:
@@ -29,9 +36,10 @@ class Workspace:
     :meth:`release` (empty_cache) frees nothing here, so that the caller's graph never
     writes freed memory."""
 
-    def __init__(self):
+    def __init__(self, reclaim=None):
         self.lock = threading.Lock()
         self.pinned = False
+        self._reclaim = reclaim  # frees other workspaces' buffers, returns the bytes (out of memory)
         self._kept: list[driver.DeviceBuffer] = []  # buffers replaced or dropped while pinned
         self._buffers: dict[str, driver.DeviceBuffer] = {}
         self._moduli: driver.DeviceBuffer | None = None
@@ -72,6 +80,25 @@ class Workspace:
                     buf.close()
                 self._buffers.clear()
             return held
+
+    def shed(self) -> int:
+        """Free every buffer, unless a call holds the workspace (its lock) or a caller's graph
+        pinned it; returns the bytes freed. cuMemFree waits for the GPU's work that may still
+        read them, so the stream, which the caller may have destroyed since, is not touched.
+        The workspace stays usable."""
+        if not self.lock.acquire(blocking=False):
+            return 0
+        try:
+            if self.pinned or not self._buffers:
+                return 0
+            held = self.nbytes
+            self.replays.clear()
+            for buf in self._buffers.values():
+                buf.close()
+            self._buffers.clear()
+            return held
+        finally:
+            self.lock.release()
 
     def side_stream(self) -> tuple[int, object, object]:
         """A second stream (non-blocking) and two events for forking work off the main
@@ -122,7 +149,7 @@ class Workspace:
                 self._retire(buf)
                 del self._buffers[name]
             try:
-                buf = driver.DeviceBuffer(max(nbytes, 16))
+                buf = self._allocate(nbytes)
             except driver.OutOfMemoryError as exc:
                 held = sum(b.nbytes for b in self._buffers.values())
                 raise driver.OutOfMemoryError(
@@ -134,20 +161,58 @@ class Workspace:
             self._buffers[name] = buf
         return buf.ptr
 
+    def _allocate(self, nbytes: int) -> driver.DeviceBuffer:
+        """A buffer of ``nbytes``; out of memory, once more after the idle other workspaces of
+        this GPU freed theirs (where they held any)."""
+        try:
+            return driver.DeviceBuffer(max(nbytes, 16))
+        except driver.OutOfMemoryError:
+            if self._reclaim is None or not self._reclaim():
+                raise
+        return driver.DeviceBuffer(max(nbytes, 16))
+
 
 class WorkspacePool:
-    """The process's workspaces, one per (GPU, stream). :meth:`clear` frees their buffers
-    (after the work already enqueued on each stream) and reports how much it freed."""
+    """The process's workspaces, one per (GPU, stream), least recently used first.
+    :meth:`clear` frees their buffers (after the work already enqueued on each stream) and
+    reports how much it freed."""
 
-    def __init__(self):
+    def __init__(self, held_per_device: int = HELD_PER_DEVICE):
         self._lock = threading.Lock()
+        self._held_per_device = held_per_device
         self._spaces: dict[tuple[int, int], Workspace] = {}
 
     def get(self, device: int, stream: int) -> Workspace:
         """The workspace of ``stream`` on ``device`` (per thread for the per-thread default
-        stream: driver.stream_key)."""
+        stream: driver.stream_key). Where ``held_per_device`` others of that GPU hold
+        buffers, the least recently used idle ones free theirs first."""
+        key = (device, driver.stream_key(stream))
         with self._lock:
-            return self._spaces.setdefault((device, driver.stream_key(stream)), Workspace())
+            ws = self._spaces.pop(key, None)
+            if ws is None:
+                ws = Workspace(reclaim=lambda: self._shed(device, ws, 0))
+            self._spaces[key] = ws  # the most recently used, last
+            over = sum(1 for (d, _), w in self._spaces.items() if d == device and w is not ws and w.nbytes)
+            over -= self._held_per_device - 1
+        if over > 0:
+            self._shed(device, ws, over)
+        return ws
+
+    def _shed(self, device: int, keep: Workspace, count: int) -> int:
+        """Free the buffers of the ``count`` least recently used workspaces of ``device``
+        that hold some (all of them for 0), ``keep`` and those busy or pinned excepted;
+        returns the bytes freed."""
+        with self._lock:
+            spaces = [w for (d, _), w in self._spaces.items() if d == device and w is not keep and w.nbytes]
+        freed = shed = 0
+        with driver.on_device(device):
+            for ws in spaces:
+                if count and shed == count:
+                    break
+                got = ws.shed()
+                freed += got
+                shed += bool(got)
+        return freed
 
     def nbytes(self) -> int:
         """Device memory the workspaces hold, all GPUs and streams together."""
