@@ -260,24 +260,26 @@ def test_workspace_bytes_bounds_every_path_and_group():
 
 
 class FakeAlloc:
-    """cuMemAlloc that fails with out-of-memory above ``limit`` bytes in all."""
+    """cuMemAlloc that fails with out-of-memory above ``limit`` bytes in all. Addresses are
+    unique across instances: an earlier test's buffer collected later frees none of ours."""
+
+    ptrs = itertools.count(1 << 20, 1 << 20)
 
     def __init__(self, limit):
         self.limit, self.held, self.synced = limit, 0, 0
         self.CUresult = types.SimpleNamespace(CUDA_SUCCESS=0, CUDA_ERROR_OUT_OF_MEMORY=2)
-        self.ptrs = itertools.count(1 << 20, 1 << 20)
         self.sizes = {}
 
     def cuMemAlloc(self, nbytes):
         if self.held + nbytes > self.limit:
             return (2, None)
         self.held += nbytes
-        ptr = next(self.ptrs)
+        ptr = next(FakeAlloc.ptrs)
         self.sizes[ptr] = nbytes
         return (0, ptr)
 
     def cuMemFree(self, ptr):
-        self.held -= self.sizes.pop(ptr, 0)  # 0: a buffer of an earlier test, collected now
+        self.held -= self.sizes.pop(ptr, 0)  # 0: an earlier test's buffer, collected now
         return (0,)
 
     def cuCtxSynchronize(self):
