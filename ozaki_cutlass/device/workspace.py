@@ -49,6 +49,11 @@ class Workspace:
         self.replays = Replays()
 
     @property
+    def holds(self) -> bool:
+        """Whether the workspace holds any buffer (those kept for a caller's graph included)."""
+        return bool(self._buffers or self._kept)
+
+    @property
     def nbytes(self) -> int:
         """Device memory held by the buffers (those kept for a caller's graph included)."""
         return sum(b.nbytes for b in self._buffers.values()) + sum(b.nbytes for b in self._kept)
@@ -192,7 +197,9 @@ class WorkspacePool:
             if ws is None:
                 ws = Workspace(reclaim=lambda: self._shed(device, ws, 0))
             self._spaces[key] = ws  # the most recently used, last
-            over = sum(1 for (d, _), w in self._spaces.items() if d == device and w is not ws and w.nbytes)
+            if ws.holds:  # already counted among those holding (a steady loop: no scan)
+                return ws
+            over = sum(1 for (d, _), w in self._spaces.items() if d == device and w.holds)
             over -= self._held_per_device - 1
         if over > 0:
             self._shed(device, ws, over)
@@ -203,7 +210,7 @@ class WorkspacePool:
         that hold some (all of them for 0), ``keep`` and those busy or pinned excepted;
         returns the bytes freed."""
         with self._lock:
-            spaces = [w for (d, _), w in self._spaces.items() if d == device and w is not keep and w.nbytes]
+            spaces = [w for (d, _), w in self._spaces.items() if d == device and w is not keep and w.holds]
         freed = shed = 0
         with driver.on_device(device):
             for ws in spaces:
