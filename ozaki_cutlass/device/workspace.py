@@ -78,13 +78,9 @@ class Workspace:
             self.replays.clear()
             if self.pinned:  # a caller's CUDA graph holds these addresses
                 return 0
-            held = self.nbytes
-            if held:
+            if self._buffers:
                 driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
-                for buf in self._buffers.values():
-                    buf.close()
-                self._buffers.clear()
-            return held
+            return self._free_buffers()
 
     def shed(self) -> int:
         """Free every buffer, unless a call holds the workspace (its lock) or a caller's graph
@@ -96,14 +92,19 @@ class Workspace:
         try:
             if self.pinned or not self._buffers:
                 return 0
-            held = self.nbytes
             self.replays.clear()
-            for buf in self._buffers.values():
-                buf.close()
-            self._buffers.clear()
-            return held
+            return self._free_buffers()
         finally:
             self.lock.release()
+
+    def _free_buffers(self) -> int:
+        """Free every buffer (the caller holds the lock, and the workspace is not pinned);
+        returns the bytes freed."""
+        held = self.nbytes
+        for buf in self._buffers.values():
+            buf.close()
+        self._buffers.clear()
+        return held
 
     def side_stream(self) -> tuple[int, object, object]:
         """A second stream (non-blocking) and two events for forking work off the main
