@@ -286,6 +286,24 @@ class FakeAlloc:
         self.synced += 1
         return (0,)
 
+    # streams and events, counted while alive
+    CUstream_flags = types.SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
+    CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
+    CUstream = int
+    alive = 0
+
+    def cuStreamCreate(self, flags):
+        self.alive += 1
+        return (0, next(FakeAlloc.ptrs))
+
+    cuEventCreate = cuStreamCreate
+
+    def cuStreamDestroy(self, handle):
+        self.alive -= 1
+        return (0,)
+
+    cuEventDestroy = cuStreamDestroy
+
     def cuCtxGetCurrent(self):
         return (0, 1)
 
@@ -330,28 +348,34 @@ def fake_alloc(monkeypatch):
 
 
 def test_a_stream_per_task_keeps_at_most_so_many_workspaces_holding(fake_alloc):
-    """A program that makes a stream per task: each new stream's workspace frees the
-    buffers of the least recently used one of its GPU beyond the pool's limit, those in use
-    (their lock held) or pinned by a caller's graph excepted, and without touching the old
-    streams (the caller may have destroyed them): cuMemFree waits for the GPU's work."""
+    """A program that makes a stream per task: each new stream's workspace closes the least
+    recently used one of its GPU beyond the pool's limit (its buffers, second stream and
+    events go, and the pool forgets it), those in use (their lock held) or pinned by a
+    caller's graph excepted, without touching the old streams (the caller may have
+    destroyed them): cuMemFree waits for the GPU's work."""
     pool = WorkspacePool(held_per_device=3)
     ws = {}
-    for stream in (11, 12, 13):
-        ws[stream] = pool.get(0, stream)
+
+    def task(stream, device=0):
+        ws[stream] = pool.get(device, stream)
         ws[stream].get("ra", 1000)
+        ws[stream].side_stream()  # A's and B's operands on two streams: one more stream, two events
+
+    for stream in (11, 12, 13):
+        task(stream)
     pool.get(1, 11).get("ra", 5000)  # another GPU: its own count
     pool.get(0, 11)  # used again: 12 is now the least recently used
-    ws[14] = pool.get(0, 14)
-    ws[14].get("ra", 1000)
+    task(14)
     assert {s: w.nbytes for s, w in ws.items()} == {11: 1000, 12: 0, 13: 1000, 14: 1000}
     assert pool.nbytes() == 8000 and fake_alloc.held == 8000 and fake_alloc.synced == 0
+    assert fake_alloc.alive == 3 * 3  # 12's stream and events destroyed
 
     ws[11].pin()
     with ws[13].lock:  # a call enqueuing on stream 13
-        ws[15] = pool.get(0, 15)  # 14, the one left to free, goes
-    ws[15].get("ra", 1000)
+        task(15)  # 14, the one left to free, goes
     assert {s: w.nbytes for s, w in ws.items()} == {11: 1000, 12: 0, 13: 1000, 14: 0, 15: 1000}
-    assert pool.get(0, 14) is ws[14] and ws[14].get("ra", 200)  # made again on demand
+    assert fake_alloc.alive == 3 * 3
+    assert pool.get(0, 14) is not ws[14]  # forgotten: a new one
 
 
 def test_out_of_memory_frees_the_idle_other_workspaces_first(fake_alloc):

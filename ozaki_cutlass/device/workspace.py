@@ -82,20 +82,45 @@ class Workspace:
                 driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
             return self._free_buffers()
 
-    def shed(self) -> int:
+    def shed(self, close: bool = False) -> int | None:
         """Free every buffer, unless a call holds the workspace (its lock) or a caller's graph
-        pinned it; returns the bytes freed. cuMemFree waits for the GPU's work that may still
-        read them, so the stream, which the caller may have destroyed since, is not touched.
-        The workspace stays usable."""
+        pinned it; with ``close`` also the rest it holds (its moduli table, the certificate's
+        page-locked reads, its second stream and events, its capture stream), for a workspace
+        the pool forgets. Returns the bytes freed, None where busy or pinned. cuMemFree waits
+        for the GPU's work that may still read the buffers, so the stream, which the caller
+        may have destroyed since, is not touched. The workspace stays usable (what it needs
+        is made again)."""
         if not self.lock.acquire(blocking=False):
-            return 0
+            return None
         try:
-            if self.pinned or not self._buffers:
-                return 0
+            if self.pinned:
+                return None
             self.replays.clear()
-            return self._free_buffers()
+            freed = self._free_buffers()
+            if close:
+                self._close_rest()
+            return freed
         finally:
             self.lock.release()
+
+    def _close_rest(self) -> None:
+        """Free what the workspace holds besides its buffers (the caller holds the lock)."""
+        cu = driver.bindings()
+        if self._moduli is not None:
+            self._moduli.close()
+            self._moduli = None
+        for read in self._reads.values():
+            read.close()
+        self._reads.clear()
+        if self._side is not None:  # its work was joined into the stream's, done (cuMemFree waited)
+            side, fork, join = self._side
+            self._side = None
+            driver.check(cu.cuEventDestroy(fork), "cuEventDestroy")
+            driver.check(cu.cuEventDestroy(join), "cuEventDestroy")
+            driver.check(cu.cuStreamDestroy(driver.as_cu_stream(side)), "cuStreamDestroy")
+        if self._capture is not None:  # nothing runs there
+            capture, self._capture = self._capture, None
+            driver.check(cu.cuStreamDestroy(driver.as_cu_stream(capture)), "cuStreamDestroy")
 
     def _free_buffers(self) -> int:
         """Free every buffer (the caller holds the lock, and the workspace is not pinned);
@@ -191,36 +216,43 @@ class WorkspacePool:
     def get(self, device: int, stream: int) -> Workspace:
         """The workspace of ``stream`` on ``device`` (per thread for the per-thread default
         stream: driver.stream_key). Where ``held_per_device`` others of that GPU hold
-        buffers, the least recently used idle ones free theirs first."""
+        buffers, the least recently used idle ones are closed and forgotten first (a stream
+        or thread per task leaves nothing behind)."""
         key = (device, driver.stream_key(stream))
         with self._lock:
             ws = self._spaces.pop(key, None)
             if ws is None:
-                ws = Workspace(reclaim=lambda: self._shed(device, ws, 0))
+                ws = Workspace(reclaim=lambda: self._reclaim(device, ws))
             self._spaces[key] = ws  # the most recently used, last
             if ws.holds:  # already counted among those holding (a steady loop: no scan)
                 return ws
-            over = sum(1 for (d, _), w in self._spaces.items() if d == device and w.holds)
-            over -= self._held_per_device - 1
+            holding = self._holding(device, ws)
+        over = len(holding) - (self._held_per_device - 1)
         if over > 0:
-            self._shed(device, ws, over)
+            with driver.on_device(device):
+                for old_key, old in holding:
+                    if over == 0:
+                        break
+                    if old.shed(close=True) is not None:
+                        over -= 1
+                        with self._lock:
+                            if self._spaces.get(old_key) is old:
+                                del self._spaces[old_key]
         return ws
 
-    def _shed(self, device: int, keep: Workspace, count: int) -> int:
-        """Free the buffers of the ``count`` least recently used workspaces of ``device``
-        that hold some (all of them for 0), ``keep`` and those busy or pinned excepted;
-        returns the bytes freed."""
+    def _holding(self, device: int, keep: Workspace) -> list[tuple[tuple, Workspace]]:
+        """The workspaces of ``device`` that hold buffers, ``keep`` excepted, least recently
+        used first (the caller holds the pool's lock)."""
+        return [(key, w) for key, w in self._spaces.items() if key[0] == device and w is not keep and w.holds]
+
+    def _reclaim(self, device: int, keep: Workspace) -> int:
+        """Free the buffers of every idle workspace of ``device`` but ``keep`` (which ran out
+        of memory); returns the bytes freed. They stay in the pool (a call may be about to
+        take one)."""
         with self._lock:
-            spaces = [w for (d, _), w in self._spaces.items() if d == device and w is not keep and w.holds]
-        freed = shed = 0
+            holding = self._holding(device, keep)
         with driver.on_device(device):
-            for ws in spaces:
-                if count and shed == count:
-                    break
-                got = ws.shed()
-                freed += got
-                shed += bool(got)
-        return freed
+            return sum(ws.shed() or 0 for _, ws in holding)
 
     def nbytes(self) -> int:
         """Device memory the workspaces hold, all GPUs and streams together."""
