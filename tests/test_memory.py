@@ -353,7 +353,7 @@ def test_a_stream_per_task_keeps_at_most_so_many_workspaces_holding(fake_alloc):
     events go, and the pool forgets it), those in use (their lock held) or pinned by a
     caller's graph excepted, without touching the old streams (the caller may have
     destroyed them): cuMemFree waits for the GPU's work."""
-    pool = WorkspacePool(held_per_device=3)
+    pool = WorkspacePool(per_device=3)
     ws = {}
 
     def task(stream, device=0):
@@ -376,6 +376,20 @@ def test_a_stream_per_task_keeps_at_most_so_many_workspaces_holding(fake_alloc):
     assert {s: w.nbytes for s, w in ws.items()} == {11: 1000, 12: 0, 13: 1000, 14: 0, 15: 1000}
     assert fake_alloc.alive == 3 * 3
     assert pool.get(0, 14) is not ws[14]  # forgotten: a new one
+
+
+def test_workspaces_that_hold_nothing_are_forgotten_too(fake_alloc):
+    """A thread per task whose workspace holds no buffer (its second stream and events
+    only, say): the pool keeps at most its limit of workspaces per GPU all the same."""
+    pool = WorkspacePool(per_device=2)
+    first = pool.get(0, 1)
+    first.side_stream()
+    pool.get(0, 2)
+    assert pool.get(0, 1) is first
+    pool.get(0, 3)  # 2, the least recently used, goes
+    assert fake_alloc.alive == 3
+    pool.get(0, 4)  # 1 goes
+    assert fake_alloc.alive == 0 and pool.get(0, 1) is not first  # its stream and events destroyed
 
 
 def test_out_of_memory_frees_the_idle_other_workspaces_first(fake_alloc):

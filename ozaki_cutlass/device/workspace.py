@@ -1,9 +1,9 @@
 """Device memory and streams that the emulation reuses from call to call: a workspace per
 (GPU, stream), with the graphs of the calls that read it, and the fork/join of a second
-stream. At most :data:`HELD_PER_DEVICE` workspaces of a GPU hold buffers at once: a
-program that makes a stream per task (whose workspaces would otherwise stay until
-``empty_cache()``) has the oldest ones' buffers freed as new streams come, and a workspace
-that runs out of memory frees the idle others' first."""
+stream. At most :data:`WORKSPACES_PER_DEVICE` workspaces of a GPU are kept: a program that
+makes a stream (or thread) per task, whose workspaces would otherwise stay until
+``empty_cache()``, has the oldest ones closed as new streams come, and a workspace that
+runs out of memory frees the idle others' buffers first."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from ..numerics.moduli import MODULI_TABLE
 from . import driver
 from .graphs import Replays
 
-__all__ = ["Workspace", "WorkspacePool", "WORKSPACES", "Fork", "HELD_PER_DEVICE"]
+__all__ = ["Workspace", "WorkspacePool", "WORKSPACES", "Fork", "WORKSPACES_PER_DEVICE"]
 
-#: How many workspaces of one GPU may hold buffers at once (one per stream, and per thread
-#: on the per-thread default stream): the next one frees the least recently used idle one's.
-HELD_PER_DEVICE = 16
+#: How many workspaces of one GPU the pool keeps (one per stream, and per thread on the
+#: per-thread default stream): a new one closes the least recently used idle one.
+WORKSPACES_PER_DEVICE = 16
 
 
 class Workspace:
@@ -208,29 +208,30 @@ class WorkspacePool:
     :meth:`clear` frees their buffers (after the work already enqueued on each stream) and
     reports how much it freed."""
 
-    def __init__(self, held_per_device: int = HELD_PER_DEVICE):
+    def __init__(self, per_device: int = WORKSPACES_PER_DEVICE):
         self._lock = threading.Lock()
-        self._held_per_device = held_per_device
+        self._per_device = per_device
         self._spaces: dict[tuple[int, int], Workspace] = {}
 
     def get(self, device: int, stream: int) -> Workspace:
         """The workspace of ``stream`` on ``device`` (per thread for the per-thread default
-        stream: driver.stream_key). Where ``held_per_device`` others of that GPU hold
-        buffers, the least recently used idle ones are closed and forgotten first (a stream
-        or thread per task leaves nothing behind)."""
+        stream: driver.stream_key). A new one closes and forgets the least recently used idle
+        ones of that GPU beyond ``per_device`` (a stream or thread per task leaves nothing
+        behind); one already kept is found with a dict lookup and nothing else."""
         key = (device, driver.stream_key(stream))
         with self._lock:
             ws = self._spaces.pop(key, None)
-            if ws is None:
+            fresh = ws is None
+            if fresh:
                 ws = Workspace(reclaim=lambda: self._reclaim(device, ws))
             self._spaces[key] = ws  # the most recently used, last
-            if ws.holds:  # already counted among those holding (a steady loop: no scan)
+            if not fresh:
                 return ws
-            holding = self._holding(device, ws)
-        over = len(holding) - (self._held_per_device - 1)
+            older = [(k, w) for k, w in self._spaces.items() if k[0] == device and w is not ws]
+        over = len(older) - (self._per_device - 1)
         if over > 0:
             with driver.on_device(device):
-                for old_key, old in holding:
+                for old_key, old in older:
                     if over == 0:
                         break
                     if old.shed(close=True) is not None:
@@ -240,19 +241,14 @@ class WorkspacePool:
                                 del self._spaces[old_key]
         return ws
 
-    def _holding(self, device: int, keep: Workspace) -> list[tuple[tuple, Workspace]]:
-        """The workspaces of ``device`` that hold buffers, ``keep`` excepted, least recently
-        used first (the caller holds the pool's lock)."""
-        return [(key, w) for key, w in self._spaces.items() if key[0] == device and w is not keep and w.holds]
-
     def _reclaim(self, device: int, keep: Workspace) -> int:
         """Free the buffers of every idle workspace of ``device`` but ``keep`` (which ran out
         of memory); returns the bytes freed. They stay in the pool (a call may be about to
         take one)."""
         with self._lock:
-            holding = self._holding(device, keep)
+            holding = [w for (d, _), w in self._spaces.items() if d == device and w is not keep and w.holds]
         with driver.on_device(device):
-            return sum(ws.shed() or 0 for _, ws in holding)
+            return sum(ws.shed() or 0 for ws in holding)
 
     def nbytes(self) -> int:
         """Device memory the workspaces hold, all GPUs and streams together."""

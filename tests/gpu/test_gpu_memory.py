@@ -57,23 +57,23 @@ def test_empty_cache_gives_the_memory_back(rng):
 
 def test_a_stream_per_task_holds_at_most_so_many_workspaces(rng):
     """A stream per call, each destroyed after its call: the oldest streams' buffers go
-    as new ones come (device.workspace.HELD_PER_DEVICE), the results are the reference's,
+    as new ones come (device.workspace.WORKSPACES_PER_DEVICE), the results are the reference's,
     and what stays held is that many calls' workspaces at most."""
     cp = pytest.importorskip("cupy")
-    from ozaki_cutlass.device.workspace import HELD_PER_DEVICE
+    from ozaki_cutlass.device.workspace import WORKSPACES_PER_DEVICE
 
     ha, hb = random_matrix(256, 192, 0.5, rng), random_matrix(192, 160, 0.5, rng)
     want = reference.gemm(ha, hb, moduli=15)
     a, b = cp.asarray(ha), cp.asarray(hb)
     ozaki_cutlass.empty_cache()
-    for _ in range(HELD_PER_DEVICE + 8):
+    for _ in range(WORKSPACES_PER_DEVICE + 8):
         stream = cp.cuda.Stream(non_blocking=True)
         with stream:
             got = cp.asnumpy(ozaki_cutlass.gemm(a, b, moduli=15))  # copied on that stream
         assert same_bits(got, want)
         del stream  # destroyed: its workspace is freed later without touching it
     held = ozaki_cutlass.memory_held()
-    assert 0 < held <= HELD_PER_DEVICE * ozaki_cutlass.workspace_bytes(256, 160, 192, moduli=15)
+    assert 0 < held <= WORKSPACES_PER_DEVICE * ozaki_cutlass.workspace_bytes(256, 160, 192, moduli=15)
 
 
 def test_workspace_bytes_bounds_one_call(rng):
