@@ -49,11 +49,6 @@ class Workspace:
         self.replays = Replays()
 
     @property
-    def holds(self) -> bool:
-        """Whether the workspace holds any buffer (those kept for a caller's graph included)."""
-        return bool(self._buffers or self._kept)
-
-    @property
     def nbytes(self) -> int:
         """Device memory held by the buffers (those kept for a caller's graph included)."""
         return sum(b.nbytes for b in self._buffers.values()) + sum(b.nbytes for b in self._kept)
@@ -246,9 +241,9 @@ class WorkspacePool:
         of memory); returns the bytes freed. They stay in the pool (a call may be about to
         take one)."""
         with self._lock:
-            holding = [w for (d, _), w in self._spaces.items() if d == device and w is not keep and w.holds]
+            others = [w for (d, _), w in self._spaces.items() if d == device and w is not keep]
         with driver.on_device(device):
-            return sum(ws.shed() or 0 for ws in holding)
+            return sum(ws.shed() or 0 for ws in others)
 
     def nbytes(self) -> int:
         """Device memory the workspaces hold, all GPUs and streams together."""
