@@ -378,6 +378,24 @@ def test_a_stream_per_task_keeps_at_most_so_many_workspaces_holding(fake_alloc):
     assert pool.get(0, 14) is not ws[14]  # forgotten: a new one
 
 
+def test_a_workspace_the_replay_lane_uses_is_not_the_oldest(fake_alloc):
+    """The replay lane reaches its workspace without the pool's get (paths.replay_lane):
+    its touch keeps it from being closed as the least recently used; a touch of a
+    workspace the pool has forgotten brings nothing back."""
+    pool = WorkspacePool(per_device=2)
+    lane = pool.get(0, 1)
+    lane.get("ra", 1000)
+    pool.get(0, 2)
+    lane.touch()
+    pool.get(0, 3)  # 2 goes, not the lane's
+    assert pool.get(0, 1) is lane and lane.nbytes == 1000
+    pool.get(0, 4)  # 3 goes
+    pool.get(0, 5)  # 1 goes: the lane's, untouched since
+    assert lane.nbytes == 0
+    lane.touch()
+    assert pool.get(0, 1) is not lane
+
+
 def test_workspaces_that_hold_nothing_are_forgotten_too(fake_alloc):
     """A thread per task whose workspace holds no buffer (its second stream and events
     only, say): the pool keeps at most its limit of workspaces per GPU all the same."""

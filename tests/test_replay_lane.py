@@ -60,7 +60,8 @@ def world(monkeypatch):
     lanes of this test only."""
     DECISIONS.clear()
     log = []
-    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE)
+    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, touched=0)
+    ws.touch = lambda: setattr(ws, "touched", ws.touched + 1)
     ws.replays = Replays(capture_graph=lambda stream, work: (FakeGraph(log, [stream]), work(stream)))
 
     def run(kern, L, ws, timer, overlap):
@@ -130,6 +131,7 @@ def test_through_the_lane_the_graph_then_the_calls_own_finish(world):
     L = launch()
     assert log == [("launch", MAIN, (CAPTURE,)), ("finish", MAIN, 11 << 32, L.O.rs, L.O.cs, -2.5, L.A.ptr, L.k)]
     assert world.ws.replays.counts["replayed"] == before["replayed"] + 1
+    assert world.ws.touched == 1  # the pool's most recently used (the general path's get does it there)
 
 
 def test_a_graph_gone_sends_the_call_to_the_general_path(world):
@@ -137,7 +139,7 @@ def test_a_graph_gone_sends_the_call_to_the_general_path(world):
     world.call()
     world.call()
     world.ws.replays.clear()  # a workspace buffer freed or replaced
-    assert world.through_lane() == (None, [], [])
+    assert world.through_lane() == (None, [], []) and world.ws.touched == 0
     world.call()
     world.call()
     assert world.through_lane()[0] == "result"

@@ -36,10 +36,11 @@ class Workspace:
     :meth:`release` (empty_cache) frees nothing here, so that the caller's graph never
     writes freed memory."""
 
-    def __init__(self, reclaim=None):
+    def __init__(self, reclaim=None, touch=None):
         self.lock = threading.Lock()
         self.pinned = False
         self._reclaim = reclaim  # frees other workspaces' buffers, returns the bytes (out of memory)
+        self._touch = touch  # makes this the pool's most recently used workspace
         self._kept: list[driver.DeviceBuffer] = []  # buffers replaced or dropped while pinned
         self._buffers: dict[str, driver.DeviceBuffer] = {}
         self._moduli: driver.DeviceBuffer | None = None
@@ -47,6 +48,12 @@ class Workspace:
         self._capture = None
         self._reads: dict[int, driver.PinnedRead] = {}
         self.replays = Replays()
+
+    def touch(self) -> None:
+        """Count as the pool's most recently used workspace: for a call that reached it
+        without the pool's ``get`` (the replay lane, paths.replay_lane)."""
+        if self._touch is not None:
+            self._touch()
 
     @property
     def nbytes(self) -> int:
@@ -218,7 +225,7 @@ class WorkspacePool:
             ws = self._spaces.pop(key, None)
             fresh = ws is None
             if fresh:
-                ws = Workspace(reclaim=lambda: self._reclaim(device, ws))
+                ws = Workspace(reclaim=lambda: self._reclaim(device, ws), touch=lambda: self._touch(key, ws))
             self._spaces[key] = ws  # the most recently used, last
             if not fresh:
                 return ws
@@ -235,6 +242,12 @@ class WorkspacePool:
                             if self._spaces.get(old_key) is old:
                                 del self._spaces[old_key]
         return ws
+
+    def _touch(self, key: tuple[int, int], ws: Workspace) -> None:
+        """Make ``ws`` the most recently used, where the pool still keeps it under ``key``."""
+        with self._lock:
+            if self._spaces.get(key) is ws:
+                self._spaces[key] = self._spaces.pop(key)
 
     def _reclaim(self, device: int, keep: Workspace) -> int:
         """Free the buffers of every idle workspace of ``device`` but ``keep`` (which ran out

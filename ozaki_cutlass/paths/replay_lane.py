@@ -113,6 +113,7 @@ def _replay(entry: Replay, alpha: float, allocate):
             return None
         result, ptr = allocate()
         finish(dataclasses.replace(L, O=dataclasses.replace(L.O, ptr=ptr), alpha=alpha))
+    entry.ws.touch()  # in use: not the pool's to close for a new stream's (device.workspace)
     return result
 
 
