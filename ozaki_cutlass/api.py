@@ -178,8 +178,7 @@ def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str
         for X in (A, B):
             if X.stream is not None:
                 driver.order_after(X.stream, sh)
-        ws = WORKSPACES.get(call.device, sh)
-        with ws.lock:
+        with WORKSPACES.hold(call.device, sh) as ws:
             return run_contract(st, A, B, call.m, call.n, call.k, call.target, call.mode, call.may_fall_back, sh,
                                 ws, config.overlap())[0]
 

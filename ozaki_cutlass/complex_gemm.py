@@ -161,8 +161,7 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
                 real["timings"].update(timer.result(), path="native", kernel="cublasZgemm_v2", policy=why)
             return result
         stages = load_stages(arch)
-        ws = COMPLEX_WORKSPACES.get(device, sh)
-        with ws.lock:
+        with COMPLEX_WORKSPACES.hold(device, sh) as ws:
             t = 0
             if alpha != 0 and k and m and n:
                 a_hat, b_hat = _realify(stages, ws, A, B, op_a, op_b, m, n, k, sh)
@@ -221,8 +220,7 @@ def realified_on_device(a: Any, b: Any, trans_a, trans_b, stream):
         for X in (A, B):
             if X.stream is not None:
                 driver.order_after(X.stream, sh)
-        ws = COMPLEX_WORKSPACES.get(device, sh)
-        with ws.lock:
+        with COMPLEX_WORKSPACES.hold(device, sh) as ws:
             yield (*_realify(load_stages(arch), ws, A, B, op_a, op_b, m, n, k, sh), sh)
 
 

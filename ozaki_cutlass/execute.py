@@ -133,10 +133,9 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
     call's own choice differs, its run follows and overwrites the result. The bits are
     those of the call's own choice either way; ``timings["speculation"]`` says "hit" or
     "miss". ``OZAKI_SPECULATE=0`` turns this off."""
-    ws = WORKSPACES.get(device, launch.stream)
     overlap = config.overlap()  # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); same bits
     run = _RUNS[kern.path]
-    with ws.lock:
+    with WORKSPACES.hold(device, launch.stream) as ws:
         capturing = _caller_capture(ws, launch.stream, target)
         if launch.alpha == 0.0 or launch.k == 0:
             zero_result(kern.stages, launch, ws)
@@ -263,8 +262,7 @@ def execute_batch(calls: list[Call]) -> dict | None:
             plans = [native_plan(L.A, L.B, L.C, L.O, L.beta) for L in launches]
         timer = PhaseTimer(sh, first.timings is not None)
         timer.mark("start")
-        ws = WORKSPACES.get(first.device, sh)
-        with ws.lock:
+        with WORKSPACES.hold(first.device, sh) as ws:
             _caller_capture(ws, sh, first.target)
             choices, launched = run_staged_batch(kern, launches, ws, timer, first.target,
                                                  all(p is not None for p in plans), config.overlap())

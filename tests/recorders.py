@@ -20,3 +20,29 @@ class Gemm(Calls):
 
     def workspace_size(self, *args):
         return 0
+
+
+class OnePool:
+    """A workspace pool of one workspace, ``ws``, for every GPU and stream: ``hold`` locks
+    its ``lock`` for the block, as the pool's does (device.workspace.WorkspacePool)."""
+
+    def __init__(self, ws):
+        self.ws = ws
+
+    def get(self, device, stream):
+        return self.ws
+
+    def hold(self, device, stream):
+        return _Locked(self.ws)
+
+
+class _Locked:
+    def __init__(self, ws):
+        self.ws = ws
+
+    def __enter__(self):
+        self.ws.lock.acquire()
+        return self.ws
+
+    def __exit__(self, *exc):
+        self.ws.lock.release()

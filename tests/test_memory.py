@@ -17,6 +17,8 @@ from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
 from ozaki_cutlass.numerics.moduli import K_CHUNK
 from ozaki_cutlass.paths.footprint import batch_workspace_buffers, complex_workspace_buffers, workspace_buffers
 
+from recorders import OnePool
+
 
 class Recorder:
     def __getattr__(self, name):
@@ -93,7 +95,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     monkeypatch.setattr(execute, "allocate_like",
                         lambda kind, m, n, device: (None, Matrix(1 << 41, m, n, n, 1, "cai", 0, None)))
-    monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
     monkeypatch.setattr(launch, "load_stages", lambda arch, **kw: Recorder())
     monkeypatch.setattr(launch, "load_int8_gemm", lambda variant, **kw: FakeGemm(variant))
     monkeypatch.setattr(launch, "load_group_gemm", lambda variant, **kw: FakeGemm(variant))
@@ -138,7 +140,7 @@ def complex_layer(monkeypatch):
     layer = Layer()
     monkeypatch.setattr(complex_gemm, "visible_arch", lambda ordinal=0: Arch.SM90A)
     monkeypatch.setattr(complex_gemm, "load_stages", lambda arch, **kw: Recorder())
-    monkeypatch.setattr(complex_gemm, "COMPLEX_WORKSPACES", types.SimpleNamespace(get=lambda device, stream: layer))
+    monkeypatch.setattr(complex_gemm, "COMPLEX_WORKSPACES", OnePool(layer))
     return layer
 
 
@@ -394,6 +396,28 @@ def test_a_workspace_the_replay_lane_uses_is_not_the_oldest(fake_alloc):
     assert lane.nbytes == 0
     lane.touch()
     assert pool.get(0, 1) is not lane
+
+
+def test_a_workspace_closed_before_its_lock_is_taken_is_not_used(fake_alloc):
+    """Another thread's new stream may close a workspace between the pool's lookup and the
+    call's lock: ``hold`` then takes another, open one (and the pool forgets the closed
+    one, whether or not that thread has yet)."""
+    closed = []
+
+    class Racing(WorkspacePool):
+        def get(self, device, stream):
+            ws = super().get(device, stream)
+            if len(closed) < 2:  # closed by the other thread right after the lookup
+                ws.shed(close=True)
+                closed.append(ws)
+            return ws
+
+    pool = Racing()
+    with pool.hold(0, 7) as ws:
+        assert ws.lock.locked() and not ws.closed and ws not in closed
+        ws.get("ra", 1000)
+    assert len(closed) == 2 and all(w.closed and not w.lock.locked() for w in closed)
+    assert WorkspacePool.get(pool, 0, 7) is ws and not ws.lock.locked()
 
 
 def test_workspaces_that_hold_nothing_are_forgotten_too(fake_alloc):

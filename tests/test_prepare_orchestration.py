@@ -16,6 +16,8 @@ from ozaki_cutlass.operands import prepared
 from ozaki_cutlass.generator import Arch
 from ozaki_cutlass.numerics.moduli import crt_constants
 
+from recorders import OnePool
+
 
 class Recorder:
     """Stands in for the stage-kernel library: records (stage, args) per call."""
@@ -45,16 +47,12 @@ def fake_gpu(monkeypatch):
         def moduli(self):
             return 7
 
-    class Pool:
-        def get(self, device, stream):
-            return Ws()
-
     monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: None)
     monkeypatch.setattr(driver, "DeviceBuffer", Buffer)
     monkeypatch.setattr("ozaki_cutlass.device.arrays.DeviceBuffer", Buffer)
     monkeypatch.setattr(prepared, "visible_arch", lambda ordinal=0: Arch.SM90A)
     monkeypatch.setattr(prepared, "load_stages", lambda arch: st)
-    monkeypatch.setattr(prepared, "WORKSPACES", Pool())
+    monkeypatch.setattr(prepared, "WORKSPACES", OnePool(Ws()))
     return st
 
 

@@ -14,6 +14,7 @@ from ozaki_cutlass.dispatch.policy import DECISIONS
 from ozaki_cutlass.paths import replay_lane as RL
 from ozaki_cutlass.paths.launch import PhaseTimer
 
+from recorders import OnePool
 from test_replays import CAPTURE, KERN, MAIN, FakeGraph, launch
 
 LANE = ("replay", "a key of the caller's arrays")
@@ -68,7 +69,7 @@ def world(monkeypatch):
         log.append(("run", L.stream))
         return lambda C: log.append(("finish", C.stream, C.O.ptr, C.O.rs, C.O.cs, C.alpha, C.A.ptr, C.k))
 
-    monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
     monkeypatch.setattr(execute, "_RUNS", {"fused": run})
     monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     capturing = [False]

@@ -14,6 +14,8 @@ from ozaki_cutlass.device.arrays import Matrix
 from ozaki_cutlass.device.graphs import Replays
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer, replay_key
 
+from recorders import OnePool
+
 MAIN, CAPTURE = 7, 99
 
 
@@ -219,7 +221,7 @@ def emulate(monkeypatch):
         log.append(("run", L.stream))
         return lambda C: log.append(("finish", C.stream, C.O.ptr, C.alpha))
 
-    monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
     monkeypatch.setattr(execute, "_RUNS", {"fused": run})
     capturing = [False]
     monkeypatch.setattr(execute, "is_capturing", lambda stream: capturing[0])

@@ -14,6 +14,8 @@ from ozaki_cutlass.numerics.contract import U, Choice
 from ozaki_cutlass.paths import contract as PC
 from ozaki_cutlass.paths.launch import Launch, PhaseTimer
 
+from recorders import OnePool
+
 
 def choice(moduli, equilibrated=False, native=False, mode="fast"):
     if native:
@@ -44,7 +46,7 @@ def world(monkeypatch):
     monkeypatch.setattr(execute, "GUESSES", PC.GUESSES)
     log = []
     ws = types.SimpleNamespace(lock=threading.Lock())
-    monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(get=lambda device, stream: ws))
+    monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
     monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     monkeypatch.setattr(execute, "_RUNS", {"staged": lambda kern, L, ws, timer, overlap:
                                            log.append(("run", L.moduli, L.mode, L.prescan.a))})

@@ -15,7 +15,7 @@ from ..numerics.moduli import MODULI_TABLE
 from . import driver
 from .graphs import Replays
 
-__all__ = ["Workspace", "WorkspacePool", "WORKSPACES", "Fork", "WORKSPACES_PER_DEVICE"]
+__all__ = ["Workspace", "WorkspacePool", "Held", "WORKSPACES", "Fork", "WORKSPACES_PER_DEVICE"]
 
 #: How many workspaces of one GPU the pool keeps (one per stream, and per thread on the
 #: per-thread default stream): a new one closes the least recently used idle one.
@@ -39,6 +39,7 @@ class Workspace:
     def __init__(self, reclaim=None, touch=None):
         self.lock = threading.Lock()
         self.pinned = False
+        self.closed = False  # closed for the pool (shed(close=True)): no call holds it after
         self._reclaim = reclaim  # frees other workspaces' buffers, returns the bytes (out of memory)
         self._touch = touch  # makes this the pool's most recently used workspace
         self._kept: list[driver.DeviceBuffer] = []  # buffers replaced or dropped while pinned
@@ -88,10 +89,10 @@ class Workspace:
         """Free every buffer, unless a call holds the workspace (its lock) or a caller's graph
         pinned it; with ``close`` also the rest it holds (its moduli table, the certificate's
         page-locked reads, its second stream and events, its capture stream), for a workspace
-        the pool forgets. Returns the bytes freed, None where busy or pinned. cuMemFree waits
-        for the GPU's work that may still read the buffers, so the stream, which the caller
-        may have destroyed since, is not touched. The workspace stays usable (what it needs
-        is made again)."""
+        the pool forgets (``closed``: the pool's ``hold`` takes another). Returns the bytes
+        freed, None where busy or pinned. cuMemFree waits for the GPU's work that may still
+        read the buffers, so the stream, which the caller may have destroyed since, is not
+        touched. Without ``close`` the workspace stays in use (buffers are made again)."""
         if not self.lock.acquire(blocking=False):
             return None
         try:
@@ -101,6 +102,7 @@ class Workspace:
             freed = self._free_buffers()
             if close:
                 self._close_rest()
+                self.closed = True
             return freed
         finally:
             self.lock.release()
@@ -243,6 +245,20 @@ class WorkspacePool:
                                 del self._spaces[old_key]
         return ws
 
+    def hold(self, device: int, stream: int) -> Held:
+        """``with pool.hold(device, stream) as ws:`` the workspace of ``stream`` on ``device``
+        (``get``) with its lock held for the block: a call's enqueuing. One that a new
+        stream's workspace closed between the lookup and the lock is forgotten here, and
+        another taken."""
+        return Held(self, device, stream)
+
+    def _forget(self, device: int, stream: int, ws: Workspace) -> None:
+        """Drop ``ws`` (closed) where the pool still keeps it for ``stream`` on ``device``."""
+        key = (device, driver.stream_key(stream))
+        with self._lock:
+            if self._spaces.get(key) is ws:
+                del self._spaces[key]
+
     def _touch(self, key: tuple[int, int], ws: Workspace) -> None:
         """Make ``ws`` the most recently used, where the pool still keeps it under ``key``."""
         with self._lock:
@@ -274,6 +290,28 @@ class WorkspacePool:
             with driver.on_device(device):
                 freed += ws.release()
         return freed
+
+
+class Held:
+    """What :meth:`WorkspacePool.hold` returns: entered, the workspace, locked until the exit."""
+
+    __slots__ = ("pool", "device", "stream", "ws")
+
+    def __init__(self, pool: WorkspacePool, device: int, stream: int):
+        self.pool, self.device, self.stream = pool, device, stream
+
+    def __enter__(self) -> Workspace:
+        while True:
+            ws = self.pool.get(self.device, self.stream)
+            ws.lock.acquire()
+            if not ws.closed:
+                self.ws = ws
+                return ws
+            ws.lock.release()  # closed for a new stream's after get found it: it goes, another comes
+            self.pool._forget(self.device, self.stream, ws)
+
+    def __exit__(self, *exc) -> None:
+        self.ws.lock.release()
 
 
 #: The one WorkspacePool of the process.

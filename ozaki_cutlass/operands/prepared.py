@@ -153,8 +153,7 @@ def prepare(x: Any, side: str = "left", *, trans: bool = False, moduli: int | No
         residues = 0
         if not accurate and nvec and k:  # an empty operand has no residues (its products are never run)
             residues = buf(count * rows_pad * k16)
-            ws = WORKSPACES.get(device, sh)
-            with ws.lock:  # its moduli table is uploaded once, by whichever call asks first
+            with WORKSPACES.hold(device, sh) as ws:  # its moduli table is uploaded once, by whichever call asks first
                 moduli = ws.moduli()
             st.residues(*v, ob.fast, count, moduli, residues, rows_pad, k16, sh)
         return Prepared(side=side, moduli=count, mode=mode, device=device, source=X, vector_set=v, exps=ob.exps,
