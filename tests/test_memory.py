@@ -271,8 +271,19 @@ class FakeAlloc:
         self.limit, self.held, self.synced = limit, 0, 0
         self.CUresult = types.SimpleNamespace(CUDA_SUCCESS=0, CUDA_ERROR_OUT_OF_MEMORY=2)
         self.sizes = {}
+        self.mode = self.GLOBAL  # this thread's stream capture mode
+        self.modes = []          # (call, the mode it ran in)
+
+    # capture modes: allocating, freeing, creating streams in global mode would end a capture
+    GLOBAL, RELAXED = "global", "relaxed"
+    CUstreamCaptureMode = types.SimpleNamespace(CU_STREAM_CAPTURE_MODE_RELAXED=RELAXED)
+
+    def cuThreadExchangeStreamCaptureMode(self, mode):
+        previous, self.mode = self.mode, mode
+        return (0, previous)
 
     def cuMemAlloc(self, nbytes):
+        self.modes.append(("cuMemAlloc", self.mode))
         if self.held + nbytes > self.limit:
             return (2, None)
         self.held += nbytes
@@ -281,6 +292,7 @@ class FakeAlloc:
         return (0, ptr)
 
     def cuMemFree(self, ptr):
+        self.modes.append(("cuMemFree", self.mode))
         self.held -= self.sizes.pop(ptr, 0)  # 0: an earlier test's buffer, collected now
         return (0,)
 
@@ -295,16 +307,26 @@ class FakeAlloc:
     alive = 0
 
     def cuStreamCreate(self, flags):
+        self.modes.append(("cuStreamCreate", self.mode))
         self.alive += 1
         return (0, next(FakeAlloc.ptrs))
 
     cuEventCreate = cuStreamCreate
 
     def cuStreamDestroy(self, handle):
+        self.modes.append(("cuStreamDestroy", self.mode))
         self.alive -= 1
         return (0,)
 
     cuEventDestroy = cuStreamDestroy
+
+    def cuMemcpyHtoDAsync(self, ptr, host, nbytes, stream):
+        self.modes.append((f"cuMemcpyHtoDAsync on {'the legacy stream' if stream in (0, 1) else 'a stream'}",
+                           self.mode))
+        return (0,)
+
+    def cuStreamSynchronize(self, stream):
+        return (0,)
 
     def cuCtxGetCurrent(self):
         return (0, 1)
@@ -418,6 +440,29 @@ def test_a_workspace_closed_before_its_lock_is_taken_is_not_used(fake_alloc):
         ws.get("ra", 1000)
     assert len(closed) == 2 and all(w.closed and not w.lock.locked() for w in closed)
     assert WorkspacePool.get(pool, 0, 7) is ws and not ws.lock.locked()
+
+
+def test_what_a_workspace_makes_and_frees_a_capture_in_global_mode_allows(fake_alloc):
+    """A caller capturing in global mode (PyTorch's default), on this thread or another,
+    ends its capture at the first allocation, free or new stream of any thread in global
+    mode: every such call of a workspace runs in relaxed mode (and the thread's mode comes
+    back after), the moduli table's upload on a stream of its own, not the legacy stream
+    (a blocking capturing stream depends on that one)."""
+    pool = WorkspacePool(per_device=1)
+    ws = pool.get(0, 11)
+    ws.get("ra", 1000)
+    ws.get("ra", 2000)  # replaced: the smaller one freed
+    ws.side_stream()
+    ws.capture_stream()
+    ws.moduli()
+    ws.drop("ra")
+    ws.get("rb", 10)
+    pool.get(0, 12)  # 11 closed: its buffers, table, streams and events
+    assert fake_alloc.mode == fake_alloc.GLOBAL
+    calls = {call for call, _ in fake_alloc.modes}
+    assert calls == {"cuMemAlloc", "cuMemFree", "cuStreamCreate", "cuStreamDestroy",
+                     "cuMemcpyHtoDAsync on a stream"}
+    assert {mode for _, mode in fake_alloc.modes} == {fake_alloc.RELAXED}
 
 
 def test_workspaces_that_hold_nothing_are_forgotten_too(fake_alloc):

@@ -37,7 +37,7 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "canonical_stream",
            "order_after",
            "DeviceBuffer", "check_stream", "stream_key", "PER_THREAD_STREAM", "stream_handle", "as_cu_stream",
-           "synchronize", "new_stream", "EventTimer",
+           "synchronize", "new_stream", "relaxed_capture", "EventTimer",
            "event_times"]
 
 
@@ -357,6 +357,23 @@ def synchronize(stream=0) -> None:
 def new_stream():
     cu = bindings()
     return check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+
+
+@contextlib.contextmanager
+def relaxed_capture():
+    """``with relaxed_capture():`` this thread's driver calls in the block may allocate, free
+    and create streams while a stream is being captured in global mode (CUDA's default, and
+    PyTorch's), this thread's capture or another's: such calls are otherwise refused and
+    end the capture. For what the emulation keeps, whose addresses a caller's graph may
+    hold (device.workspace pins them); the block must not touch the capturing stream or
+    the legacy stream."""
+    cu = bindings()
+    relaxed = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    previous = check(cu.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        check(cu.cuThreadExchangeStreamCaptureMode(previous), "cuThreadExchangeStreamCaptureMode")
 
 
 @dataclass

@@ -70,7 +70,8 @@ class Workspace:
         if self.pinned:
             self._kept.append(buf)
         else:
-            buf.close()
+            with driver.relaxed_capture():
+                buf.close()
 
     def release(self) -> int:
         """Free every buffer, after the GPU (whose context is current) has finished the work
@@ -109,6 +110,10 @@ class Workspace:
 
     def _close_rest(self) -> None:
         """Free what the workspace holds besides its buffers (the caller holds the lock)."""
+        with driver.relaxed_capture():
+            self._close_rest_relaxed()
+
+    def _close_rest_relaxed(self) -> None:
         cu = driver.bindings()
         if self._moduli is not None:
             self._moduli.close()
@@ -130,8 +135,9 @@ class Workspace:
         """Free every buffer (the caller holds the lock, and the workspace is not pinned);
         returns the bytes freed."""
         held = self.nbytes
-        for buf in self._buffers.values():
-            buf.close()
+        with driver.relaxed_capture():
+            for buf in self._buffers.values():
+                buf.close()
         self._buffers.clear()
         return held
 
@@ -141,30 +147,39 @@ class Workspace:
         if self._side is None:
             cu = driver.bindings()
             flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
-            self._side = (int(driver.new_stream()), driver.check(cu.cuEventCreate(flags), "cuEventCreate"),
-                          driver.check(cu.cuEventCreate(flags), "cuEventCreate"))
+            with driver.relaxed_capture():
+                self._side = (int(driver.new_stream()), driver.check(cu.cuEventCreate(flags), "cuEventCreate"),
+                              driver.check(cu.cuEventCreate(flags), "cuEventCreate"))
         return self._side
 
     def capture_stream(self) -> int:
         """A stream (non-blocking) on which calls are captured into graphs and nothing
         runs; created on first use, kept."""
         if self._capture is None:
-            self._capture = int(driver.new_stream())
+            with driver.relaxed_capture():
+                self._capture = int(driver.new_stream())
         return self._capture
 
     def pinned_read(self, count: int) -> driver.PinnedRead:
         """The workspace's page-locked read of ``count`` doubles (the contract's certificate),
         made on first use and kept: one call at a time uses it (under ``lock``)."""
         if count not in self._reads:
-            self._reads[count] = driver.PinnedRead(count)
+            with driver.relaxed_capture():
+                self._reads[count] = driver.PinnedRead(count)
         return self._reads[count]
 
     def moduli(self) -> int:
         """The whole moduli table as device int32, uploaded once: N moduli are its first N."""
         if self._moduli is None:
             table = np.array(MODULI_TABLE, dtype=np.int32)
-            self._moduli = driver.DeviceBuffer(table.nbytes)
-            self._moduli.upload(table)  # synchronous: done before any kernel reads it
+            cu = driver.bindings()
+            with driver.relaxed_capture():  # on a stream of its own: the call's may be captured
+                moduli, stream = driver.DeviceBuffer(table.nbytes), int(driver.new_stream())
+                try:
+                    moduli.upload(table, stream)  # synchronous: done before any kernel reads it
+                finally:
+                    driver.check(cu.cuStreamDestroy(driver.as_cu_stream(stream)), "cuStreamDestroy")
+            self._moduli = moduli
         return self._moduli.ptr
 
     def drop(self, *names: str) -> None:
@@ -199,12 +214,13 @@ class Workspace:
     def _allocate(self, nbytes: int) -> driver.DeviceBuffer:
         """A buffer of ``nbytes``; out of memory, once more after the idle other workspaces of
         this GPU freed theirs (where they held any)."""
-        try:
+        with driver.relaxed_capture():
+            try:
+                return driver.DeviceBuffer(max(nbytes, 16))
+            except driver.OutOfMemoryError:
+                if self._reclaim is None or not self._reclaim():
+                    raise
             return driver.DeviceBuffer(max(nbytes, 16))
-        except driver.OutOfMemoryError:
-            if self._reclaim is None or not self._reclaim():
-                raise
-        return driver.DeviceBuffer(max(nbytes, 16))
 
 
 class WorkspacePool:

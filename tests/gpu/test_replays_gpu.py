@@ -154,6 +154,55 @@ def test_under_the_callers_own_capture(rng, stream):
             assert same_bits(cp.asnumpy(out), reference.gemm(a2, b2, moduli=15)), i
 
 
+@pytest.mark.parametrize("non_blocking", [True, False])
+def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocking):
+    """The caller captures in global mode (PyTorch's default) a stream we have not seen:
+    the call makes its workspace inside the capture (buffers, moduli table, second
+    stream), which global mode forbids unless the calls that do so are relaxed and none
+    touches the legacy stream (a blocking capturing stream depends on it)."""
+    m, n, k = 56, 40, 120
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    da, db = cp.asarray(a), cp.asarray(b)
+    ozaki_cutlass.gemm(da, db, moduli=15)  # the libraries loaded, on another stream
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=non_blocking)
+    with stream:
+        out = cp.full((m, n), cp.nan)
+        stream.synchronize()
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        graph = stream.end_capture()
+        for i in range(3):
+            a2, b2 = random_matrix(m, k, 2.0 + i, rng), random_matrix(k, n, 2.0 + i, rng)
+            da.set(a2)
+            db.set(b2)
+            out.fill(cp.nan)
+            graph.launch(stream)
+            assert same_bits(cp.asnumpy(out), reference.gemm(a2, b2, moduli=15)), i
+
+
+def test_inside_a_torch_graph_on_its_own_stream(rng):
+    """torch.cuda.graph: global mode on a stream of its own, never used before."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 48, 72, 96
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    ta, tb = torch.tensor(a, device="cuda"), torch.tensor(b, device="cuda")
+    out = torch.empty((m, n), dtype=torch.float64, device="cuda")
+    ozaki_cutlass.gemm(ta, tb, moduli=15, out=out)  # warm-up on the current stream
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
+        ozaki_cutlass.gemm(ta, tb, moduli=15, out=out)
+    for i in range(3):
+        a2, b2 = random_matrix(m, k, 0.5 + i, rng), random_matrix(k, n, 0.5 + i, rng)
+        ta.copy_(torch.from_numpy(a2))
+        tb.copy_(torch.from_numpy(b2))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert same_bits(out.cpu().numpy(), reference.gemm(a2, b2, moduli=15)), i
+
+
 def test_graphs_off(rng, stream, monkeypatch):
     monkeypatch.setenv("OZAKI_GRAPHS", "0")
     a, b = random_matrix(30, 40, 1.0, rng), random_matrix(40, 20, 1.0, rng)
