@@ -102,7 +102,8 @@ class Workspace:
             self.replays.clear()
             freed = self._free_buffers()
             if close:
-                self._close_rest()
+                with driver.relaxed_capture():
+                    self._close_rest()
                 self.closed = True
             return freed
         finally:
@@ -110,10 +111,6 @@ class Workspace:
 
     def _close_rest(self) -> None:
         """Free what the workspace holds besides its buffers (the caller holds the lock)."""
-        with driver.relaxed_capture():
-            self._close_rest_relaxed()
-
-    def _close_rest_relaxed(self) -> None:
         cu = driver.bindings()
         if self._moduli is not None:
             self._moduli.close()
