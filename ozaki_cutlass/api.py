@@ -103,7 +103,7 @@ def gemm(a: Any, b: Any, *, c: Any = None, alpha: complex = 1.0, beta: complex =
         real_scalars = False
     if (real_scalars and policy == "auto" and c is None and out is None and moduli is None
             and kernel is None and path is None and timings is None and stream is None and not trans_a
-            and not trans_b and beta == 0.0
+            and not trans_b and beta == 0.0 and alpha != 0.0  # alpha == 0: A and B unread (cublas.dgemm)
             and accuracy is None and mode in (None, "accurate", "fast")):
         result = fast_lane(a, b, alpha, mode or "fast")
         if result is not None:

@@ -299,3 +299,60 @@ def test_a_failed_matmul_says_so():
     lt = FakeLt(status=7)
     with pytest.raises(cublas.CublasError, match=r"cublasLtMatmul\(m=8, n=6, k=4\).*INVALID_VALUE"):
         make(PLAN, lt).run(FakeHandles(lt), 0, 0, 0, 1.0, 0.0, 0)
+
+
+class FakeBlas:
+    """cuBLAS's legacy entry points as nvmath's bindings give them: each call recorded by
+    its description (which holds m, n, k)."""
+
+    def __init__(self):
+        self.calls = []
+        self.blas = types.SimpleNamespace(set_stream="set_stream", dgemm_strided_batched="dgemm_strided_batched",
+                                          zgemm="zgemm", zgemm_strided_batched="z",
+                                          Operation=types.SimpleNamespace(N=0, T=1, C=2))
+        self.op_n, self.op_t = 0, 1
+
+    def call(self, what, fn, *args):
+        self.calls.append(what)
+
+
+@pytest.fixture
+def blas(monkeypatch):
+    lib = FakeBlas()
+    plans = []
+    monkeypatch.setattr(cublas, "library", lambda: lib)
+    monkeypatch.setattr(cublas, "handles", lambda context: types.SimpleNamespace(blas=lambda: 0))
+    monkeypatch.setattr(cublas, "_blas_dgemm", lambda found, plan, *args: plans.append(plan))
+    monkeypatch.setattr(cublas, "lt_dgemm", lambda plan, context: pytest.fail("cuBLASLt reads A and B"))
+    lib.plans = plans
+    return lib
+
+
+@pytest.mark.parametrize("alpha", [0.0, -0.0])
+def test_alpha_zero_reads_neither_operand(blas, alpha):
+    """BLAS's convention, which the reference and the emulation keep: alpha == 0 reads
+    neither A nor B (cuBLAS would multiply them, NaN and Inf reaching C): every cuBLAS
+    entry point is called with k = 0, which cuBLAS defines as C = beta C."""
+    cublas.dgemm(PLAN, alpha, 0.5, 0, context=7)
+    assert [(p.m, p.n, p.k) for p in blas.plans] == [(PLAN.m, PLAN.n, 0)]
+    cublas.dgemm_strided_batched(PLAN, (24, 32, 48), 3, alpha, 0.0, 0, context=7)
+    cublas.zgemm(PLAN, ("N", "N"), complex(alpha), 0.5j, 0, context=7)
+    cublas.zgemm(PLAN, ("N", "T"), complex(alpha), 0j, 0, batched=((24, 32, 48), 3), context=7)
+    assert blas.calls[1::2] == [f"cublasDgemmStridedBatched(m={PLAN.m}, n={PLAN.n}, k=0, batch=3)",
+                                f"cublasZgemm_v2(m={PLAN.m}, n={PLAN.n}, k=0)",
+                                f"cublasZgemmStridedBatched(m={PLAN.m}, n={PLAN.n}, k=0, batch=3)"]
+    cublas.zgemm(PLAN, ("N", "N"), 1e-300j, 0j, 0, context=7)  # not zero: the product
+    assert blas.calls[-1] == f"cublasZgemm_v2(m={PLAN.m}, n={PLAN.n}, k={PLAN.k})"
+
+
+def test_alpha_zero_takes_the_general_path(monkeypatch):
+    """The lane runs cuBLASLt with the caller's alpha: alpha == 0 never reaches it."""
+    import ozaki_cutlass
+    from ozaki_cutlass import api
+
+    asked = []
+    monkeypatch.setattr(api, "fast_lane", lambda a, b, alpha, mode: asked.append(alpha))
+    monkeypatch.setattr(api, "execute", lambda call: "general")
+    a, b = np.ones((3, 4)), np.ones((4, 2))
+    assert ozaki_cutlass.gemm(a, b, alpha=0.0) == "general" and asked == []
+    assert ozaki_cutlass.gemm(a, b, alpha=2.0) == "general" and asked == [2.0]

@@ -36,6 +36,7 @@ emulation, on Blackwell, is opt-in).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 from dataclasses import dataclass
 from math import copysign
@@ -366,21 +367,30 @@ def _blas_dgemm(handles, plan: DgemmPlan, a_ptr, b_ptr, c_ptr, alpha, beta, stre
           alpha_at.ptr, a_ptr, plan.lda, b_ptr, plan.ldb, beta_at.ptr, c_ptr, plan.ldc)
 
 
+def _read_when_used(plan: DgemmPlan, alpha) -> DgemmPlan:
+    """``plan``, or where alpha == 0 the same with k = 0: BLAS's convention is that alpha == 0
+    reads neither A nor B, while cuBLAS multiplies them (their NaN and Inf reach C); with
+    k = 0 cuBLAS computes C = beta C (beta == 0: C unread)."""
+    return dataclasses.replace(plan, k=0) if alpha == 0 and plan.k else plan
+
+
 def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple[int, int, int] | None = None,
           context: int | None = None) -> None:
     """Enqueue ``plan`` on ``stream`` (anything :func:`ozaki_cutlass.device.driver.stream_handle`
     takes) in the current CUDA context: C = alpha op(A) op(B) + beta C, cuBLAS semantics
-    (beta == 0: C is not read; k == 0: C = beta C; m == 0 or n == 0: nothing is launched).
+    (beta == 0: C is not read; k == 0 or alpha == 0: C = beta C, A and B unread; m == 0 or
+    n == 0: nothing is launched).
     Does not synchronize. ``pointers``: the caller's (A, B, O) to use instead of the
     plan's, for a plan made once for these shapes and strides (its own pointers unused).
     ``context``: the current context as an int, when the caller has just made it so."""
     if plan.m == 0 or plan.n == 0:
         return
+    plan = _read_when_used(plan, alpha)
     a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
     library()  # a missing libcublas is reported before anything else
     context = current_context() if context is None else context
     found = handles(context)
-    if plan.k == 0:  # no product: cublasDgemm_v2's documented C = beta C
+    if plan.k == 0:  # no product (or alpha == 0): cublasDgemm_v2's documented C = beta C
         _blas_dgemm(found, plan, a_ptr, b_ptr, c_ptr, alpha, beta, driver.stream_handle(stream))
         return
     lt_dgemm(plan, context).run(found, a_ptr, b_ptr, c_ptr, alpha, beta, driver.stream_handle(stream))
@@ -395,6 +405,7 @@ def zgemm(plan: DgemmPlan, ops: tuple[str, str], alpha: complex, beta: complex, 
     ``cublasZgemmStridedBatched``. Enqueued on the (context, thread)'s handle, no sync."""
     if plan.m == 0 or plan.n == 0 or (batched is not None and batched[1] == 0):
         return
+    plan = _read_when_used(plan, alpha)
     a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
     lib = library()
     handle = handles(current_context() if context is None else context).blas()
@@ -421,6 +432,7 @@ def dgemm_strided_batched(plan: DgemmPlan, strides: tuple[int, int, int], batch:
     for an operand shared by every problem). Does not synchronize."""
     if plan.m == 0 or plan.n == 0 or batch == 0:
         return
+    plan = _read_when_used(plan, alpha)
     a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
     lib = library()
     handle = handles(current_context() if context is None else context).blas()

@@ -2,7 +2,7 @@
 already decided native goes straight to cuBLASLt.
 
 The call: two CuPy arrays or two PyTorch CUDA tensors, float64, no c, out, transposes,
-stream or timings. Anything else, and the first call of a shape (which records the
+stream or timings, alpha != 0 (cuBLASLt would read A and B). Anything else, and the first call of a shape (which records the
 decision, ``ozaki_cutlass.paths.native.decide``), take the general path, and so does a
 call where another GPU, or a context other than the GPU's primary one (which CuPy and
 PyTorch make current), is current: the general path switches to it. Keys hold only

@@ -148,7 +148,8 @@ def test_k_zero_and_alpha_zero_scale_c(cp, rng, order):
 def test_alpha_zero_reads_neither_operand_through_gemm(cp, rng):
     """The README and the reference say it for every policy: alpha == 0 reads neither A nor
     B, so their NaN and Inf do not reach C (BLAS's convention). Added 2026-12-05 with the
-    reference's fix, for the native path that cuBLAS runs: not yet run on a GPU then."""
+    reference's fix; on the GPU (2026-12-06, H100) cuBLAS's call read them: alpha == 0 now
+    calls cuBLAS with k = 0 (C = beta C)."""
     import ozaki_cutlass
     from ozaki_cutlass import reference
 
@@ -161,6 +162,16 @@ def test_alpha_zero_reads_neither_operand_through_gemm(cp, rng):
         assert np.array_equal(want, 0.5 * c), policy
         got = ozaki_cutlass.gemm(cp.asarray(a), cp.asarray(b), c=cp.asarray(c), alpha=0.0, beta=0.5, policy=policy)
         assert np.array_equal(cp.asnumpy(got), want), policy
+    # without c (the native fast lane's calls, from the second on), and batches (one
+    # strided-batched cuBLAS call, real and complex)
+    da, db = cp.asarray(a), cp.asarray(b)
+    for policy in ("native", "auto", "auto"):
+        assert np.array_equal(cp.asnumpy(ozaki_cutlass.gemm(da, db, alpha=0.0, policy=policy)), np.zeros((m, n)))
+    for dtype in (np.float64, np.complex128):
+        a3, b3 = cp.stack([da, da]).astype(dtype), cp.stack([db, db]).astype(dtype)
+        got = ozaki_cutlass.gemm(a3, b3, alpha=0.0, policy="native")
+        assert got.shape == (2, m, n) and np.array_equal(cp.asnumpy(got), np.zeros((2, m, n))), dtype
+
 
 def test_empty_output_is_a_no_op(cp):
     for m, n in ((0, 5), (5, 0)):
