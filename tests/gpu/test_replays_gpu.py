@@ -130,6 +130,19 @@ def test_each_call_its_own_output_c_and_scalars(rng, stream, path):
     assert delta(before, counts(stream)) == {"direct": 1, "captured": 1, "replayed": 3}
 
 
+def replays_give_the_reference(graph, stream, da, db, out, rng) -> None:
+    """The caller's ``graph`` around a 15-moduli call of ``da`` and ``db`` into ``out``,
+    launched on new values three times: the reference's bits each time."""
+    (m, k), n = da.shape, db.shape[1]
+    for i in range(3):
+        a2, b2 = random_matrix(m, k, 1.0 + i, rng), random_matrix(k, n, 1.0 + i, rng)
+        da.set(a2)
+        db.set(b2)
+        out.fill(cp.nan)
+        graph.launch(stream)
+        assert same_bits(cp.asnumpy(out), reference.gemm(a2, b2, moduli=15)), i
+
+
 def test_under_the_callers_own_capture(rng, stream):
     """The caller captures its stream around our calls: they run directly into the
     caller's graph, which then gives the right product on every launch."""
@@ -145,13 +158,7 @@ def test_under_the_callers_own_capture(rng, stream):
         ozaki_cutlass.gemm(da, db, moduli=15, out=out)
         graph = stream.end_capture()
         assert delta(before, counts(stream)) == {"direct": 0, "captured": 0, "replayed": 0}
-        for i in range(3):
-            a2, b2 = random_matrix(m, k, 1.0 + i, rng), random_matrix(k, n, 1.0 + i, rng)
-            da.set(a2)
-            db.set(b2)
-            out.fill(cp.nan)
-            graph.launch(stream)
-            assert same_bits(cp.asnumpy(out), reference.gemm(a2, b2, moduli=15)), i
+        replays_give_the_reference(graph, stream, da, db, out, rng)
 
 
 @pytest.mark.parametrize("non_blocking", [True, False])
@@ -172,13 +179,7 @@ def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocki
         stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
         ozaki_cutlass.gemm(da, db, moduli=15, out=out)
         graph = stream.end_capture()
-        for i in range(3):
-            a2, b2 = random_matrix(m, k, 2.0 + i, rng), random_matrix(k, n, 2.0 + i, rng)
-            da.set(a2)
-            db.set(b2)
-            out.fill(cp.nan)
-            graph.launch(stream)
-            assert same_bits(cp.asnumpy(out), reference.gemm(a2, b2, moduli=15)), i
+        replays_give_the_reference(graph, stream, da, db, out, rng)
 
 
 def test_inside_a_torch_graph_on_its_own_stream(rng):
