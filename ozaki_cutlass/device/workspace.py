@@ -253,9 +253,7 @@ class WorkspacePool:
                         break
                     if old.shed(close=True) is not None:
                         over -= 1
-                        with self._lock:
-                            if self._spaces.get(old_key) is old:
-                                del self._spaces[old_key]
+                        self._forget(old_key, old)
         return ws
 
     def hold(self, device: int, stream: int) -> Held:
@@ -265,9 +263,8 @@ class WorkspacePool:
         another taken."""
         return Held(self, device, stream)
 
-    def _forget(self, device: int, stream: int, ws: Workspace) -> None:
-        """Drop ``ws`` (closed) where the pool still keeps it for ``stream`` on ``device``."""
-        key = (device, driver.stream_key(stream))
+    def _forget(self, key: tuple[int, int], ws: Workspace) -> None:
+        """Drop ``ws`` (closed) where the pool still keeps it under ``key``."""
         with self._lock:
             if self._spaces.get(key) is ws:
                 del self._spaces[key]
@@ -321,7 +318,7 @@ class Held:
                 self.ws = ws
                 return ws
             ws.lock.release()  # closed for a new stream's after get found it: it goes, another comes
-            self.pool._forget(self.device, self.stream, ws)
+            self.pool._forget((self.device, driver.stream_key(self.stream)), ws)
 
     def __exit__(self, *exc) -> None:
         self.ws.lock.release()

@@ -2,10 +2,11 @@
 already decided native goes straight to cuBLASLt.
 
 The call: two CuPy arrays or two PyTorch CUDA tensors, float64, no c, out, transposes,
-stream or timings, alpha != 0 (cuBLASLt would read A and B). Anything else, and the first call of a shape (which records the
-decision, ``ozaki_cutlass.paths.native.decide``), take the general path, and so does a
-call where another GPU, or a context other than the GPU's primary one (which CuPy and
-PyTorch make current), is current: the general path switches to it. Keys hold only
+stream or timings, alpha != 0 (cuBLASLt would read A and B). Anything else, and the
+first call of a shape (which records the decision, ``ozaki_cutlass.paths.native.decide``),
+take the general path, and so does a call where another GPU, or a context other than the
+GPU's primary one (which CuPy and PyTorch make current), is current: the general path
+switches to it. Keys hold only
 what each framework gives cheaply (shapes, strides, dtype, GPU, mode); the lane for one is
 worked out once, and kept with the decisions (``dispatch.policy.DECISIONS``) until
 ``ozaki_cutlass.dispatch.forget_tables()``. So calling ozaki_cutlass.gemm costs no more
