@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass.device import driver
+from ozaki_cutlass.device import arrays, cublas, driver
 from ozaki_cutlass.device.arrays import Matrix
 from ozaki_cutlass.device.workspace import Workspace, WorkspacePool
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
@@ -300,6 +300,16 @@ class FakeAlloc:
         self.synced += 1
         return (0,)
 
+    CU_MEMHOSTALLOC_PORTABLE = 1
+
+    def cuMemHostAlloc(self, nbytes, flags):
+        self.modes.append(("cuMemHostAlloc", self.mode))
+        return (0, next(FakeAlloc.ptrs))
+
+    def cuMemFreeHost(self, ptr):
+        self.modes.append(("cuMemFreeHost", self.mode))
+        return (0,)
+
     # streams and events, counted while alive
     CUstream_flags = types.SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
     CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
@@ -463,6 +473,37 @@ def test_what_a_workspace_makes_and_frees_a_capture_in_global_mode_allows(fake_a
     assert calls == {"cuMemAlloc", "cuMemFree", "cuStreamCreate", "cuStreamDestroy",
                      "cuMemcpyHtoDAsync on a stream"}
     assert {mode for _, mode in fake_alloc.modes} == {fake_alloc.RELAXED}
+
+
+def test_what_the_package_makes_and_frees_anywhere_a_capture_in_global_mode_allows(fake_alloc, monkeypatch):
+    """Not only a workspace's: a NumPy operand's device copy (made and freed per call), a
+    page-locked read, a stream, an event and a thread's cuBLAS handles, made while another
+    thread captures in global mode, would end that capture: each runs in relaxed mode.
+    The copy itself, on the legacy stream, is left in the thread's mode."""
+    keep = []
+    arrays.upload(np.ones((3, 4)), keep)
+    keep.pop().close()
+    driver.PinnedRead(2).close()
+    driver.destroy_stream(driver.new_stream())
+    driver.destroy_event(driver.new_event())
+
+    def create(*args):
+        fake_alloc.modes.append(("cublas create", fake_alloc.mode))
+        return 1
+
+    lib = types.SimpleNamespace(lt=types.SimpleNamespace(create=create), call=lambda what, fn, *args: fn(*args),
+                                blas=types.SimpleNamespace(create=create, set_pointer_mode=lambda *a: None,
+                                                           set_math_mode=lambda *a: None, PointerMode=types.SimpleNamespace(HOST=0),
+                                                           Math=types.SimpleNamespace(DEFAULT_MATH=0)))
+    cublas.Handles(lib).blas()
+    assert fake_alloc.mode == fake_alloc.GLOBAL
+    by_mode = {}
+    for call, mode in fake_alloc.modes:
+        by_mode.setdefault(mode, set()).add(call)
+    assert by_mode == {fake_alloc.RELAXED: {"cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemFreeHost",
+                                            "cuStreamCreate", "cuStreamDestroy", "cublas create"},
+                       fake_alloc.GLOBAL: {"cuMemcpyHtoDAsync on the legacy stream"}}
+    assert [call for call, _ in fake_alloc.modes].count("cublas create") == 2
 
 
 def test_workspaces_that_hold_nothing_are_forgotten_too(fake_alloc):

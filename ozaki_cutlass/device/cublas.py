@@ -6,9 +6,8 @@ fast FP64). The calls go through ``nvmath.bindings.cublas`` and ``nvmath.binding
 (nvmath-python: NVIDIA's typed Cython bindings, whose enums and structure layouts come
 from the CUDA headers); they find libcublas and libcublasLt with ``cuda.pathfinder``, so
 there is no CuPy or PyTorch dependency and nothing to compile. nvmath is imported and the
-libraries loaded on first use, once per process, never at import time. The binding was
-ctypes until 2026-12-01; nvmath's call costs less host time (docs/benchmarks.md, "The
-cuBLASLt binding").
+libraries loaded on first use, once per process, never at import time (nvmath, not ctypes:
+less host time per call, docs/benchmarks.md, "The cuBLASLt binding").
 
 Why cuBLASLt: ``cublasDgemm_v2`` chooses its kernel on every call; ``cublasLtMatmul`` takes
 one chosen before. :class:`LtDgemm` asks ``cublasLtMatmulAlgoGetHeuristic`` once per layout,
@@ -23,14 +22,14 @@ Layouts: ``ozaki_cutlass.device.layouts`` maps strided views onto one column-maj
 
 Reproducibility: one layout, GPU and pointer alignment always run the one algorithm chosen
 for it, and that algorithm needs no workspace, so it has no split-K reduction through
-scratch memory and shares none with calls on other streams: the same inputs give
-the same bits on every call, on any stream, concurrent or not, for a given libcublasLt and
-GPU. (Pointer alignment is part of the choice: the same numbers at an address aligned
-differently may take another kernel, as with any cuBLAS call.) Where the heuristic offers no
-algorithm, and for k == 0 (C = beta C, no product), the call goes to ``cublasDgemm_v2`` on a
-handle per (context, thread) in cuBLAS's default math mode and host pointer mode. DGEMM runs
-on the FP64 units on the GPUs this project targets (sm_80, sm_90; cuBLAS 13's own FP64
-emulation, on Blackwell, is opt-in).
+scratch memory and shares none with calls on other streams: the same inputs give the same
+bits on every call, on any stream, concurrent or not, for a given libcublasLt and GPU.
+(Pointer alignment is part of the choice: the same numbers at an address aligned differently
+may take another kernel, as with any cuBLAS call.) Where the heuristic offers no algorithm,
+and for k == 0 (C = beta C, no product), the call goes to ``cublasDgemm_v2`` on a handle per
+(context, thread) in cuBLAS's default math mode and host pointer mode. DGEMM runs on the
+FP64 units on the GPUs this project targets (sm_80, sm_90; cuBLAS 13's own FP64 emulation,
+on Blackwell, is opt-in).
 """
 
 from __future__ import annotations
@@ -99,8 +98,7 @@ _HOW_TO_FIX = ("install the CUDA toolkit (and put its lib64 on LD_LIBRARY_PATH o
 
 
 def _bindings():
-    """nvmath-python's cuBLAS and cuBLASLt binding modules (imported here, not at import time:
-    nvmath's import takes a few tenths of a second)."""
+    """nvmath-python's cuBLAS and cuBLASLt bindings, imported on first use (it takes a few tenths of a second)."""
     from nvmath.bindings import cublas as blas, cublasLt as lt
     return blas, lt
 
@@ -167,18 +165,20 @@ def current_context() -> int:
 
 class Handles:
     """The cuBLASLt handle of one (context, thread), and its cuBLAS handle made on first need
-    (both as integers)."""
+    (both as integers), in relaxed capture mode: cuBLAS allocates for them."""
 
     __slots__ = ("lib", "lt", "_blas")
 
     def __init__(self, lib: _Libraries):
         self.lib, self._blas = lib, None
-        self.lt = lib.call("cublasLtCreate", lib.lt.create)
+        with driver.relaxed_capture():
+            self.lt = lib.call("cublasLtCreate", lib.lt.create)
 
     def blas(self) -> int:
         if self._blas is None:
             lib = self.lib
-            handle = lib.call("cublasCreate_v2", lib.blas.create)
+            with driver.relaxed_capture():
+                handle = lib.call("cublasCreate_v2", lib.blas.create)
             lib.call("cublasSetPointerMode_v2", lib.blas.set_pointer_mode, handle, int(lib.blas.PointerMode.HOST))
             lib.call("cublasSetMathMode", lib.blas.set_math_mode, handle, int(lib.blas.Math.DEFAULT_MATH))
             self._blas = handle

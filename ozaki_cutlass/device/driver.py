@@ -37,7 +37,7 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "canonical_stream",
            "order_after",
            "DeviceBuffer", "check_stream", "stream_key", "PER_THREAD_STREAM", "stream_handle", "as_cu_stream",
-           "synchronize", "new_stream", "relaxed_capture", "EventTimer",
+           "synchronize", "new_stream", "destroy_stream", "new_event", "destroy_event", "relaxed_capture", "EventTimer",
            "event_times"]
 
 
@@ -154,13 +154,16 @@ def on_device(ordinal: int = 0):
 
 
 class DeviceBuffer:
-    """Device memory from cuMemAlloc, freed on close() or garbage collection."""
+    """Device memory from cuMemAlloc, freed on close() or garbage collection; both in
+    relaxed capture mode (:func:`relaxed_capture`), so that neither ends any thread's
+    capture."""
 
     def __init__(self, nbytes: int):
         cu = bindings()
         self.nbytes = int(nbytes)
         self._ptr = None
-        err, *rest = cu.cuMemAlloc(max(self.nbytes, 1))
+        with relaxed_capture():
+            err, *rest = cu.cuMemAlloc(max(self.nbytes, 1))
         if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
             raise OutOfMemoryError(f"out of GPU memory: {self.nbytes / 2**30:.2f} GiB asked for; free memory "
                                    "held elsewhere (ozaki_cutlass.empty_cache() releases the emulation's "
@@ -173,7 +176,8 @@ class DeviceBuffer:
 
     def close(self) -> None:
         if self._ptr is not None:
-            check(bindings().cuMemFree(self._ptr), "cuMemFree")
+            with relaxed_capture():
+                check(bindings().cuMemFree(self._ptr), "cuMemFree")
             self._ptr = None
 
     def __del__(self):
@@ -218,7 +222,8 @@ class PinnedRead:
     (so the copy is asynchronous) and an event behind it. :meth:`start` enqueues the copy
     on a stream, after the work already there; work enqueued after it may run on while
     :meth:`wait` blocks until the copy alone has landed. One read in flight at a time: the
-    contract's read of its certificate (its workspace holds one)."""
+    contract's read of its certificate (its workspace holds one). Made and freed in
+    relaxed capture mode, as :class:`DeviceBuffer` is."""
 
     def __init__(self, count: int, dtype=np.float64):
         cu = bindings()
@@ -226,9 +231,10 @@ class PinnedRead:
         self.count = int(count)
         self.nbytes = self.count * self.dtype.itemsize
         self._host = self._event = None
-        self._host = int(check(cu.cuMemHostAlloc(max(self.nbytes, 1), cu.CU_MEMHOSTALLOC_PORTABLE),
-                               "cuMemHostAlloc"))
-        self._event = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        with relaxed_capture():
+            self._host = int(check(cu.cuMemHostAlloc(max(self.nbytes, 1), cu.CU_MEMHOSTALLOC_PORTABLE),
+                                   "cuMemHostAlloc"))
+        self._event = new_event()
 
     def start(self, ptr: int, stream=0) -> None:
         """Copy ``count`` values from device pointer ``ptr`` after the work on ``stream``."""
@@ -243,12 +249,12 @@ class PinnedRead:
         return np.frombuffer(raw, dtype=self.dtype, count=self.count).copy()
 
     def close(self) -> None:
-        cu = bindings()
         if self._event is not None:
-            check(cu.cuEventDestroy(self._event), "cuEventDestroy")
+            destroy_event(self._event)
             self._event = None
         if self._host is not None:
-            check(cu.cuMemFreeHost(self._host), "cuMemFreeHost")
+            with relaxed_capture():
+                check(bindings().cuMemFreeHost(self._host), "cuMemFreeHost")
             self._host = None
 
     def __del__(self):
@@ -354,9 +360,30 @@ def synchronize(stream=0) -> None:
     check(bindings().cuStreamSynchronize(as_cu_stream(stream)), "cuStreamSynchronize")
 
 
+# Streams and events the package keeps, made and destroyed in relaxed capture mode (as
+# DeviceBuffer's memory is).
 def new_stream():
+    """A new non-blocking stream (a CUstream)."""
     cu = bindings()
-    return check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+    with relaxed_capture():
+        return check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+
+
+def destroy_stream(stream) -> None:
+    with relaxed_capture():
+        check(bindings().cuStreamDestroy(as_cu_stream(stream)), "cuStreamDestroy")
+
+
+def new_event():
+    """A new event without timing (a CUevent), to order streams or wait for a copy."""
+    cu = bindings()
+    with relaxed_capture():
+        return check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+
+
+def destroy_event(event) -> None:
+    with relaxed_capture():
+        check(bindings().cuEventDestroy(event), "cuEventDestroy")
 
 
 @contextlib.contextmanager

@@ -70,8 +70,7 @@ class Workspace:
         if self.pinned:
             self._kept.append(buf)
         else:
-            with driver.relaxed_capture():
-                buf.close()
+            buf.close()
 
     def release(self) -> int:
         """Free every buffer, after the GPU (whose context is current) has finished the work
@@ -102,8 +101,7 @@ class Workspace:
             self.replays.clear()
             freed = self._free_buffers()
             if close:
-                with driver.relaxed_capture():
-                    self._close_rest()
+                self._close_rest()
                 self.closed = True
             return freed
         finally:
@@ -111,7 +109,6 @@ class Workspace:
 
     def _close_rest(self) -> None:
         """Free what the workspace holds besides its buffers (the caller holds the lock)."""
-        cu = driver.bindings()
         if self._moduli is not None:
             self._moduli.close()
             self._moduli = None
@@ -121,20 +118,19 @@ class Workspace:
         if self._side is not None:  # its work was joined into the stream's, done (cuMemFree waited)
             side, fork, join = self._side
             self._side = None
-            driver.check(cu.cuEventDestroy(fork), "cuEventDestroy")
-            driver.check(cu.cuEventDestroy(join), "cuEventDestroy")
-            driver.check(cu.cuStreamDestroy(driver.as_cu_stream(side)), "cuStreamDestroy")
+            driver.destroy_event(fork)
+            driver.destroy_event(join)
+            driver.destroy_stream(side)
         if self._capture is not None:  # nothing runs there
             capture, self._capture = self._capture, None
-            driver.check(cu.cuStreamDestroy(driver.as_cu_stream(capture)), "cuStreamDestroy")
+            driver.destroy_stream(capture)
 
     def _free_buffers(self) -> int:
         """Free every buffer (the caller holds the lock, and the workspace is not pinned);
         returns the bytes freed."""
         held = self.nbytes
-        with driver.relaxed_capture():
-            for buf in self._buffers.values():
-                buf.close()
+        for buf in self._buffers.values():
+            buf.close()
         self._buffers.clear()
         return held
 
@@ -142,40 +138,33 @@ class Workspace:
         """A second stream (non-blocking) and two events for forking work off the main
         stream and joining it back; created on first use, kept."""
         if self._side is None:
-            cu = driver.bindings()
-            flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
-            with driver.relaxed_capture():
-                self._side = (int(driver.new_stream()), driver.check(cu.cuEventCreate(flags), "cuEventCreate"),
-                              driver.check(cu.cuEventCreate(flags), "cuEventCreate"))
+            self._side = (int(driver.new_stream()), driver.new_event(), driver.new_event())
         return self._side
 
     def capture_stream(self) -> int:
         """A stream (non-blocking) on which calls are captured into graphs and nothing
         runs; created on first use, kept."""
         if self._capture is None:
-            with driver.relaxed_capture():
-                self._capture = int(driver.new_stream())
+            self._capture = int(driver.new_stream())
         return self._capture
 
     def pinned_read(self, count: int) -> driver.PinnedRead:
         """The workspace's page-locked read of ``count`` doubles (the contract's certificate),
         made on first use and kept: one call at a time uses it (under ``lock``)."""
         if count not in self._reads:
-            with driver.relaxed_capture():
-                self._reads[count] = driver.PinnedRead(count)
+            self._reads[count] = driver.PinnedRead(count)
         return self._reads[count]
 
     def moduli(self) -> int:
         """The whole moduli table as device int32, uploaded once: N moduli are its first N."""
         if self._moduli is None:
             table = np.array(MODULI_TABLE, dtype=np.int32)
-            cu = driver.bindings()
-            with driver.relaxed_capture():  # on a stream of its own: the call's may be captured
-                moduli, stream = driver.DeviceBuffer(table.nbytes), int(driver.new_stream())
-                try:
+            moduli, stream = driver.DeviceBuffer(table.nbytes), int(driver.new_stream())
+            try:  # on a stream of its own (the call's may be captured), in relaxed mode
+                with driver.relaxed_capture():
                     moduli.upload(table, stream)  # synchronous: done before any kernel reads it
-                finally:
-                    driver.check(cu.cuStreamDestroy(driver.as_cu_stream(stream)), "cuStreamDestroy")
+            finally:
+                driver.destroy_stream(stream)
             self._moduli = moduli
         return self._moduli.ptr
 
@@ -211,13 +200,12 @@ class Workspace:
     def _allocate(self, nbytes: int) -> driver.DeviceBuffer:
         """A buffer of ``nbytes``; out of memory, once more after the idle other workspaces of
         this GPU freed theirs (where they held any)."""
-        with driver.relaxed_capture():
-            try:
-                return driver.DeviceBuffer(max(nbytes, 16))
-            except driver.OutOfMemoryError:
-                if self._reclaim is None or not self._reclaim():
-                    raise
+        try:
             return driver.DeviceBuffer(max(nbytes, 16))
+        except driver.OutOfMemoryError:
+            if self._reclaim is None or not self._reclaim():
+                raise
+        return driver.DeviceBuffer(max(nbytes, 16))
 
 
 class WorkspacePool:

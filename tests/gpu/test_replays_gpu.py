@@ -2,6 +2,8 @@
 the reference on every call, new values in the same buffers, after the workspace
 changes, under the caller's own capture. The policy on the CPU: tests/test_replays.py."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -161,6 +163,16 @@ def test_under_the_callers_own_capture(rng, stream):
         replays_give_the_reference(graph, stream, da, db, out, rng)
 
 
+def operands_after_a_first_call(rng, m, n, k):
+    """Random A and B and their CuPy copies, after one call on them on another stream (the
+    kernel libraries loaded) has finished."""
+    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
+    da, db = cp.asarray(a), cp.asarray(b)
+    ozaki_cutlass.gemm(da, db, moduli=15)
+    cp.cuda.Device().synchronize()
+    return a, b, da, db
+
+
 @pytest.mark.parametrize("non_blocking", [True, False])
 def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocking):
     """The caller captures in global mode (PyTorch's default) a stream we have not seen:
@@ -168,10 +180,7 @@ def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocki
     stream), which global mode forbids unless the calls that do so are relaxed and none
     touches the legacy stream (a blocking capturing stream depends on it)."""
     m, n, k = 56, 40, 120
-    a, b = random_matrix(m, k, 1.0, rng), random_matrix(k, n, 1.0, rng)
-    da, db = cp.asarray(a), cp.asarray(b)
-    ozaki_cutlass.gemm(da, db, moduli=15)  # the libraries loaded, on another stream
-    cp.cuda.Device().synchronize()
+    _, _, da, db = operands_after_a_first_call(rng, m, n, k)
     stream = cp.cuda.Stream(non_blocking=non_blocking)
     with stream:
         out = cp.full((m, n), cp.nan)
@@ -179,6 +188,51 @@ def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocki
         stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
         ozaki_cutlass.gemm(da, db, moduli=15, out=out)
         graph = stream.end_capture()
+        replays_give_the_reference(graph, stream, da, db, out, rng)
+
+
+def other_threads_call(what, a, b):
+    """What another, new thread computes beside the capture (its device buffers and cuBLAS
+    handles made then)."""
+    if what == "emulated":
+        return ozaki_cutlass.gemm(a, b, moduli=15)
+    if what == "prepared":
+        return ozaki_cutlass.gemm(ozaki_cutlass.prepare(a, "left", moduli=15), b)
+    return ozaki_cutlass.gemm(a, b, policy="native")
+
+
+@pytest.mark.parametrize("what", ["emulated", "prepared", "native"])
+def test_numpy_calls_of_another_thread_beside_a_global_capture(rng, what):
+    """One thread captures a stream in global mode (PyTorch's default) while a new thread
+    multiplies NumPy arrays: that thread's allocations, frees and cuBLAS handles would end
+    the capture unless made in relaxed mode. Its product is right, and so is the graph."""
+    m, n, k = 40, 32, 72
+    a, b, da, db = operands_after_a_first_call(rng, m, n, k)
+    stream = cp.cuda.Stream(non_blocking=True)
+    done = {}
+
+    def other():
+        try:
+            done["c"] = other_threads_call(what, a, b)
+        except Exception as exc:  # reported below, with the capture's fate
+            done["error"] = exc
+
+    with stream:
+        out = cp.full((m, n), cp.nan)
+        stream.synchronize()
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        try:
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+            ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        finally:
+            graph = stream.end_capture()
+        assert "error" not in done, done.get("error")
+        if what == "native":
+            np.testing.assert_allclose(done["c"], a @ b, rtol=1e-13, atol=1e-13)
+        else:
+            assert same_bits(done["c"], reference.gemm(a, b, moduli=15))
         replays_give_the_reference(graph, stream, da, db, out, rng)
 
 
