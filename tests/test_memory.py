@@ -336,6 +336,7 @@ class FakeAlloc:
         return (0,)
 
     def cuStreamSynchronize(self, stream):
+        self.modes.append(("cuStreamSynchronize", self.mode))
         return (0,)
 
     def cuCtxGetCurrent(self):
@@ -471,15 +472,16 @@ def test_what_a_workspace_makes_and_frees_a_capture_in_global_mode_allows(fake_a
     assert fake_alloc.mode == fake_alloc.GLOBAL
     calls = {call for call, _ in fake_alloc.modes}
     assert calls == {"cuMemAlloc", "cuMemFree", "cuStreamCreate", "cuStreamDestroy",
-                     "cuMemcpyHtoDAsync on a stream"}
+                     "cuMemcpyHtoDAsync on a stream", "cuStreamSynchronize"}
     assert {mode for _, mode in fake_alloc.modes} == {fake_alloc.RELAXED}
 
 
 def test_what_the_package_makes_and_frees_anywhere_a_capture_in_global_mode_allows(fake_alloc, monkeypatch):
-    """Not only a workspace's: a NumPy operand's device copy (made and freed per call), a
-    page-locked read, a stream, an event and a thread's cuBLAS handles, made while another
-    thread captures in global mode, would end that capture: each runs in relaxed mode.
-    The copy itself, on the legacy stream, is left in the thread's mode."""
+    """Not only a workspace's: a NumPy operand's device copy (made and freed per call) and
+    the wait for its upload, a page-locked read, a stream, an event and a thread's cuBLAS
+    handles, made while another thread captures in global mode, would end that capture:
+    each runs in relaxed mode. The copy itself, on the legacy stream, is left in the
+    thread's mode (CUDA lets it be)."""
     keep = []
     arrays.upload(np.ones((3, 4)), keep)
     keep.pop().close()
@@ -501,7 +503,8 @@ def test_what_the_package_makes_and_frees_anywhere_a_capture_in_global_mode_allo
     for call, mode in fake_alloc.modes:
         by_mode.setdefault(mode, set()).add(call)
     assert by_mode == {fake_alloc.RELAXED: {"cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemFreeHost",
-                                            "cuStreamCreate", "cuStreamDestroy", "cublas create"},
+                                            "cuStreamCreate", "cuStreamDestroy", "cublas create",
+                                            "cuStreamSynchronize"},
                        fake_alloc.GLOBAL: {"cuMemcpyHtoDAsync on the legacy stream"}}
     assert [call for call, _ in fake_alloc.modes].count("cublas create") == 2
 

@@ -37,7 +37,8 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "canonical_stream",
            "order_after",
            "DeviceBuffer", "check_stream", "stream_key", "PER_THREAD_STREAM", "stream_handle", "as_cu_stream",
-           "synchronize", "new_stream", "destroy_stream", "new_event", "destroy_event", "relaxed_capture", "EventTimer",
+           "synchronize", "wait_event", "new_stream", "destroy_stream", "new_event", "destroy_event",
+           "relaxed_capture", "EventTimer",
            "event_times"]
 
 
@@ -244,7 +245,7 @@ class PinnedRead:
 
     def wait(self) -> np.ndarray:
         """Block until the copy :meth:`start` enqueued has landed; a copy of the values."""
-        check(bindings().cuEventSynchronize(self._event), "cuEventSynchronize")
+        wait_event(self._event)
         raw = (ctypes.c_char * self.nbytes).from_address(self._host)
         return np.frombuffer(raw, dtype=self.dtype, count=self.count).copy()
 
@@ -356,8 +357,20 @@ def as_cu_stream(stream):
     return bindings().CUstream(stream_handle(stream))
 
 
+# The host's waits, in relaxed capture mode: in global mode, while any thread captures in
+# global mode, cuStreamSynchronize and cuEventSynchronize are refused, even for a stream or
+# event the capture does not touch, and that capture ends invalidated (H100, 2026-12-06;
+# scripts/capture_probe.py).
 def synchronize(stream=0) -> None:
-    check(bindings().cuStreamSynchronize(as_cu_stream(stream)), "cuStreamSynchronize")
+    """Wait for the work enqueued on ``stream``."""
+    with relaxed_capture():
+        check(bindings().cuStreamSynchronize(as_cu_stream(stream)), "cuStreamSynchronize")
+
+
+def wait_event(event) -> None:
+    """Wait for ``event`` (a CUevent) to complete."""
+    with relaxed_capture():
+        check(bindings().cuEventSynchronize(event), "cuEventSynchronize")
 
 
 # Streams and events the package keeps, made and destroyed in relaxed capture mode (as
@@ -420,7 +433,7 @@ class EventTimer:
     def stop(self) -> float:
         cu = bindings()
         check(cu.cuEventRecord(self._stop, as_cu_stream(self.stream)), "cuEventRecord")
-        check(cu.cuEventSynchronize(self._stop), "cuEventSynchronize")
+        wait_event(self._stop)
         return float(check(cu.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime"))
 
 

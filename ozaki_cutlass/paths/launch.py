@@ -161,7 +161,7 @@ class PhaseTimer:
 
     def result(self) -> dict:
         cu = driver.bindings()
-        driver.check(cu.cuEventSynchronize(self.marks[-1][1]), "cuEventSynchronize")
+        driver.wait_event(self.marks[-1][1])
         out = {p: 0.0 for p in PHASES}
         for (_, e0), (name, e1) in zip(self.marks, self.marks[1:]):
             out[name] = out.get(name, 0.0) + float(driver.check(cu.cuEventElapsedTime(e0, e1),

@@ -204,8 +204,9 @@ def other_threads_call(what, a, b):
 @pytest.mark.parametrize("what", ["emulated", "prepared", "native"])
 def test_numpy_calls_of_another_thread_beside_a_global_capture(rng, what):
     """One thread captures a stream in global mode (PyTorch's default) while a new thread
-    multiplies NumPy arrays: that thread's allocations, frees and cuBLAS handles would end
-    the capture unless made in relaxed mode. Its product is right, and so is the graph."""
+    multiplies NumPy arrays: that thread's allocations, frees, cuBLAS handles and waits
+    for its uploads and downloads would end the capture unless made in relaxed mode. Its
+    product is right, and so is the graph."""
     m, n, k = 40, 32, 72
     a, b, da, db = operands_after_a_first_call(rng, m, n, k)
     stream = cp.cuda.Stream(non_blocking=True)
