@@ -339,6 +339,10 @@ class FakeAlloc:
         self.modes.append(("cuStreamSynchronize", self.mode))
         return (0,)
 
+    def cuEventSynchronize(self, event):
+        self.modes.append(("cuEventSynchronize", self.mode))
+        return (0,)
+
     def cuCtxGetCurrent(self):
         return (0, 1)
 
@@ -476,27 +480,29 @@ def test_what_a_workspace_makes_and_frees_a_capture_in_global_mode_allows(fake_a
     assert {mode for _, mode in fake_alloc.modes} == {fake_alloc.RELAXED}
 
 
-def test_what_the_package_makes_and_frees_anywhere_a_capture_in_global_mode_allows(fake_alloc, monkeypatch):
+def test_what_the_package_makes_frees_and_waits_for_anywhere_a_capture_in_global_mode_allows(fake_alloc):
     """Not only a workspace's: a NumPy operand's device copy (made and freed per call) and
-    the wait for its upload, a page-locked read, a stream, an event and a thread's cuBLAS
-    handles, made while another thread captures in global mode, would end that capture:
-    each runs in relaxed mode. The copy itself, on the legacy stream, is left in the
-    thread's mode (CUDA lets it be)."""
+    the wait for its upload, a page-locked read, a stream, an event, a wait for an event
+    and a thread's cuBLAS handles, made while another thread captures in global mode,
+    would end that capture: each runs in relaxed mode. The copy itself, on the legacy
+    stream, is left in the thread's mode (CUDA lets it be)."""
     keep = []
     arrays.upload(np.ones((3, 4)), keep)
     keep.pop().close()
     driver.PinnedRead(2).close()
     driver.destroy_stream(driver.new_stream())
-    driver.destroy_event(driver.new_event())
+    event = driver.new_event()
+    driver.wait_event(event)
+    driver.destroy_event(event)
 
     def create(*args):
         fake_alloc.modes.append(("cublas create", fake_alloc.mode))
         return 1
 
-    lib = types.SimpleNamespace(lt=types.SimpleNamespace(create=create), call=lambda what, fn, *args: fn(*args),
-                                blas=types.SimpleNamespace(create=create, set_pointer_mode=lambda *a: None,
-                                                           set_math_mode=lambda *a: None, PointerMode=types.SimpleNamespace(HOST=0),
-                                                           Math=types.SimpleNamespace(DEFAULT_MATH=0)))
+    ignore = lambda *args: None  # noqa: E731
+    blas = types.SimpleNamespace(create=create, set_pointer_mode=ignore, set_math_mode=ignore,
+                                 PointerMode=types.SimpleNamespace(HOST=0), Math=types.SimpleNamespace(DEFAULT_MATH=0))
+    lib = types.SimpleNamespace(lt=types.SimpleNamespace(create=create), blas=blas, call=lambda what, fn, *a: fn(*a))
     cublas.Handles(lib).blas()
     assert fake_alloc.mode == fake_alloc.GLOBAL
     by_mode = {}
@@ -504,7 +510,7 @@ def test_what_the_package_makes_and_frees_anywhere_a_capture_in_global_mode_allo
         by_mode.setdefault(mode, set()).add(call)
     assert by_mode == {fake_alloc.RELAXED: {"cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemFreeHost",
                                             "cuStreamCreate", "cuStreamDestroy", "cublas create",
-                                            "cuStreamSynchronize"},
+                                            "cuStreamSynchronize", "cuEventSynchronize"},
                        fake_alloc.GLOBAL: {"cuMemcpyHtoDAsync on the legacy stream"}}
     assert [call for call, _ in fake_alloc.modes].count("cublas create") == 2
 
