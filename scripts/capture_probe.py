@@ -1,6 +1,5 @@
 """Which driver calls of one thread end another thread's CUDA graph capture in global mode
-(PyTorch's default)? The rule behind ozaki_cutlass.device.driver's relaxed calls (device
-run: 2026-12-06, one H100, driver 580.159.04).
+(PyTorch's default)? The rule behind ozaki_cutlass.device.driver's relaxed calls.
 
 For each call below, the main thread begins a global-mode capture on a new non-blocking
 stream, a second thread makes the call (in its own global mode, or inside
@@ -9,7 +8,7 @@ it: "active" where the capture survived, "invalidated" where the call ended it. 
 calls touch neither the capturing stream nor anything it captured.
     python scripts/capture_probe.py
 
-Measured on 2026-12-06 (H100s, 03:19 and 04:42 UTC) by two ad-hoc forms of this probe (the
+Measured on 2026-12-06 (H100s, driver 580.159.04, 03:19 and 04:42 UTC) by two ad-hoc forms of this probe (the
 same calls through cuda.bindings, not kept; this script has not run on a GPU yet): in the
 thread's own global mode cuMemAlloc, cuMemFree, cuStreamSynchronize (of the legacy stream
 or any other), cuEventSynchronize and cuEventQuery ended the capture; in relaxed mode
