@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ozaki_cutlass
-from ozaki_cutlass.device import arrays, cublas, driver
+from ozaki_cutlass.device import arrays, cublas, driver, graphs
 from ozaki_cutlass.device.arrays import Matrix
 from ozaki_cutlass.device.workspace import Workspace, WorkspacePool
 from ozaki_cutlass.generator import Arch, Epilogue, catalog, default_variant
@@ -346,6 +346,25 @@ class FakeAlloc:
     def cuCtxGetCurrent(self):
         return (0, 1)
 
+    # graphs: a capture of our own (device.graphs.capture), instantiated and destroyed
+    def cuStreamBeginCapture(self, stream, mode):
+        return (0,)
+
+    def cuStreamEndCapture(self, stream):
+        return (0, next(FakeAlloc.ptrs))
+
+    def cuGraphInstantiate(self, graph, flags):
+        self.modes.append(("cuGraphInstantiate", self.mode))
+        return (0, next(FakeAlloc.ptrs))
+
+    def cuGraphDestroy(self, graph):
+        self.modes.append(("cuGraphDestroy", self.mode))
+        return (0,)
+
+    def cuGraphExecDestroy(self, graph):
+        self.modes.append(("cuGraphExecDestroy", self.mode))
+        return (0,)
+
 
 def test_out_of_memory_is_ours_and_says_what_to_do(monkeypatch):
     cu = FakeAlloc(limit=1 << 30)
@@ -482,10 +501,12 @@ def test_what_a_workspace_makes_and_frees_a_capture_in_global_mode_allows(fake_a
 
 def test_what_the_package_makes_frees_and_waits_for_anywhere_a_capture_in_global_mode_allows(fake_alloc):
     """Not only a workspace's: a NumPy operand's device copy (made and freed per call) and
-    the wait for its upload, a page-locked read, a stream, an event, a wait for an event
-    and a thread's cuBLAS handles, made while another thread captures in global mode,
-    would end that capture: each runs in relaxed mode. The copy itself, on the legacy
-    stream, is left in the thread's mode (CUDA lets it be)."""
+    the wait for its upload, a page-locked read, a stream, an event, a wait for an event,
+    a thread's cuBLAS handles and a replay graph's instantiation and destruction, made
+    while another thread captures in global mode (or a replay graph destroyed inside the
+    caller's own capture, where a call replaces a buffer), would end that capture: each
+    runs in relaxed mode. The copy itself, on the legacy stream, is left in the thread's
+    mode (CUDA lets it be)."""
     keep = []
     arrays.upload(np.ones((3, 4)), keep)
     keep.pop().close()
@@ -504,13 +525,16 @@ def test_what_the_package_makes_frees_and_waits_for_anywhere_a_capture_in_global
                                  PointerMode=types.SimpleNamespace(HOST=0), Math=types.SimpleNamespace(DEFAULT_MATH=0))
     lib = types.SimpleNamespace(lt=types.SimpleNamespace(create=create), blas=blas, call=lambda what, fn, *a: fn(*a))
     cublas.Handles(lib).blas()
+    graph, _ = graphs.capture(7, lambda stream: None)
+    graph.close()
     assert fake_alloc.mode == fake_alloc.GLOBAL
     by_mode = {}
     for call, mode in fake_alloc.modes:
         by_mode.setdefault(mode, set()).add(call)
     assert by_mode == {fake_alloc.RELAXED: {"cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemFreeHost",
                                             "cuStreamCreate", "cuStreamDestroy", "cublas create",
-                                            "cuStreamSynchronize", "cuEventSynchronize"},
+                                            "cuStreamSynchronize", "cuEventSynchronize", "cuGraphInstantiate",
+                                            "cuGraphDestroy", "cuGraphExecDestroy"},
                        fake_alloc.GLOBAL: {"cuMemcpyHtoDAsync on the legacy stream"}}
     assert [call for call, _ in fake_alloc.modes].count("cublas create") == 2
 

@@ -36,9 +36,12 @@ class Graph:
         driver.check(driver.bindings().cuGraphLaunch(self._handle, driver.as_cu_stream(stream)), "cuGraphLaunch")
 
     def close(self) -> None:
-        """Free the graph; a launch of it already enqueued still runs (the driver frees it after)."""
+        """Free the graph; a launch of it already enqueued still runs (the driver frees it
+        after). In relaxed capture mode: a call that replaces a workspace buffer inside the
+        caller's capture in global mode frees its stream's graphs there."""
         if self._handle is not None:
-            driver.check(driver.bindings().cuGraphExecDestroy(self._handle), "cuGraphExecDestroy")
+            with driver.relaxed_capture():
+                driver.check(driver.bindings().cuGraphExecDestroy(self._handle), "cuGraphExecDestroy")
             self._handle = None
 
 
@@ -64,13 +67,14 @@ def capture(stream: int, work: Callable[[int], Any]) -> tuple[Graph, Any]:
     except BaseException:
         err, graph = cu.cuStreamEndCapture(cs)
         if err == cu.CUresult.CUDA_SUCCESS and graph is not None:
-            cu.cuGraphDestroy(graph)
+            cu.cuGraphDestroy(graph)  # harmless to any capture, in either mode
         raise
     graph = driver.check(cu.cuStreamEndCapture(cs), "cuStreamEndCapture")
-    try:
-        return Graph(driver.check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")), result
-    finally:
-        driver.check(cu.cuGraphDestroy(graph), "cuGraphDestroy")
+    with driver.relaxed_capture():  # instantiating in global mode would end another thread's capture
+        try:
+            return Graph(driver.check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")), result
+        finally:
+            driver.check(cu.cuGraphDestroy(graph), "cuGraphDestroy")
 
 
 class Replays:

@@ -9,7 +9,7 @@ import pytest
 
 import ozaki_cutlass
 from ozaki_cutlass import reference
-from ozaki_cutlass.device.workspace import WORKSPACES
+from ozaki_cutlass.device.workspace import WORKSPACES, WORKSPACES_PER_DEVICE
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 
 pytestmark = pytest.mark.gpu
@@ -182,6 +182,53 @@ def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocki
     m, n, k = 56, 40, 120
     _, _, da, db = operands_after_a_first_call(rng, m, n, k)
     stream = cp.cuda.Stream(non_blocking=non_blocking)
+    with stream:
+        out = cp.full((m, n), cp.nan)
+        stream.synchronize()
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        graph = stream.end_capture()
+        replays_give_the_reference(graph, stream, da, db, out, rng)
+
+
+def test_under_the_callers_global_capture_of_a_stream_with_replays(rng, stream):
+    """The caller captures in global mode a stream whose workspace holds a replay graph,
+    and the captured call needs larger buffers: replacing them destroys the stream's
+    graphs (they read the old ones) inside the capture, in the capturing thread, which
+    global mode forbids unless the destroy is relaxed. (A stream handle the driver reuses
+    after another was destroyed finds that stream's workspace: how a "new" stream gets
+    here.)"""
+    small = random_matrix(32, 64, 1.0, rng), random_matrix(64, 24, 1.0, rng)
+    before = counts(stream)
+    with stream:
+        ds, o = [cp.asarray(x) for x in small], cp.empty((32, 24))
+        for _ in range(3):
+            ozaki_cutlass.gemm(*ds, moduli=15, out=o)
+    assert delta(before, counts(stream)) == {"direct": 1, "captured": 1, "replayed": 1}
+    m, n, k = 160, 120, 400
+    with stream:
+        da, db = cp.asarray(random_matrix(m, k, 1.0, rng)), cp.asarray(random_matrix(k, n, 1.0, rng))
+        out = cp.full((m, n), cp.nan)
+        stream.synchronize()
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        graph = stream.end_capture()
+        replays_give_the_reference(graph, stream, da, db, out, rng)
+
+
+def test_under_the_callers_global_capture_with_the_pool_full(rng):
+    """The pool keeps WORKSPACES_PER_DEVICE workspaces of this GPU, each holding buffers,
+    when the caller captures (global mode) a stream new to it: the least recently used one
+    is closed inside the capture, by the capturing thread, whose frees and stream and event
+    destroys in relaxed mode leave its capture active (scripts/capture_probe.py)."""
+    m, n, k = 56, 40, 120
+    _, _, da, db = operands_after_a_first_call(rng, m, n, k)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(WORKSPACES_PER_DEVICE)]
+    for s in streams:  # the pool full of idle workspaces with buffers
+        with s:
+            ozaki_cutlass.gemm(da, db, moduli=15)
+        s.synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         out = cp.full((m, n), cp.nan)
         stream.synchronize()
