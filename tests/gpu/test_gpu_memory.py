@@ -8,6 +8,7 @@ import pytest
 import ozaki_cutlass
 from ozaki_cutlass import reference
 from ozaki_cutlass.device import driver
+from ozaki_cutlass.device.workspace import WORKSPACES
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 
 pytestmark = pytest.mark.gpu
@@ -16,6 +17,25 @@ pytestmark = pytest.mark.gpu
 def _free_bytes() -> int:
     free, _ = driver.check(driver.bindings().cuMemGetInfo(), "cuMemGetInfo")
     return int(free)
+
+
+def _kept() -> int:
+    """What the workspaces hold after empty_cache: the buffers of those that earlier tests'
+    captures pinned (device.workspace), which stay for the process."""
+    ozaki_cutlass.empty_cache()
+    return ozaki_cutlass.memory_held()
+
+
+def _unpinned_stream(cp):
+    """A new non-blocking CuPy stream whose workspace no earlier capture pinned: the driver
+    hands a destroyed stream's handle to a new stream, which then finds that stream's
+    workspace (a pinned one keeps every buffer, so what a call adds would stay)."""
+    taken = []  # alive until a handle is found, so that each try gets another
+    while True:
+        stream = cp.cuda.Stream(non_blocking=True)
+        if not WORKSPACES.get(0, stream.ptr).pinned:
+            return stream
+        taken.append(stream)
 
 
 def test_out_of_memory_then_the_next_call_works(rng):
@@ -39,9 +59,8 @@ def test_empty_cache_gives_the_memory_back(rng):
     m = n = k = 2048
     ha, hb = random_matrix(m, k, 0.5, rng), random_matrix(k, n, 0.5, rng)
     a, b = cp.asarray(ha), cp.asarray(hb)
-    ozaki_cutlass.empty_cache()
-    pinned = ozaki_cutlass.memory_held()  # kept for graphs that earlier tests captured
-    with cp.cuda.Stream(non_blocking=True) as stream:  # a fresh workspace: only this call's buffers
+    pinned = _kept()
+    with _unpinned_stream(cp) as stream:  # a workspace holding only this call's buffers
         for path in ("staged", "fused"):
             ozaki_cutlass.gemm(a, b, path=path, moduli=15)
         stream.synchronize()
@@ -66,26 +85,26 @@ def test_a_stream_per_task_holds_at_most_so_many_workspaces(rng):
     ha, hb = random_matrix(256, 192, 0.5, rng), random_matrix(192, 160, 0.5, rng)
     want = reference.gemm(ha, hb, moduli=15)
     a, b = cp.asarray(ha), cp.asarray(hb)
-    ozaki_cutlass.empty_cache()
+    pinned = _kept()
     for _ in range(WORKSPACES_PER_DEVICE + 8):
-        stream = cp.cuda.Stream(non_blocking=True)
+        stream = _unpinned_stream(cp)
         with stream:
             got = cp.asnumpy(ozaki_cutlass.gemm(a, b, moduli=15))  # copied on that stream
         assert same_bits(got, want)
         del stream  # destroyed: its workspace is freed later without touching it
-    held = ozaki_cutlass.memory_held()
+    held = ozaki_cutlass.memory_held() - pinned
     assert 0 < held <= WORKSPACES_PER_DEVICE * ozaki_cutlass.workspace_bytes(256, 160, 192, moduli=15)
 
 
 def test_workspace_bytes_bounds_one_call(rng):
     cp = pytest.importorskip("cupy")
-    ozaki_cutlass.empty_cache()
+    pinned = _kept()
     for path, (m, n, k) in (("staged", (300, 200, 500)), ("fused", (256, 384, 1000))):
         a = cp.asarray(random_matrix(m, k, 0.5, rng))
         b = cp.asarray(np.asfortranarray(random_matrix(k, n, 0.5, rng)))
-        with cp.cuda.Stream(non_blocking=True):
+        with _unpinned_stream(cp):
             ozaki_cutlass.gemm(a, b, path=path, mode="accurate")
-        held = ozaki_cutlass.memory_held()
+        held = ozaki_cutlass.memory_held() - pinned
         assert 0 < held <= ozaki_cutlass.workspace_bytes(m, n, k, path=path)
         ozaki_cutlass.empty_cache()
 
@@ -95,14 +114,14 @@ def test_workspace_bytes_bounds_a_complex_call(rng, monkeypatch):
     product's, Karatsuba's parts among them) within workspace_bytes(dtype=complex128)."""
     cp = pytest.importorskip("cupy")
     monkeypatch.setenv("OZAKI_KARATSUBA_MIN", "0")
-    ozaki_cutlass.empty_cache()
+    pinned = _kept()
     m, n, k = 200, 120, 300
     a = cp.asarray(random_matrix(m, k, 0.5, rng) + 1j * random_matrix(m, k, 0.5, rng))
     b = cp.asarray(random_matrix(k, n, 0.5, rng) + 1j * random_matrix(k, n, 0.5, rng))
     for path in ("staged", "fused"):
         timings = {}
         ozaki_cutlass.gemm(a, b, alpha=0.5, path=path, timings=timings)
-        held = ozaki_cutlass.memory_held()
+        held = ozaki_cutlass.memory_held() - pinned  # the call is on the legacy stream, never captured
         assert ("products" in timings) is (path == "staged")   # Karatsuba ran on the staged path
         assert 0 < held <= ozaki_cutlass.workspace_bytes(m, n, k, path=path, dtype=np.complex128)
         ozaki_cutlass.empty_cache()
