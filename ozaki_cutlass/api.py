@@ -24,8 +24,9 @@ from .device.arch import visible_arch
 from .batched import batched_gemm, ndim_of
 from .complex_gemm import realified_on_device, zgemm
 from .device.arrays import current_stream, dtype_of
+from .device.graphs import is_capturing
 from .device.workspace import COMPLEX_WORKSPACES, WORKSPACES
-from .execute import execute
+from .execute import CAPTURED_QUESTION, execute
 from .generator import GemmVariant
 from .numerics.contract import Choice
 from .numerics.zgemm import is_complex_dtype
@@ -167,12 +168,14 @@ def contract(a: Any, b: Any, *, trans_a: bool | str = False, trans_b: bool | str
                                   accuracy=accuracy, mode=mode, policy=policy) if call.on_host else \
             Choice.of_empty_product(call.mode, call.target)
     with driver.on_device(call.device):
+        sh = current_stream(call.kind, call.stream, call.device)
+        if is_capturing(sh):
+            raise ValueError(CAPTURED_QUESTION)
         arch = visible_arch(call.device)
         if arch is None:
             raise driver.NoGpuError(f"GPU {call.device} is not supported (compute capability 8.0 or newer needed)")
         st = resolve_kernels(None, None, arch, dispatch.Problem(call.m, call.n, call.k, call.moduli, arch, contract=True),
                              dispatch.load_table()).stages
-        sh = current_stream(call.kind, call.stream, call.device)
         A = call.A.t() if call.trans_a else call.A
         B = call.B.t() if call.trans_b else call.B
         for X in (A, B):

@@ -32,9 +32,10 @@ from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import (DeviceArray, Matrix, allocate_like, check_writable, current_stream, describe_input,
                             overlaps)
+from .device.graphs import is_capturing
 from .device.layouts import DgemmPlan, complex_ops, plan_dgemm
 from .device.workspace import COMPLEX_WORKSPACES
-from .execute import execute
+from .execute import CAPTURED_QUESTION, execute
 from .kernels.stages import load_stages
 from .numerics.zgemm import apply_op, as_complex_scalar, host_zgemm
 from .operands.prepared import Prepared
@@ -162,6 +163,8 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
             return result
         stages = load_stages(arch)
         with COMPLEX_WORKSPACES.hold(device, sh) as ws:
+            if is_capturing(sh):  # into the caller's CUDA graph, which keeps Ahat's, Bhat's and T's addresses
+                ws.pin()
             t = 0
             if alpha != 0 and k and m and n:
                 a_hat, b_hat = _realify(stages, ws, A, B, op_a, op_b, m, n, k, sh)
@@ -217,6 +220,8 @@ def realified_on_device(a: Any, b: Any, trans_a, trans_b, stream):
         if arch is None:
             raise driver.NoGpuError(f"GPU {device} is not supported (compute capability 8.0 or newer needed)")
         sh = current_stream(A.kind, stream, device)
+        if is_capturing(sh):  # before Ahat and Bhat go into the caller's graph
+            raise ValueError(CAPTURED_QUESTION)
         for X in (A, B):
             if X.stream is not None:
                 driver.order_after(X.stream, sh)

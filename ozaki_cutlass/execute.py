@@ -169,6 +169,10 @@ CAPTURED_CONTRACT = ("a call under the accuracy contract reads its certificate b
                      "happen while its stream is being captured into a CUDA graph: pass moduli= (an explicit "
                      "count) to call it under a capture")
 
+#: Why ozaki_cutlass.contract cannot run on a stream the caller is capturing.
+CAPTURED_QUESTION = ("ozaki_cutlass.contract reads the certificate back to the host, which cannot happen while its "
+                     "stream is being captured into a CUDA graph: ask outside the capture")
+
 
 def _caller_capture(ws, stream: int, target: float | None) -> bool:
     """Whether the caller is capturing ``stream`` into its own CUDA graph. Then the

@@ -55,6 +55,10 @@ class RecordingWorkspace:
         self.lock = threading.Lock()
         self.asked: dict[str, int] = {}
         self.read = CertificateRead()
+        self.pinned = False
+
+    def pin(self):
+        self.pinned = True
 
     def get(self, name, nbytes):
         self.asked[name] = max(self.asked.get(name, 0), max(nbytes, 16))
@@ -141,6 +145,7 @@ def complex_layer(monkeypatch):
     monkeypatch.setattr(complex_gemm, "visible_arch", lambda ordinal=0: Arch.SM90A)
     monkeypatch.setattr(complex_gemm, "load_stages", lambda arch, **kw: Recorder())
     monkeypatch.setattr(complex_gemm, "COMPLEX_WORKSPACES", OnePool(layer))
+    monkeypatch.setattr(complex_gemm, "is_capturing", lambda stream: False)
     return layer
 
 
@@ -165,6 +170,40 @@ def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, complex_layer, mo
                        mode=mode, path=path)
     assert layer.asked | fake_gpu.asked == complex_workspace_buffers(m, n, k, 13, mode, path)
     assert ("ra3" in fake_gpu.asked) is (karatsuba and path == "staged" and mode == "fast")
+
+
+def test_a_complex_call_into_the_callers_graph_pins_both_workspaces(fake_gpu, complex_layer, monkeypatch):
+    """A complex call on a stream the caller captures: the caller's graph keeps the
+    addresses of the complex layer's buffers (Ahat, Bhat, T) as well as the realified
+    product's, so both workspaces are pinned (never freed or replaced after, empty_cache
+    included). Under the accuracy contract the realified product refuses, as a real call
+    does."""
+    from ozaki_cutlass import complex_gemm, execute
+
+    monkeypatch.setattr(complex_gemm, "allocate_like",
+                        lambda kind, m, n, device, dtype: (None, Matrix(1 << 43, m, n, n, 1, "cai", 0, None)))
+    a, b = ComplexDev((36, 40)), ComplexDev((36, 24))
+    ozaki_cutlass.gemm(a, b, trans_a="C", alpha=2.0, moduli=13)
+    assert not complex_layer.pinned and not fake_gpu.pinned
+    for module in (complex_gemm, execute):
+        monkeypatch.setattr(module, "is_capturing", lambda stream: True)
+    ozaki_cutlass.gemm(a, b, trans_a="C", alpha=2.0, moduli=13)
+    assert complex_layer.pinned and fake_gpu.pinned
+    with pytest.raises(ValueError, match="certificate back"):
+        ozaki_cutlass.gemm(a, b, trans_a="C", alpha=2.0, policy="emulate")
+
+
+def test_the_contract_is_not_asked_on_a_stream_the_caller_captures(fake_gpu, complex_layer, monkeypatch):
+    """ozaki_cutlass.contract reads its certificate back, which a capture cannot: refused
+    before any launch (a complex pair before it is realified into the caller's graph)."""
+    from ozaki_cutlass import api, complex_gemm
+
+    for module in (api, complex_gemm):
+        monkeypatch.setattr(module, "is_capturing", lambda stream: True)
+    for a, b in ((Dev((40, 24)), Dev((24, 36))), (ComplexDev((40, 24)), ComplexDev((24, 36)))):
+        with pytest.raises(ValueError, match="contract reads the certificate back.*ask outside the capture"):
+            ozaki_cutlass.contract(a, b)
+    assert not complex_layer.asked and not fake_gpu.asked
 
 
 class Dev3:

@@ -238,6 +238,41 @@ def test_under_the_callers_global_capture_with_the_pool_full(rng):
         replays_give_the_reference(graph, stream, da, db, out, rng)
 
 
+def crandom(m, n, rng):
+    return random_matrix(m, n, 1.0, rng) + 1j * random_matrix(m, n, 1.0, rng)
+
+
+def test_a_complex_call_into_the_callers_graph(rng, stream):
+    """A complex call on a stream the caller captures in global mode: its graph realifies
+    into the complex layer's buffers, which are pinned with the realified product's, so
+    empty_cache and a larger complex call on that stream free and replace none of them,
+    and each launch of the graph gives the reference's bits for the values then in the
+    operands. ozaki_cutlass.contract is refused there (it reads back)."""
+    m, n, k = 40, 32, 56
+    settings = dict(trans_a="C", alpha=0.5 + 1.25j, moduli=15, policy="emulate")  # Ahat, Bhat and T all made
+    with stream:
+        da, db = cp.asarray(crandom(k, m, rng)), cp.asarray(crandom(k, n, rng))
+        out = cp.empty((m, n), dtype=np.complex128)
+        ozaki_cutlass.gemm(da, db, out=out, **settings)
+        ozaki_cutlass.empty_cache()  # what stays is what captures pinned
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(da, db, out=out, **settings)
+        with pytest.raises(ValueError, match="contract reads the certificate back"):
+            ozaki_cutlass.contract(da, db, trans_a="C")
+        graph = stream.end_capture()
+        held = ozaki_cutlass.memory_held()
+        ozaki_cutlass.empty_cache()
+        assert ozaki_cutlass.memory_held() == held
+        ozaki_cutlass.gemm(cp.asarray(crandom(2 * k, 2 * m, rng)), cp.asarray(crandom(2 * k, 2 * n, rng)), **settings)
+        for i in range(2):
+            a2, b2 = crandom(k, m, rng), crandom(k, n, rng)
+            da.set(a2)
+            db.set(b2)
+            out.fill(cp.nan)
+            graph.launch(stream)
+            assert same_bits(cp.asnumpy(out), reference.gemm(a2, b2, **settings)), i
+
+
 def other_threads_call(what, a, b):
     """What another, new thread computes beside the capture (its device buffers and cuBLAS
     handles made then)."""
