@@ -173,6 +173,20 @@ def operands_after_a_first_call(rng, m, n, k):
     return a, b, da, db
 
 
+def captured_globally(stream, da, db, rng) -> None:
+    """The caller captures ``stream`` in global mode (PyTorch's default) around a 15-moduli
+    call of ``da`` and ``db``; the graph's launches give the reference's bits
+    (replays_give_the_reference)."""
+    (m, _), n = da.shape, db.shape[1]
+    with stream:
+        out = cp.full((m, n), cp.nan)
+        stream.synchronize()
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        graph = stream.end_capture()
+        replays_give_the_reference(graph, stream, da, db, out, rng)
+
+
 @pytest.mark.parametrize("non_blocking", [True, False])
 def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocking):
     """The caller captures in global mode (PyTorch's default) a stream we have not seen:
@@ -182,13 +196,7 @@ def test_under_the_callers_global_capture_on_a_stream_never_used(rng, non_blocki
     m, n, k = 56, 40, 120
     _, _, da, db = operands_after_a_first_call(rng, m, n, k)
     stream = cp.cuda.Stream(non_blocking=non_blocking)
-    with stream:
-        out = cp.full((m, n), cp.nan)
-        stream.synchronize()
-        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
-        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
-        graph = stream.end_capture()
-        replays_give_the_reference(graph, stream, da, db, out, rng)
+    captured_globally(stream, da, db, rng)
 
 
 def test_under_the_callers_global_capture_of_a_stream_with_replays(rng, stream):
@@ -208,12 +216,7 @@ def test_under_the_callers_global_capture_of_a_stream_with_replays(rng, stream):
     m, n, k = 160, 120, 400
     with stream:
         da, db = cp.asarray(random_matrix(m, k, 1.0, rng)), cp.asarray(random_matrix(k, n, 1.0, rng))
-        out = cp.full((m, n), cp.nan)
-        stream.synchronize()
-        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
-        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
-        graph = stream.end_capture()
-        replays_give_the_reference(graph, stream, da, db, out, rng)
+    captured_globally(stream, da, db, rng)
 
 
 def test_under_the_callers_global_capture_with_the_pool_full(rng):
@@ -229,13 +232,7 @@ def test_under_the_callers_global_capture_with_the_pool_full(rng):
             ozaki_cutlass.gemm(da, db, moduli=15)
         s.synchronize()
     stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        out = cp.full((m, n), cp.nan)
-        stream.synchronize()
-        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
-        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
-        graph = stream.end_capture()
-        replays_give_the_reference(graph, stream, da, db, out, rng)
+    captured_globally(stream, da, db, rng)
 
 
 def crandom(m, n, rng):
