@@ -24,7 +24,7 @@ from .device.arch import visible_arch
 from .batched import batched_gemm, ndim_of
 from .complex_gemm import realified_on_device, zgemm
 from .device.arrays import current_stream, dtype_of
-from .device.graphs import is_capturing
+from .device.driver import is_capturing
 from .device.workspace import COMPLEX_WORKSPACES, WORKSPACES
 from .execute import CAPTURED_QUESTION, execute
 from .generator import GemmVariant

@@ -32,7 +32,7 @@ from .device import cublas, driver
 from .device.arch import visible_arch
 from .device.arrays import (DeviceArray, Matrix, allocate_like, check_writable, current_stream, describe_input,
                             overlaps)
-from .device.graphs import is_capturing
+from .device.driver import is_capturing
 from .device.layouts import DgemmPlan, complex_ops, plan_dgemm
 from .device.workspace import COMPLEX_WORKSPACES
 from .execute import CAPTURED_QUESTION, execute

@@ -13,7 +13,7 @@ from .call import Call
 from .device import driver
 from .device.arch import visible_arch
 from .device.arrays import DeviceArray, allocate_like, current_stream, upload
-from .device.graphs import is_capturing
+from .device.driver import is_capturing
 from .device.workspace import WORKSPACES
 from .numerics.contract import Choice, warn
 from .paths.contract import GUESSES, Guesses, start_contract

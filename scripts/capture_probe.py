@@ -16,7 +16,12 @@ cuMemAlloc, cuMemFree, cuMemHostAlloc/cuMemFreeHost, cuStreamSynchronize (of the
 stream or any other), cuEventSynchronize, cuEventQuery, cuGraphInstantiate and
 cuGraphExecDestroy ended the capture when made in the thread's global mode and left it
 active in relaxed mode; cuCtxSynchronize ended it in both modes. Copies on the legacy stream, event create, record and destroy, stream
-create and destroy and cuGraphDestroy left it active in either mode."""
+create and destroy and cuGraphDestroy left it active in either mode. At 06:50 UTC (same GPU
+and driver, this script with the cuStreamGetId row) cuStreamGetId of another stream left it
+active in every mode; an ad-hoc probe at 06:56 UTC (not kept) read the id of the capturing
+stream itself: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture invalidated, for a
+global or relaxed capture, from either thread, in either mode (why driver.stream_key never
+asks it of a stream being captured)."""
 
 import argparse
 import threading
@@ -59,6 +64,7 @@ def main() -> None:
             driver.check(cu.cuGraphInstantiate(graphs.pop(), 0), "cuGraphInstantiate")),
         "cuGraphExecDestroy": lambda: cu.cuGraphExecDestroy(execs.pop()),
         "cuGraphDestroy": lambda: cu.cuGraphDestroy(graphs.pop()),
+        "cuStreamGetId": lambda: cu.cuStreamGetId(side),
         "cuCtxSynchronize": lambda: cu.cuCtxSynchronize(),
     }
     print(f"{'':48s} {'another thread':>29s} {'the capturing thread':>29s}")

@@ -312,6 +312,8 @@ class FakeAlloc:
         self.sizes = {}
         self.mode = self.GLOBAL  # this thread's stream capture mode
         self.modes = []          # (call, the mode it ran in)
+        self.ids = {}            # stream handle -> the driver's id of the stream alive under it
+        self.capturing = set()   # the handles of the streams being captured
 
     # capture modes: allocating, freeing, creating streams in global mode would end a capture
     GLOBAL, RELAXED = "global", "relaxed"
@@ -365,9 +367,19 @@ class FakeAlloc:
     def cuStreamDestroy(self, handle):
         self.modes.append(("cuStreamDestroy", self.mode))
         self.alive -= 1
+        self.ids.pop(handle, None)  # a stream made later with this handle gets a new id
         return (0,)
 
     cuEventDestroy = cuStreamDestroy
+
+    def cuStreamGetId(self, handle):
+        assert handle not in self.capturing, "cuStreamGetId ends a capture of its stream"
+        return (0, self.ids.setdefault(handle, next(FakeAlloc.ptrs)))
+
+    CUstreamCaptureStatus = types.SimpleNamespace(CU_STREAM_CAPTURE_STATUS_NONE=0, CU_STREAM_CAPTURE_STATUS_ACTIVE=1)
+
+    def cuStreamIsCapturing(self, handle):
+        return (0, int(handle in self.capturing))
 
     def cuMemcpyHtoDAsync(self, ptr, host, nbytes, stream):
         self.modes.append((f"cuMemcpyHtoDAsync on {'the legacy stream' if stream in (0, 1) else 'a stream'}",
@@ -622,7 +634,7 @@ def test_footprint_of_a_contract_call(fake_gpu, monkeypatch, path, group_size, s
     assert fake_gpu.asked == workspace_buffers(m, n, k, count, "fast", path, group_size=group_size, contract=True)
 
 
-def test_the_per_thread_default_stream_has_a_workspace_per_thread():
+def test_the_per_thread_default_stream_has_a_workspace_per_thread(fake_alloc):
     """Handle 2 (CU_STREAM_PER_THREAD, CuPy's Stream.ptds) is a different stream in every
     thread: two threads on it must not share buffers their kernels may still be using.
     Any other handle is one stream whichever thread asks."""
@@ -640,6 +652,41 @@ def test_the_per_thread_default_stream_has_a_workspace_per_thread():
     assert got["t1"][0] is not got["t2"][0]
     assert got["t1"][1] is got["t2"][1] and got["t1"][2] is got["t2"][2]
     assert got["t1"][0] is not got["t1"][1]
+
+
+def test_a_stream_made_with_a_destroyed_streams_handle_has_a_workspace_of_its_own(fake_alloc):
+    """The driver hands a destroyed stream's handle to a stream made later: the pool knows
+    streams by the driver's id, so the new stream does not inherit the old one's workspace,
+    which a caller's graph captured on the old stream may still use (pinned)."""
+    pool = WorkspacePool()
+    old = pool.get(0, 11)
+    old.get("ra", 1000)
+    old.pin()
+    assert pool.get(0, 11) is old  # the same stream: the same workspace
+    fake_alloc.cuStreamDestroy(11)  # the caller destroys it; a new stream comes with its handle
+    new = pool.get(0, 11)
+    assert new is not old and not new.pinned and new.nbytes == 0
+    assert pool.get(0, 11) is new and old.nbytes == 1000
+    assert pool.get(0, 0) is pool.get(0, 1)  # the legacy default stream, spelled either way
+
+
+def test_calls_captured_into_a_callers_graph_take_a_workspace_apart(fake_alloc):
+    """A stream's id cannot be read while it is captured (the read ends the capture: the
+    fake asserts it is never asked): captured calls take the capture workspace of the
+    handle, apart from the stream's own, so later direct calls on the stream never share
+    the buffers the caller's graph keeps; every capture on that handle shares it."""
+    pool = WorkspacePool()
+    own = pool.get(0, 11)
+    fake_alloc.capturing.add(11)
+    captured = pool.get(0, 11)
+    assert captured is not own and pool.get(0, 11) is captured
+    per_thread = pool.get(0, driver.PER_THREAD_STREAM)  # not captured: its own
+    fake_alloc.capturing.discard(11)
+    assert pool.get(0, 11) is own
+    fake_alloc.capturing.add(11)  # a second capture on that handle
+    assert pool.get(0, 11) is captured
+    fake_alloc.capturing.add(driver.PER_THREAD_STREAM)
+    assert pool.get(0, driver.PER_THREAD_STREAM) is not per_thread
 
 
 class _DevOnStream:

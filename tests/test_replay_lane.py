@@ -72,8 +72,6 @@ def world(monkeypatch):
     monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
     monkeypatch.setattr(execute, "_RUNS", {"fused": run})
     monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
-    capturing = [False]
-    monkeypatch.setattr(RL, "is_capturing", lambda stream: capturing[0])
     context = [PRIMARY]   # the context current on the thread
     monkeypatch.setattr(RL.driver, "primary_context", lambda ordinal: PRIMARY)
     monkeypatch.setattr(RL.driver, "current_context", lambda: context[0])
@@ -94,8 +92,7 @@ def world(monkeypatch):
         result = None if entry is None else RL._replay(entry, alpha, allocate)
         return result, allocated, list(log)
 
-    yield types.SimpleNamespace(call=call, through_lane=through_lane, ws=ws, log=log, capturing=capturing,
-                                context=context)
+    yield types.SimpleNamespace(call=call, through_lane=through_lane, ws=ws, log=log, context=context)
     DECISIONS.clear()
 
 
@@ -156,11 +153,62 @@ def test_settings_that_send_the_call_to_the_general_path(world, monkeypatch, set
     assert world.through_lane() == (None, [], [])
 
 
-def test_under_the_callers_capture_the_general_path(world):
+class _Tensor:
+    """What the torch lane reads of a CUDA tensor."""
+
+    shape, dtype, requires_grad = (8, 8), "float64", False
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def get_device(self):
+        return 0
+
+    def stride(self):
+        return (8, 1)
+
+    def data_ptr(self):
+        return self.ptr
+
+    def new_empty(self, shape):
+        return _Tensor(9 << 32)
+
+
+class _Capturing:
+    """The driver's stream queries; reading the id of a stream being captured ends that
+    capture (driver.stream_key must not)."""
+
+    CUstream = int
+    CUresult = types.SimpleNamespace(CUDA_SUCCESS=0)
+    CUstreamCaptureStatus = types.SimpleNamespace(CU_STREAM_CAPTURE_STATUS_NONE=0)
+
+    def __init__(self):
+        self.capturing = False
+
+    def cuStreamIsCapturing(self, stream):
+        return (0, int(self.capturing))
+
+    def cuStreamGetId(self, stream):
+        assert not self.capturing, "cuStreamGetId ends the capture of its stream"
+        return (0, 4242)
+
+
+def test_under_the_callers_capture_the_general_path(world, monkeypatch):
+    """The lane key of a call on a stream being captured names the capture
+    (driver.stream_key), which no call learns: the general path takes it."""
+    cu = _Capturing()
+    monkeypatch.setattr(RL.driver, "bindings", lambda: cu)
     world.call()
     world.call()
-    world.capturing[0] = True
-    assert world.through_lane() == (None, [], [])
+    a, b = _Tensor(1 << 32), _Tensor(2 << 32)
+    lane = lambda: RL._torch_lane(lambda: 0, lambda device: 0x5000, a, b, None, 1.0, (15, None, None, "auto"))
+    key, result = lane()
+    assert result is None  # nothing learned under it yet
+    DECISIONS.remember_lane(key, DECISIONS.lanes[LANE])
+    assert lane()[1] is not None  # the learned lane: launched
+    cu.capturing = True
+    captured_key, result = lane()
+    assert captured_key != key and result is None and captured_key not in DECISIONS.lanes
 
 
 @pytest.mark.parametrize("current", [0x7100, 0])

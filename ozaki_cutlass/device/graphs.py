@@ -23,7 +23,7 @@ from typing import Any
 
 from . import driver
 
-__all__ = ["Graph", "capture", "is_capturing", "Replays"]
+__all__ = ["Graph", "capture", "Replays"]
 
 
 class Graph:
@@ -43,13 +43,6 @@ class Graph:
             with driver.relaxed_capture():
                 driver.check(driver.bindings().cuGraphExecDestroy(self._handle), "cuGraphExecDestroy")
             self._handle = None
-
-
-def is_capturing(stream: int) -> bool:
-    """Whether ``stream`` is being captured into a graph (the caller's own capture, say)."""
-    cu = driver.bindings()
-    status = driver.check(cu.cuStreamIsCapturing(driver.as_cu_stream(stream)), "cuStreamIsCapturing")
-    return status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
 
 
 def capture(stream: int, work: Callable[[int], Any]) -> tuple[Graph, Any]:

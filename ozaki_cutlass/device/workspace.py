@@ -30,8 +30,9 @@ class Workspace:
     graphs of calls on this stream (device.graphs), which read these buffers: every
     buffer freed or replaced clears it.
 
-    A call captured into the caller's own CUDA graph (its stream being captured) leaves
-    these buffers' addresses in a graph we do not hold: :meth:`pin` then keeps every buffer
+    A call captured into the caller's own CUDA graph (its stream being captured; it takes
+    the capture workspace of that stream handle, driver.stream_key) leaves these buffers'
+    addresses in a graph we do not hold: :meth:`pin` then keeps every buffer
     alive for the process, those replaced or dropped afterwards included, and
     :meth:`release` (empty_cache) frees nothing here, so that the caller's graph never
     writes freed memory."""
@@ -211,7 +212,8 @@ class Workspace:
 class WorkspacePool:
     """The process's workspaces, one per (GPU, stream), least recently used first.
     :meth:`clear` frees their buffers (after the work already enqueued on each stream) and
-    reports how much it freed."""
+    reports how much it freed. A stream is known by its id (driver.stream_key), not its
+    handle, which the driver reuses for a stream made after one destroyed."""
 
     def __init__(self, per_device: int = WORKSPACES_PER_DEVICE):
         self._lock = threading.Lock()
@@ -220,9 +222,10 @@ class WorkspacePool:
 
     def get(self, device: int, stream: int) -> Workspace:
         """The workspace of ``stream`` on ``device`` (per thread for the per-thread default
-        stream: driver.stream_key). A new one closes and forgets the least recently used idle
-        ones of that GPU beyond ``per_device`` (a stream or thread per task leaves nothing
-        behind); one already kept is found with a dict lookup and nothing else."""
+        stream: driver.stream_key, the driver's id of the stream). A new one closes and
+        forgets the least recently used idle ones of that GPU beyond ``per_device`` (a stream
+        or thread per task leaves nothing behind); one already kept is found with the
+        stream's id and a dict lookup."""
         key = (device, driver.stream_key(stream))
         with self._lock:
             ws = self._spaces.pop(key, None)

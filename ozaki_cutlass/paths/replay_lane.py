@@ -36,7 +36,6 @@ import numpy as np
 from .. import config
 from ..device import driver
 from ..device.arrays import Matrix, lane_function
-from ..device.graphs import is_capturing
 from ..device.workspace import Workspace
 from ..dispatch.policy import DECISIONS
 from .launch import Launch
@@ -102,9 +101,9 @@ def _bare(X: Matrix) -> Matrix:
 def _replay(entry: Replay, alpha: float, allocate):
     """The call through ``entry`` (``allocate()``: the result, the caller's out or a new
     m x n float64 array of the framework, and its device pointer), or None where its
-    graph is not there to launch."""
-    if (not config.graphs() or config.overlap() != entry.overlap or is_capturing(entry.stream)
-            or driver.current_context() != entry.context):
+    graph is not there to launch. (A stream being captured has a lane key of its own,
+    driver.stream_key's, which no call learns: the caller's capture never gets here.)"""
+    if not config.graphs() or config.overlap() != entry.overlap or driver.current_context() != entry.context:
         return None
     L = entry.launch
     with entry.ws.lock:

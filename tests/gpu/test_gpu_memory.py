@@ -8,7 +8,6 @@ import pytest
 import ozaki_cutlass
 from ozaki_cutlass import reference
 from ozaki_cutlass.device import driver
-from ozaki_cutlass.device.workspace import WORKSPACES
 from ozaki_cutlass.numerics.accuracy import random_matrix, same_bits
 
 pytestmark = pytest.mark.gpu
@@ -24,18 +23,6 @@ def _kept() -> int:
     captures pinned (device.workspace), which stay for the process."""
     ozaki_cutlass.empty_cache()
     return ozaki_cutlass.memory_held()
-
-
-def _unpinned_stream(cp):
-    """A new non-blocking CuPy stream whose workspace no earlier capture pinned: the driver
-    hands a destroyed stream's handle to a new stream, which then finds that stream's
-    workspace (a pinned one keeps every buffer, so what a call adds would stay)."""
-    taken = []  # alive until a handle is found, so that each try gets another
-    while True:
-        stream = cp.cuda.Stream(non_blocking=True)
-        if not WORKSPACES.get(0, stream.ptr).pinned:
-            return stream
-        taken.append(stream)
 
 
 def test_out_of_memory_then_the_next_call_works(rng):
@@ -60,7 +47,7 @@ def test_empty_cache_gives_the_memory_back(rng):
     ha, hb = random_matrix(m, k, 0.5, rng), random_matrix(k, n, 0.5, rng)
     a, b = cp.asarray(ha), cp.asarray(hb)
     pinned = _kept()
-    with _unpinned_stream(cp) as stream:  # a workspace holding only this call's buffers
+    with cp.cuda.Stream(non_blocking=True) as stream:  # a workspace holding only this call's buffers
         for path in ("staged", "fused"):
             ozaki_cutlass.gemm(a, b, path=path, moduli=15)
         stream.synchronize()
@@ -87,7 +74,7 @@ def test_a_stream_per_task_holds_at_most_so_many_workspaces(rng):
     a, b = cp.asarray(ha), cp.asarray(hb)
     pinned = _kept()
     for _ in range(WORKSPACES_PER_DEVICE + 8):
-        stream = _unpinned_stream(cp)
+        stream = cp.cuda.Stream(non_blocking=True)  # often a destroyed one's handle: a new workspace
         with stream:
             got = cp.asnumpy(ozaki_cutlass.gemm(a, b, moduli=15))  # copied on that stream
         assert same_bits(got, want)
@@ -102,7 +89,7 @@ def test_workspace_bytes_bounds_one_call(rng):
     for path, (m, n, k) in (("staged", (300, 200, 500)), ("fused", (256, 384, 1000))):
         a = cp.asarray(random_matrix(m, k, 0.5, rng))
         b = cp.asarray(np.asfortranarray(random_matrix(k, n, 0.5, rng)))
-        with _unpinned_stream(cp):
+        with cp.cuda.Stream(non_blocking=True):
             ozaki_cutlass.gemm(a, b, path=path, mode="accurate")
         held = ozaki_cutlass.memory_held() - pinned
         assert 0 < held <= ozaki_cutlass.workspace_bytes(m, n, k, path=path)

@@ -203,9 +203,7 @@ def test_under_the_callers_global_capture_of_a_stream_with_replays(rng, stream):
     """The caller captures in global mode a stream whose workspace holds a replay graph,
     and the captured call needs larger buffers: replacing them destroys the stream's
     graphs (they read the old ones) inside the capture, in the capturing thread, which
-    global mode forbids unless the destroy is relaxed. (A stream handle the driver reuses
-    after another was destroyed finds that stream's workspace: how a "new" stream gets
-    here.)"""
+    global mode forbids unless the destroy is relaxed."""
     small = random_matrix(32, 64, 1.0, rng), random_matrix(64, 24, 1.0, rng)
     before = counts(stream)
     with stream:
@@ -235,16 +233,60 @@ def test_under_the_callers_global_capture_with_the_pool_full(rng):
     captured_globally(stream, da, db, rng)
 
 
+def test_a_new_stream_on_a_destroyed_streams_handle(rng):
+    """The driver hands a destroyed stream's handle to a stream made later. The first
+    stream ran a call directly, then a caller's graph captured one there (into the
+    capture's workspace, pinned for it): the new stream gets a workspace of its own (the
+    pool knows streams by the driver's id), so its calls and the graph's launches on a
+    third stream run at once without sharing a buffer, each with the reference's bits."""
+    m, n, k = 96, 80, 200
+    a, b, da, db = operands_after_a_first_call(rng, m, n, k)
+    first = cp.cuda.Stream(non_blocking=True)
+    handle = first.ptr
+    out = cp.full((m, n), cp.nan)
+    with first:
+        ozaki_cutlass.gemm(da, db, moduli=15)
+        own = WORKSPACES.get(0, handle)
+        first.synchronize()
+        first.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        captured = WORKSPACES.get(0, handle)
+        graph = first.end_capture()
+    assert captured.pinned and captured is not own and not own.pinned
+    del first  # destroyed; the graph stays
+    taken = []
+    while len(taken) < 64 and (not taken or taken[-1].ptr != handle):
+        taken.append(cp.cuda.Stream(non_blocking=True))
+    if taken[-1].ptr != handle:
+        pytest.skip("the driver gave none of 64 new streams the destroyed stream's handle")
+    again = taken[-1]
+    assert WORKSPACES.get(0, again.ptr) not in (own, captured)
+    c, d = random_matrix(m, k, 2.0, rng), random_matrix(k, n, 2.0, rng)
+    dc, dd = cp.asarray(c), cp.asarray(d)
+    third = cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Device().synchronize()
+    for _ in range(3):
+        out.fill(cp.nan)
+        cp.cuda.Device().synchronize()
+        graph.launch(third)
+        with again:
+            got = ozaki_cutlass.gemm(dc, dd, moduli=15)
+        cp.cuda.Device().synchronize()
+        assert same_bits(cp.asnumpy(out), reference.gemm(a, b, moduli=15))
+        assert same_bits(cp.asnumpy(got), reference.gemm(c, d, moduli=15))
+
+
 def crandom(m, n, rng):
     return random_matrix(m, n, 1.0, rng) + 1j * random_matrix(m, n, 1.0, rng)
 
 
 def test_a_complex_call_into_the_callers_graph(rng, stream):
     """A complex call on a stream the caller captures in global mode: its graph realifies
-    into the complex layer's buffers, which are pinned with the realified product's, so
-    empty_cache and a larger complex call on that stream free and replace none of them,
-    and each launch of the graph gives the reference's bits for the values then in the
-    operands. ozaki_cutlass.contract is refused there (it reads back)."""
+    into the complex layer's buffers of the capture, which are pinned with the realified
+    product's, so empty_cache, a larger complex call on that stream and a larger one in a
+    second capture there (whose buffers grow) free and replace none of them, and each
+    launch of the graph gives the reference's bits for the values then in the operands.
+    ozaki_cutlass.contract is refused there (it reads back)."""
     m, n, k = 40, 32, 56
     settings = dict(trans_a="C", alpha=0.5 + 1.25j, moduli=15, policy="emulate")  # Ahat, Bhat and T all made
     with stream:
@@ -260,7 +302,11 @@ def test_a_complex_call_into_the_callers_graph(rng, stream):
         held = ozaki_cutlass.memory_held()
         ozaki_cutlass.empty_cache()
         assert ozaki_cutlass.memory_held() == held
-        ozaki_cutlass.gemm(cp.asarray(crandom(2 * k, 2 * m, rng)), cp.asarray(crandom(2 * k, 2 * n, rng)), **settings)
+        larger = cp.asarray(crandom(2 * k, 2 * m, rng)), cp.asarray(crandom(2 * k, 2 * n, rng))
+        ozaki_cutlass.gemm(*larger, **settings)
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(*larger, **settings)
+        stream.end_capture()
         for i in range(2):
             a2, b2 = crandom(k, m, rng), crandom(k, n, rng)
             da.set(a2)
