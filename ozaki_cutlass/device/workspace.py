@@ -74,16 +74,15 @@ class Workspace:
             buf.close()
 
     def release(self) -> int:
-        """Free every buffer, after the GPU (whose context is current) has finished the work
-        already enqueued, which may still read them; returns the bytes freed. Held under the
-        lock, so no call enqueues in between. The workspace stays usable: buffers are made
-        again on demand."""
+        """Free every buffer, unless a caller's graph pinned them; returns the bytes freed.
+        Held under the lock, so no call enqueues in between. cuMemFree waits for the GPU's
+        work, which may still read them (as in :meth:`shed`; no cuCtxSynchronize, which
+        would end any thread's capture, in any capture mode). The workspace stays usable:
+        buffers are made again on demand."""
         with self.lock:
             self.replays.clear()
             if self.pinned:  # a caller's CUDA graph holds these addresses
                 return 0
-            if self._buffers:
-                driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
             return self._free_buffers()
 
     def shed(self, close: bool = False) -> int | None:
@@ -281,9 +280,10 @@ class WorkspacePool:
             return sum(ws.nbytes for ws in self._spaces.values())
 
     def clear(self) -> int:
-        """Free every workspace buffer; returns the bytes freed. The GPU of each is
-        synchronized first (a stream handle the caller may have destroyed since is never
-        touched)."""
+        """Free every workspace buffer not pinned for a caller's graph; returns the bytes
+        freed. Freeing waits for each GPU's work (a stream handle the caller may have
+        destroyed since is never touched), in relaxed capture mode: a capture in any
+        thread goes on."""
         with self._lock:
             spaces = [(device, ws) for (device, _), ws in self._spaces.items() if ws.nbytes]
         freed = 0

@@ -233,6 +233,42 @@ def test_under_the_callers_global_capture_with_the_pool_full(rng):
     captured_globally(stream, da, db, rng)
 
 
+@pytest.mark.parametrize("other_thread", [False, True])
+def test_empty_cache_beside_a_global_capture(rng, stream, other_thread):
+    """empty_cache while a stream is captured in global mode (PyTorch's default), called by
+    the capturing thread or another: the other workspaces' buffers are freed in relaxed
+    mode (no context synchronize, which would end the capture), the captured call's
+    workspace (the capture's, apart from the stream's own) keeps its buffers (pinned), and
+    the caller's graph gives the reference's bits."""
+    m, n, k = 56, 40, 120
+    _, _, da, db = operands_after_a_first_call(rng, m, n, k)
+    idle = cp.cuda.Stream(non_blocking=True)
+    with idle:
+        ozaki_cutlass.gemm(da, db, moduli=15)
+    idle.synchronize()
+    assert WORKSPACES.get(0, idle.ptr).nbytes > 0
+    freed = []
+    with stream:
+        out = cp.full((m, n), cp.nan)
+        stream.synchronize()
+        stream.begin_capture(cp.cuda.runtime.streamCaptureModeGlobal)
+        ozaki_cutlass.gemm(da, db, moduli=15, out=out)
+        captured = WORKSPACES.get(0, stream.ptr)  # the capture's workspace (the stream's id cannot be read)
+        held = captured.nbytes
+        if other_thread:
+            thread = threading.Thread(target=lambda: freed.append(ozaki_cutlass.empty_cache()))
+            thread.start()
+            thread.join()
+        else:
+            freed.append(ozaki_cutlass.empty_cache())
+        assert stream.is_capturing()
+        graph = stream.end_capture()
+        assert freed and freed[0] > 0 and WORKSPACES.get(0, idle.ptr).nbytes == 0
+        assert captured.pinned and held > 0 and captured.nbytes == held
+        assert WORKSPACES.get(0, stream.ptr) is not captured  # the stream's own, after the capture
+        replays_give_the_reference(graph, stream, da, db, out, rng)  # its copies and fills on the stream
+
+
 def test_a_new_stream_on_a_destroyed_streams_handle(rng):
     """The driver hands a destroyed stream's handle to a stream made later. The first
     stream ran a call directly, then a caller's graph captured one there (into the
