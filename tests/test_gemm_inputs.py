@@ -357,6 +357,20 @@ def test_streams_of_every_kind_pass_the_check(monkeypatch):
             ozaki_cutlass.gemm(Dev((2, 3)), Dev((3, 2)), moduli=15, stream=stream)
 
 
+def test_stream_handles_of_every_kind():
+    """driver.stream_handle: the int handle of each kind of stream a caller may pass (an
+    int as it is, before the attribute probes)."""
+    from cuda.bindings import driver as cu
+
+    from ozaki_cutlass.device.driver import stream_handle
+
+    for stream, handle in ((None, 0), (0, 0), (7, 7), (True, 1), (np.int64(7), 7), (cu.CUstream(7), 7),
+                           (type("S", (), {"ptr": 7})(), 7), (type("T", (), {"cuda_stream": 8})(), 8),
+                           (type("H", (), {"handle": 9})(), 9)):
+        got = stream_handle(stream)
+        assert got == handle and type(got) is int, stream
+
+
 def test_a_read_only_out_is_refused_before_the_gpu():
     a, b = np.ones((3, 4)), np.ones((4, 5))
     for dtype in (np.float64, np.complex128):

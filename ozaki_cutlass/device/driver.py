@@ -371,6 +371,8 @@ def check_stream(stream, name: str = "stream") -> None:
 def stream_handle(stream) -> int:
     """An int CUstream handle from None/0 (the legacy default stream), an int, a
     cuda-bindings CUstream, or an object with ``.handle``/``.ptr``/``cuda_stream``."""
+    if type(stream) is int:  # the common case, before the attribute probes (a bool goes on)
+        return stream
     if stream is None:
         return 0
     for attr in _STREAM_ATTRS:
