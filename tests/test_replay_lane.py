@@ -15,6 +15,7 @@ from ozaki_cutlass.paths import replay_lane as RL
 from ozaki_cutlass.paths.launch import PhaseTimer
 
 from recorders import OnePool
+from test_memory import FakeAlloc
 from test_replays import CAPTURE, KERN, MAIN, FakeGraph, launch
 
 LANE = ("replay", "a key of the caller's arrays")
@@ -174,29 +175,10 @@ class _Tensor:
         return _Tensor(9 << 32)
 
 
-class _Capturing:
-    """The driver's stream queries; reading the id of a stream being captured ends that
-    capture (driver.stream_key must not)."""
-
-    CUstream = int
-    CUresult = types.SimpleNamespace(CUDA_SUCCESS=0)
-    CUstreamCaptureStatus = types.SimpleNamespace(CU_STREAM_CAPTURE_STATUS_NONE=0)
-
-    def __init__(self):
-        self.capturing = False
-
-    def cuStreamIsCapturing(self, stream):
-        return (0, int(self.capturing))
-
-    def cuStreamGetId(self, stream):
-        assert not self.capturing, "cuStreamGetId ends the capture of its stream"
-        return (0, 4242)
-
-
 def test_under_the_callers_capture_the_general_path(world, monkeypatch):
     """The lane key of a call on a stream being captured names the capture
     (driver.stream_key), which no call learns: the general path takes it."""
-    cu = _Capturing()
+    cu = FakeAlloc(limit=0)  # its cuStreamGetId fails the test on a stream being captured
     monkeypatch.setattr(RL.driver, "bindings", lambda: cu)
     world.call()
     world.call()
@@ -206,7 +188,7 @@ def test_under_the_callers_capture_the_general_path(world, monkeypatch):
     assert result is None  # nothing learned under it yet
     DECISIONS.remember_lane(key, DECISIONS.lanes[LANE])
     assert lane()[1] is not None  # the learned lane: launched
-    cu.capturing = True
+    cu.capturing.add(0x5000)
     captured_key, result = lane()
     assert captured_key != key and result is None and captured_key not in DECISIONS.lanes
 
