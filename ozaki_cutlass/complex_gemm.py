@@ -162,9 +162,9 @@ def _on_device(A: Matrix, B: Matrix, C, O, out, op_a, op_b, alpha, beta, m, n, k
                 real["timings"].update(timer.result(), path="native", kernel="cublasZgemm_v2", policy=why)
             return result
         stages = load_stages(arch)
+        # captured into the caller's CUDA graph, which keeps Ahat's, Bhat's and T's addresses,
+        # the stream takes its capture workspace, pinned (device.workspace)
         with COMPLEX_WORKSPACES.hold(device, sh) as ws:
-            if is_capturing(sh):  # into the caller's CUDA graph, which keeps Ahat's, Bhat's and T's addresses
-                ws.pin()
             t = 0
             if alpha != 0 and k and m and n:
                 a_hat, b_hat = _realify(stages, ws, A, B, op_a, op_b, m, n, k, sh)

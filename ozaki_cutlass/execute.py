@@ -13,7 +13,6 @@ from .call import Call
 from .device import driver
 from .device.arch import visible_arch
 from .device.arrays import DeviceArray, allocate_like, current_stream, upload
-from .device.driver import is_capturing
 from .device.workspace import WORKSPACES
 from .numerics.contract import Choice, warn
 from .paths.contract import GUESSES, Guesses, start_contract
@@ -136,7 +135,7 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
     overlap = config.overlap()  # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); same bits
     run = _RUNS[kern.path]
     with WORKSPACES.hold(device, launch.stream) as ws:
-        capturing = _caller_capture(ws, launch.stream, target)
+        capturing = _caller_capture(ws, target)
         if launch.alpha == 0.0 or launch.k == 0:
             zero_result(kern.stages, launch, ws)
             return None
@@ -174,15 +173,15 @@ CAPTURED_QUESTION = ("ozaki_cutlass.contract reads the certificate back to the h
                      "stream is being captured into a CUDA graph: ask outside the capture")
 
 
-def _caller_capture(ws, stream: int, target: float | None) -> bool:
-    """Whether the caller is capturing ``stream`` into its own CUDA graph. Then the
-    workspace is pinned (the graph keeps its buffers' addresses: device.workspace), and a
-    call under the contract (``target`` set) is refused: it reads back."""
-    if not is_capturing(stream):
+def _caller_capture(ws, target: float | None) -> bool:
+    """Whether the call is captured into the caller's own CUDA graph: its stream's
+    workspace is then the capture one, pinned from the start (the graph keeps its buffers'
+    addresses; device.workspace), known when the pool looked the stream up. A call under
+    the contract (``target`` set) is refused there: it reads back."""
+    if not ws.captured:
         return False
     if target is not None:
         raise ValueError(CAPTURED_CONTRACT)
-    ws.pin()
     return True
 
 
@@ -267,7 +266,7 @@ def execute_batch(calls: list[Call]) -> dict | None:
         timer = PhaseTimer(sh, first.timings is not None)
         timer.mark("start")
         with WORKSPACES.hold(first.device, sh) as ws:
-            _caller_capture(ws, sh, first.target)
+            _caller_capture(ws, first.target)
             choices, launched = run_staged_batch(kern, launches, ws, timer, first.target,
                                                  all(p is not None for p in plans), config.overlap())
         fell_back = [i for i, choice in enumerate(choices) if choice is not None and choice.native]

@@ -55,10 +55,7 @@ class RecordingWorkspace:
         self.lock = threading.Lock()
         self.asked: dict[str, int] = {}
         self.read = CertificateRead()
-        self.pinned = False
-
-    def pin(self):
-        self.pinned = True
+        self.captured = False  # what the pool gives a stream the caller captures: True
 
     def get(self, name, nbytes):
         self.asked[name] = max(self.asked.get(name, 0), max(nbytes, 16))
@@ -96,7 +93,6 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(driver, "bindings", lambda: cu)
     monkeypatch.setattr(driver, "ensure_context", lambda ordinal=0: 1)
     monkeypatch.setattr(execute, "visible_arch", lambda ordinal=0: Arch.SM90A)
-    monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     monkeypatch.setattr(execute, "allocate_like",
                         lambda kind, m, n, device: (None, Matrix(1 << 41, m, n, n, 1, "cai", 0, None)))
     monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
@@ -172,25 +168,26 @@ def test_complex_footprint_is_what_the_calls_ask_for(fake_gpu, complex_layer, mo
     assert ("ra3" in fake_gpu.asked) is (karatsuba and path == "staged" and mode == "fast")
 
 
-def test_a_complex_call_into_the_callers_graph_pins_both_workspaces(fake_gpu, complex_layer, monkeypatch):
-    """A complex call on a stream the caller captures: the caller's graph keeps the
-    addresses of the complex layer's buffers (Ahat, Bhat, T) as well as the realified
-    product's, so both workspaces are pinned (never freed or replaced after, empty_cache
-    included). Under the accuracy contract the realified product refuses, as a real call
-    does."""
-    from ozaki_cutlass import complex_gemm, execute
+def test_a_complex_call_into_the_callers_graph_runs_on_both_capture_workspaces(fake_gpu, complex_layer,
+                                                                              monkeypatch):
+    """A complex call on a stream the caller captures takes the capture workspaces of
+    both pools (the complex layer's Ahat, Bhat and T, and the realified product's: the
+    caller's graph keeps all their addresses; pinned from the start, as
+    test_calls_captured_into_a_callers_graph_take_a_workspace_apart shows) and runs
+    there. Under the accuracy contract the realified product refuses, as a real call does,
+    before it launches anything."""
+    from ozaki_cutlass import complex_gemm
 
     monkeypatch.setattr(complex_gemm, "allocate_like",
                         lambda kind, m, n, device, dtype: (None, Matrix(1 << 43, m, n, n, 1, "cai", 0, None)))
     a, b = ComplexDev((36, 40)), ComplexDev((36, 24))
+    complex_layer.captured = fake_gpu.captured = True
     ozaki_cutlass.gemm(a, b, trans_a="C", alpha=2.0, moduli=13)
-    assert not complex_layer.pinned and not fake_gpu.pinned
-    for module in (complex_gemm, execute):
-        monkeypatch.setattr(module, "is_capturing", lambda stream: True)
-    ozaki_cutlass.gemm(a, b, trans_a="C", alpha=2.0, moduli=13)
-    assert complex_layer.pinned and fake_gpu.pinned
+    assert {"a_hat", "b_hat", "t"} <= set(complex_layer.asked) and fake_gpu.asked
+    fake_gpu.asked.clear()
     with pytest.raises(ValueError, match="certificate back"):
         ozaki_cutlass.gemm(a, b, trans_a="C", alpha=2.0, policy="emulate")
+    assert not fake_gpu.asked
 
 
 def test_the_contract_is_not_asked_on_a_stream_the_caller_captures(fake_gpu, complex_layer, monkeypatch):
@@ -480,7 +477,7 @@ def test_a_stream_per_task_keeps_at_most_so_many_workspaces_holding(fake_alloc):
     assert pool.nbytes() == 8000 and fake_alloc.held == 8000 and fake_alloc.synced == 0
     assert fake_alloc.alive == 3 * 3  # 12's stream and events destroyed
 
-    ws[11].pin()
+    ws[11].pinned = True  # as a capture workspace is
     with ws[13].lock:  # a call enqueuing on stream 13
         task(15)  # 14, the one left to free, goes
     assert {s: w.nbytes for s, w in ws.items()} == {11: 1000, 12: 0, 13: 1000, 14: 0, 15: 1000}
@@ -662,7 +659,7 @@ def test_a_stream_made_with_a_destroyed_streams_handle_has_a_workspace_of_its_ow
     pool = WorkspacePool()
     old = pool.get(0, 11)
     old.get("ra", 1000)
-    old.pin()
+    old.pinned = True  # as a capture workspace is
     assert pool.get(0, 11) is old  # the same stream: the same workspace
     fake_alloc.cuStreamDestroy(11)  # the caller destroys it; a new stream comes with its handle
     new = pool.get(0, 11)
@@ -681,6 +678,9 @@ def test_calls_captured_into_a_callers_graph_take_a_workspace_apart(fake_alloc):
     fake_alloc.capturing.add(11)
     captured = pool.get(0, 11)
     assert captured is not own and pool.get(0, 11) is captured
+    assert captured.captured and captured.pinned and not own.captured and not own.pinned
+    captured.get("ra", 1000)
+    assert pool.clear() == 0 and captured.nbytes == 1000  # the caller's graph keeps it
     per_thread = pool.get(0, driver.PER_THREAD_STREAM)  # not captured: its own
     fake_alloc.capturing.discard(11)
     assert pool.get(0, 11) is own

@@ -62,7 +62,7 @@ def world(monkeypatch):
     lanes of this test only."""
     DECISIONS.clear()
     log = []
-    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, touched=0)
+    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, touched=0, captured=False)
     ws.touch = lambda: setattr(ws, "touched", ws.touched + 1)
     ws.replays = Replays(capture_graph=lambda stream, work: (FakeGraph(log, [stream]), work(stream)))
 
@@ -72,7 +72,6 @@ def world(monkeypatch):
 
     monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
     monkeypatch.setattr(execute, "_RUNS", {"fused": run})
-    monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     context = [PRIMARY]   # the context current on the thread
     monkeypatch.setattr(RL.driver, "primary_context", lambda ordinal: PRIMARY)
     monkeypatch.setattr(RL.driver, "current_context", lambda: context[0])

@@ -212,27 +212,33 @@ def test_calls_never_replayed(kw):
 
 @pytest.fixture
 def emulate(monkeypatch):
-    """execute._emulate with its workspace's capture and the path replaced."""
+    """execute._emulate with its workspaces' captures and the path replaced. The stream's
+    workspace is ``ws``; while the caller captures the stream (``capturing[0]``), the pool
+    gives the capture workspace, ``captured`` (device.workspace: pinned from the start)."""
     log = []
-    ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, pinned=False)
-    ws.pin = lambda: setattr(ws, "pinned", True)
-    ws.replays = Replays(capture_graph=lambda stream, work: (FakeGraph(log, [stream]), work(stream)))
+
+    def workspace(captured):
+        ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, captured=captured,
+                                   pinned=captured)
+        ws.replays = Replays(capture_graph=lambda stream, work: (FakeGraph(log, [stream]), work(stream)))
+        return ws
 
     def run(kern, L, ws, timer, overlap):
         log.append(("run", L.stream))
         return lambda C: log.append(("finish", C.stream, C.O.ptr, C.alpha))
 
-    monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
+    ws, captured, capturing = workspace(False), workspace(True), [False]
+    pools = {False: OnePool(ws), True: OnePool(captured)}
+    monkeypatch.setattr(execute, "WORKSPACES",
+                        types.SimpleNamespace(hold=lambda device, stream: pools[capturing[0]].hold(device, stream)))
     monkeypatch.setattr(execute, "_RUNS", {"fused": run})
-    capturing = [False]
-    monkeypatch.setattr(execute, "is_capturing", lambda stream: capturing[0])
 
     def call(timings=False, **kw):
         log.clear()
         execute._emulate(KERN, launch(stream=MAIN, **kw), 0, PhaseTimer(MAIN, timings), None, False)
         return list(log)
 
-    return types.SimpleNamespace(call=call, capturing=capturing, ws=ws)
+    return types.SimpleNamespace(call=call, capturing=capturing, ws=ws, captured=captured)
 
 
 O = 3 << 32
@@ -259,19 +265,19 @@ def test_graphs_off(emulate, monkeypatch):
 
 
 def test_under_the_callers_own_capture(emulate):
-    """The call runs straight into the caller's capture, and pins its workspace (the
-    caller's graph keeps the buffers' addresses); a call under the accuracy contract is
-    refused there (it reads its certificate back)."""
+    """The call runs straight into the caller's capture (never through a graph of ours),
+    on the stream's capture workspace, whose buffers the caller's graph keeps; a call
+    under the accuracy contract is refused there (it reads its certificate back). The
+    stream's own replays go on as before."""
     emulate.call()
-    assert not emulate.ws.pinned
     emulate.capturing[0] = True
     for _ in range(2):
         assert emulate.call() == [("run", MAIN), ("finish", MAIN, O, 1.0)]
-    assert emulate.ws.pinned
+    assert emulate.captured.replays.counts["direct"] == 0  # not even counted: the replays never saw them
     with pytest.raises(ValueError, match="under the accuracy contract reads its certificate back.*pass moduli="):
         execute._emulate(KERN, launch(stream=MAIN), 0, PhaseTimer(MAIN, False), 2.0**-53, False)
     emulate.capturing[0] = False
-    assert emulate.call()[0] == ("run", CAPTURE)
+    assert emulate.call()[0] == ("run", CAPTURE)  # the stream's second call of the key: captured by us
 
 
 def test_prepared_calls_run(emulate):
@@ -311,8 +317,9 @@ def test_a_replaced_or_dropped_buffer_clears_the_replays(monkeypatch):
 
 
 def test_a_pinned_workspace_keeps_every_buffer(monkeypatch):
-    """Once a caller's graph captured a workspace's buffers, none is freed: a replaced or
-    dropped one is kept, and release (empty_cache) frees nothing there."""
+    """A capture workspace (a caller's graph keeps its buffers' addresses) is pinned from
+    the start: no buffer is freed, a replaced or dropped one is kept, and release
+    (empty_cache) frees nothing there."""
     closed = []
 
     class Buffer(FakeBuffer):
@@ -321,10 +328,10 @@ def test_a_pinned_workspace_keeps_every_buffer(monkeypatch):
 
     monkeypatch.setattr(W.driver, "DeviceBuffer", Buffer)
     monkeypatch.setattr(W.driver, "relaxed_capture", contextlib.nullcontext)  # no driver here
-    ws = W.Workspace()
+    ws = W.Workspace(captured=True)
+    assert ws.pinned
     first = ws.get("x", 100)
     ws.get("y", 100)
-    ws.pin()
     ws.get("x", 200)   # replaced
     ws.drop("y")       # dropped
     assert closed == [] and ws.nbytes == 100 + 100 + 200

@@ -45,9 +45,8 @@ def world(monkeypatch):
     monkeypatch.setattr(PC, "GUESSES", PC.Guesses())
     monkeypatch.setattr(execute, "GUESSES", PC.GUESSES)
     log = []
-    ws = types.SimpleNamespace(lock=threading.Lock())
+    ws = types.SimpleNamespace(lock=threading.Lock(), captured=False)
     monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
-    monkeypatch.setattr(execute, "is_capturing", lambda stream: False)
     monkeypatch.setattr(execute, "_RUNS", {"staged": lambda kern, L, ws, timer, overlap:
                                            log.append(("run", L.moduli, L.mode, L.prescan.a))})
     O = Matrix(1 << 40, 8, 8, 8, 1, "cai", 0, None)

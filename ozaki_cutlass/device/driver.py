@@ -36,7 +36,7 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "copy_async", "pointer_device",
            "canonical_stream",
            "order_after",
-           "DeviceBuffer", "check_stream", "stream_key", "is_capturing", "PER_THREAD_STREAM", "stream_handle",
+           "DeviceBuffer", "check_stream", "stream_key", "names_capture", "is_capturing", "PER_THREAD_STREAM", "stream_handle",
            "as_cu_stream",
            "synchronize", "wait_event", "new_stream", "destroy_stream", "new_event", "destroy_event",
            "relaxed_capture", "EventTimer",
@@ -319,7 +319,8 @@ def stream_key(handle: int):
     handle is a different stream in each thread, is the handle and the thread (a serial
     number of its own: a thread's ident is reused once it has ended, its work maybe
     not). A stream's key took 3.4 us on an H100 (driver 580.159.04), 2.1 of them the
-    capture query, which every call made before as well."""
+    capture query: a call learns from its workspace's key whether it is captured
+    (:func:`names_capture`), without asking again."""
     if handle in (0, 1):  # never captured
         return 1
     if handle == PER_THREAD_STREAM:
@@ -335,6 +336,12 @@ def stream_key(handle: int):
         return name
     cu = bindings()
     return "id", int(check(cu.cuStreamGetId(cu.CUstream(handle)), "cuStreamGetId"))
+
+
+def names_capture(key) -> bool:
+    """Whether :func:`stream_key`'s ``key`` names a stream being captured: what is kept
+    under it serves only calls captured into a caller's graph."""
+    return type(key) is tuple and key[0] == "capture"
 
 
 def order_after(producer: int, consumer: int) -> None:

@@ -30,16 +30,17 @@ class Workspace:
     graphs of calls on this stream (device.graphs), which read these buffers: every
     buffer freed or replaced clears it.
 
-    A call captured into the caller's own CUDA graph (its stream being captured; it takes
-    the capture workspace of that stream handle, driver.stream_key) leaves these buffers'
-    addresses in a graph we do not hold: :meth:`pin` then keeps every buffer
-    alive for the process, those replaced or dropped afterwards included, and
-    :meth:`release` (empty_cache) frees nothing here, so that the caller's graph never
-    writes freed memory."""
+    A call captured into the caller's own CUDA graph (its stream being captured) takes the
+    capture workspace of that stream handle (``captured``: the pool's key names a capture,
+    driver.stream_key) and leaves its buffers' addresses in a graph we do not hold. Such a
+    workspace is ``pinned`` from the start: every buffer stays alive for the process, those
+    replaced or dropped afterwards included, and :meth:`release` (empty_cache) frees
+    nothing there, so that the caller's graph never writes freed memory."""
 
-    def __init__(self, reclaim=None, touch=None):
+    def __init__(self, reclaim=None, touch=None, captured: bool = False):
         self.lock = threading.Lock()
-        self.pinned = False
+        self.captured = captured  # every call that takes it is captured into the caller's graph
+        self.pinned = captured  # its buffers outlive any graph of the caller's
         self.closed = False  # closed for the pool (shed(close=True)): no call holds it after
         self._reclaim = reclaim  # frees other workspaces' buffers, returns the bytes (out of memory)
         self._touch = touch  # makes this the pool's most recently used workspace
@@ -61,10 +62,6 @@ class Workspace:
     def nbytes(self) -> int:
         """Device memory held by the buffers (those kept for a caller's graph included)."""
         return sum(b.nbytes for b in self._buffers.values()) + sum(b.nbytes for b in self._kept)
-
-    def pin(self) -> None:
-        """Keep every buffer alive from now on: a caller's CUDA graph captured them."""
-        self.pinned = True
 
     def _retire(self, buf: driver.DeviceBuffer) -> None:
         """A buffer no longer ours: freed, or kept where a caller's graph may use it."""
@@ -230,7 +227,8 @@ class WorkspacePool:
             ws = self._spaces.pop(key, None)
             fresh = ws is None
             if fresh:
-                ws = Workspace(reclaim=lambda: self._reclaim(device, ws), touch=lambda: self._touch(key, ws))
+                ws = Workspace(reclaim=lambda: self._reclaim(device, ws), touch=lambda: self._touch(key, ws),
+                               captured=driver.names_capture(key[1]))
             self._spaces[key] = ws  # the most recently used, last
             if not fresh:
                 return ws
