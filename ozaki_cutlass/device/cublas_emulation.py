@@ -81,12 +81,10 @@ class FixedPointDgemm:
         if self._workspace is not None and self._workspace.nbytes >= need:
             return
         old = self._workspace
-        if old is not None:  # calls in flight may still use it
-            driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")
         new = driver.DeviceBuffer(need)
         self.lib.call("cublasSetWorkspace_v2", self.lib.blas.set_workspace, self.handle, new.ptr, new.nbytes)
         self._workspace = new
-        if old is not None:
+        if old is not None:  # calls in flight may still use it: cuMemFree waits for the GPU's work
             old.close()
 
     def run(self, plan: DgemmPlan, alpha: float, beta: float, stream, *,

@@ -66,6 +66,25 @@ def test_cublas_emulation_on_cupy_arrays_gives_the_same_bits(own, rng):
     forget_emulation()
 
 
+def test_cublas_emulations_workspace_grows_behind_a_call_in_flight(own, rng):
+    """A larger product grows the emulation's workspace while the call before it may still
+    run on the old one, which is freed without cuCtxSynchronize (that would end any
+    thread's capture): cuMemFree waits for the GPU's work. Each result has the bits of
+    the same product run again afterwards."""
+    if cublas.emulation_problem() is not None:
+        pytest.skip(f"cuBLAS FP64 emulation not available: {cublas.emulation_problem()}")
+    forget_emulation()
+    small = measure.CublasEmulation(own.upload(random_matrix(512, 768, 0.5, rng)),
+                                    own.upload(random_matrix(768, 640, 0.5, rng)))
+    big = measure.CublasEmulation(own.upload(random_matrix(2048, 3072, 0.5, rng)),
+                                  own.upload(random_matrix(3072, 2560, 0.5, rng)))
+    first = small()
+    grown = big()  # enqueued right behind the first: the workspace grows now
+    driver.synchronize(small.stream)
+    assert same_bits(first.get(), small().get()) and same_bits(grown.get(), big().get())
+    forget_emulation()
+
+
 def test_energy_of_a_loop_is_positive_and_finite(own, rng):
     try:
         meter = energy.counter(0)
