@@ -477,7 +477,7 @@ def test_a_stream_per_task_keeps_at_most_so_many_workspaces_holding(fake_alloc):
     assert pool.nbytes() == 8000 and fake_alloc.held == 8000 and fake_alloc.synced == 0
     assert fake_alloc.alive == 3 * 3  # 12's stream and events destroyed
 
-    ws[11].pinned = True  # as a capture workspace is
+    ws[11].captured = True  # a capture workspace: pinned
     with ws[13].lock:  # a call enqueuing on stream 13
         task(15)  # 14, the one left to free, goes
     assert {s: w.nbytes for s, w in ws.items()} == {11: 1000, 12: 0, 13: 1000, 14: 0, 15: 1000}
@@ -659,11 +659,11 @@ def test_a_stream_made_with_a_destroyed_streams_handle_has_a_workspace_of_its_ow
     pool = WorkspacePool()
     old = pool.get(0, 11)
     old.get("ra", 1000)
-    old.pinned = True  # as a capture workspace is
+    old.captured = True  # pinned, as a capture workspace
     assert pool.get(0, 11) is old  # the same stream: the same workspace
     fake_alloc.cuStreamDestroy(11)  # the caller destroys it; a new stream comes with its handle
     new = pool.get(0, 11)
-    assert new is not old and not new.pinned and new.nbytes == 0
+    assert new is not old and not new.captured and new.nbytes == 0
     assert pool.get(0, 11) is new and old.nbytes == 1000
     assert pool.get(0, 0) is pool.get(0, 1)  # the legacy default stream, spelled either way
 
@@ -678,7 +678,7 @@ def test_calls_captured_into_a_callers_graph_take_a_workspace_apart(fake_alloc):
     fake_alloc.capturing.add(11)
     captured = pool.get(0, 11)
     assert captured is not own and pool.get(0, 11) is captured
-    assert captured.captured and captured.pinned and not own.captured and not own.pinned
+    assert captured.captured and not own.captured
     captured.get("ra", 1000)
     assert pool.clear() == 0 and captured.nbytes == 1000  # the caller's graph keeps it
     per_thread = pool.get(0, driver.PER_THREAD_STREAM)  # not captured: its own

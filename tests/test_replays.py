@@ -218,8 +218,7 @@ def emulate(monkeypatch):
     log = []
 
     def workspace(captured):
-        ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, captured=captured,
-                                   pinned=captured)
+        ws = types.SimpleNamespace(lock=threading.Lock(), capture_stream=lambda: CAPTURE, captured=captured)
         ws.replays = Replays(capture_graph=lambda stream, work: (FakeGraph(log, [stream]), work(stream)))
         return ws
 
@@ -329,7 +328,6 @@ def test_a_pinned_workspace_keeps_every_buffer(monkeypatch):
     monkeypatch.setattr(W.driver, "DeviceBuffer", Buffer)
     monkeypatch.setattr(W.driver, "relaxed_capture", contextlib.nullcontext)  # no driver here
     ws = W.Workspace(captured=True)
-    assert ws.pinned
     first = ws.get("x", 100)
     ws.get("y", 100)
     ws.get("x", 200)   # replaced

@@ -33,14 +33,13 @@ class Workspace:
     A call captured into the caller's own CUDA graph (its stream being captured) takes the
     capture workspace of that stream handle (``captured``: the pool's key names a capture,
     driver.stream_key) and leaves its buffers' addresses in a graph we do not hold. Such a
-    workspace is ``pinned`` from the start: every buffer stays alive for the process, those
+    workspace is pinned for good: every buffer stays alive for the process, those
     replaced or dropped afterwards included, and :meth:`release` (empty_cache) frees
     nothing there, so that the caller's graph never writes freed memory."""
 
     def __init__(self, reclaim=None, touch=None, captured: bool = False):
         self.lock = threading.Lock()
-        self.captured = captured  # every call that takes it is captured into the caller's graph
-        self.pinned = captured  # its buffers outlive any graph of the caller's
+        self.captured = captured  # its calls are captured: its buffers outlive any graph of the caller's
         self.closed = False  # closed for the pool (shed(close=True)): no call holds it after
         self._reclaim = reclaim  # frees other workspaces' buffers, returns the bytes (out of memory)
         self._touch = touch  # makes this the pool's most recently used workspace
@@ -65,7 +64,7 @@ class Workspace:
 
     def _retire(self, buf: driver.DeviceBuffer) -> None:
         """A buffer no longer ours: freed, or kept where a caller's graph may use it."""
-        if self.pinned:
+        if self.captured:
             self._kept.append(buf)
         else:
             buf.close()
@@ -78,7 +77,7 @@ class Workspace:
         buffers are made again on demand."""
         with self.lock:
             self.replays.clear()
-            if self.pinned:  # a caller's CUDA graph holds these addresses
+            if self.captured:  # a caller's CUDA graph holds these addresses
                 return 0
             return self._free_buffers()
 
@@ -93,7 +92,7 @@ class Workspace:
         if not self.lock.acquire(blocking=False):
             return None
         try:
-            if self.pinned:
+            if self.captured:
                 return None
             self.replays.clear()
             freed = self._free_buffers()

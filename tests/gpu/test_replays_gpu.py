@@ -264,7 +264,7 @@ def test_empty_cache_beside_a_global_capture(rng, stream, other_thread):
         assert stream.is_capturing()
         graph = stream.end_capture()
         assert freed and freed[0] > 0 and WORKSPACES.get(0, idle.ptr).nbytes == 0
-        assert captured.pinned and held > 0 and captured.nbytes == held
+        assert captured.captured and held > 0 and captured.nbytes == held
         assert WORKSPACES.get(0, stream.ptr) is not captured  # the stream's own, after the capture
         replays_give_the_reference(graph, stream, da, db, out, rng)  # its copies and fills on the stream
 
@@ -288,7 +288,7 @@ def test_a_new_stream_on_a_destroyed_streams_handle(rng):
         ozaki_cutlass.gemm(da, db, moduli=15, out=out)
         captured = WORKSPACES.get(0, handle)
         graph = first.end_capture()
-    assert captured.pinned and captured is not own and not own.pinned
+    assert captured.captured and captured is not own and not own.captured
     del first  # destroyed; the graph stays
     taken = []
     while len(taken) < 64 and (not taken or taken[-1].ptr != handle):
