@@ -36,8 +36,8 @@ __all__ = ["CudaError", "NoGpuError", "OutOfMemoryError", "MIN_DRIVER_CUDA", "dr
            "copy_async", "pointer_device",
            "canonical_stream",
            "order_after",
-           "DeviceBuffer", "check_stream", "stream_key", "names_capture", "is_capturing", "PER_THREAD_STREAM", "stream_handle",
-           "as_cu_stream",
+           "DeviceBuffer", "check_stream", "stream_key", "names_capture", "is_capturing", "PER_THREAD_STREAM",
+           "stream_handle", "as_cu_stream",
            "synchronize", "wait_event", "new_stream", "destroy_stream", "new_event", "destroy_event",
            "relaxed_capture", "EventTimer",
            "event_times"]
