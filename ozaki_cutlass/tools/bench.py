@@ -43,7 +43,7 @@ from .arguments import (ARRAY_CHOICES, PHI_MAX, batch_shape, moduli_count, nonne
                         positive_int, shape, spread)
 from .bench_kinds import batched_row, print_kind_row, zgemm_row
 from .measure import (ENERGY_SECONDS, ArraysUnavailable, CublasEmulation, arrays_for, deciding_reps, measure_energy,
-                      missing_tools, results_header, sample_error, sample_reference)
+                      plot_unavailable, results_header, sample_error, sample_reference)
 
 __all__ = ["DEFAULT_SHAPES", "CSV_FIELDS", "CUBLAS_ROW", "bench_main", "add_bench_parser", "csv_rows", "write_csv",
            "write_plot"]
@@ -221,7 +221,7 @@ def _cublas_emulation(xa, xb, arrays, sample, ref) -> tuple[CublasEmulation | No
 def bench_main(args) -> int:
     """``ozaki-cutlass bench``: native DGEMM, cuBLAS's emulation, the staged and the fused path
     and the auto policy, in one run."""
-    why = missing_tools("bench", bool(args.plot))
+    why = plot_unavailable(bool(args.plot))
     if why is not None:
         log.error("%s", why)
         return 2

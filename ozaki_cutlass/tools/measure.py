@@ -34,7 +34,7 @@ from ..kernels.stages import stage_libraries
 from ..numerics.accuracy import dd_product, normwise_error, random_matrix
 from .arguments import ARRAY_CHOICES, positive_int
 
-__all__ = ["CupyArrays", "OwnArrays", "ArraysUnavailable", "arrays_for", "missing_tools", "discarding", "deciding_reps",
+__all__ = ["CupyArrays", "OwnArrays", "ArraysUnavailable", "arrays_for", "plot_unavailable", "discarding", "deciding_reps",
            "time_against",
            "launch_ms", "alternating_medians", "OPERAND_LAUNCHES", "operands_launch", "copy_rate_gbps",
            "add_alone_arguments", "alone_setup",
@@ -174,9 +174,10 @@ def arrays_for(choice: str = "auto"):
     return OwnArrays()
 
 
-def missing_tools(command: str, plot: bool) -> str | None:
-    """Why ``command`` (bench, tune) cannot run here, said before any GPU work, or None.
-    CuPy is not needed (our own arrays stand in for it)."""
+def plot_unavailable(plot: bool) -> str | None:
+    """Why the bench's ``--plot`` cannot be drawn here (matplotlib missing), said before any
+    GPU work, or None. Nothing else the bench and the tune use is optional: CuPy is not
+    needed (our own arrays stand in for it; arrays_for says where CuPy is asked for)."""
     if plot and importlib.util.find_spec("matplotlib") is None:
         return "--plot needs matplotlib: pip install -e '.[bench]' (or leave out --plot)"
     return None

@@ -24,7 +24,7 @@ from ..generator import catalog
 from ..kernels.library import locate
 from ..options import MODES, resolve_moduli
 from .arguments import ARRAY_CHOICES, batch_shape, moduli_count, nonnegative_int, positive_int, shape
-from .measure import (ArraysUnavailable, arrays_for, deciding_reps, discarding, missing_tools, results_header,
+from .measure import (ArraysUnavailable, arrays_for, deciding_reps, discarding, results_header,
                       time_against)
 
 __all__ = ["tune_points", "kind_points", "NATIVE_ROUTINES", "native_line", "tune_candidates", "tune_main",
@@ -135,10 +135,6 @@ def tune_main(args) -> int:
         except ValueError as exc:
             log.error("--extend: %s", exc)
             return 2
-    why = missing_tools("tune", False)
-    if why is not None:
-        log.error("%s", why)
-        return 2
     try:
         arrays = arrays_for(args.arrays)
     except ArraysUnavailable as exc:
