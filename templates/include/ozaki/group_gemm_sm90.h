@@ -41,25 +41,13 @@ namespace ozaki {
 // G = 1, over CUTLASS's own mainloop batched over the groups, with BatchedResidue as its
 // epilogue (partial_crt.h).
 template <class Gemm_, int G, int TileK, int MaxSwizzle = 1>
-struct GroupGemmSm90Entry {
+struct GroupGemmSm90Entry : Sm90TnGemm<Gemm_, MaxSwizzle> {
   static constexpr bool kBatched = G == 1;  // every group in one launch (L = groups)
-  static_assert(MaxSwizzle == 1 || MaxSwizzle == 2 || MaxSwizzle == 4 || MaxSwizzle == 8,
-                "swizzle must be 1, 2, 4 or 8");
-  using Gemm = Gemm_;
-  using GemmKernel = typename Gemm::GemmKernel;
-  using Arguments = typename Gemm::Arguments;
-  using StrideA = typename GemmKernel::StrideA;
-  using StrideB = typename GemmKernel::StrideB;
-  using StrideD = typename GemmKernel::StrideD;
+  using Base = Sm90TnGemm<Gemm_, MaxSwizzle>;
+  using typename Base::Gemm, typename Base::GemmKernel, typename Base::Arguments;
 
-  static_assert(std::is_same_v<typename GemmKernel::ElementA, int8_t>, "A must be int8");
-  static_assert(std::is_same_v<typename GemmKernel::ElementB, int8_t>, "B must be int8");
   using ElementX = PartialElement<G>;
   static_assert(std::is_same_v<typename GemmKernel::ElementD, ElementX>, "X must be PartialElement<G>");
-  static_assert(std::is_void_v<typename GemmKernel::ElementC>, "no source C");
-  static_assert(std::is_same_v<StrideA, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "A: K contiguous");
-  static_assert(std::is_same_v<StrideB, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "B: K contiguous");
-  static_assert(std::is_same_v<StrideD, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "X: row-major");
   static_assert(TileK == cute::size<2>(typename GemmKernel::TileShape{}), "tile_k mismatch");
   // A split-K or stream-K scheduler would hand one tile's K range to several CTAs; the
   // fold needs each CTA to see every k-tile of every modulus of its output tile.

@@ -49,10 +49,13 @@ Status bind_sm90_device(cutlass::KernelHardwareInfo& hw_info, ErrorMessage& err)
   return Status::kOk;
 }
 
-// MaxSwizzle: the persistent tile scheduler's swizzle (1 = none; 2/4/8 visit tiles in
-// groups along the minor raster dimension so operand tiles are reused from L2).
-template <class Gemm_, int MaxSwizzle = 1>
-struct Int8GemmSm90 {
+// What both sm_90a backends (Int8GemmSm90 below, GroupGemmSm90Entry in
+// group_gemm_sm90.h) take of their CUTLASS adapter: its types, int8 operands in the TN
+// layout (A M x K and B N x K, both K-contiguous; D M x N row-major, batches along L), no
+// source C. MaxSwizzle: the persistent tile scheduler's swizzle (1 = none; 2/4/8 visit
+// tiles in groups along the minor raster dimension so operand tiles are reused from L2).
+template <class Gemm_, int MaxSwizzle>
+struct Sm90TnGemm {
   static_assert(MaxSwizzle == 1 || MaxSwizzle == 2 || MaxSwizzle == 4 || MaxSwizzle == 8,
                 "swizzle must be 1, 2, 4 or 8");
   using Gemm = Gemm_;
@@ -64,18 +67,25 @@ struct Int8GemmSm90 {
 
   static_assert(std::is_same_v<typename GemmKernel::ElementA, int8_t>, "A must be int8");
   static_assert(std::is_same_v<typename GemmKernel::ElementB, int8_t>, "B must be int8");
-  static_assert(std::is_same_v<typename GemmKernel::ElementD, int32_t>, "D must be int32");
-  static_assert(std::is_same_v<typename GemmKernel::ElementAccumulator, int32_t>,
-                "the accumulator must be int32");
   static_assert(std::is_void_v<typename GemmKernel::ElementC>,
                 "the epilogue must not read a source C");
-  // TN: A is M x K and B is N x K, both K-contiguous; D is M x N row-major.
   static_assert(std::is_same_v<StrideA, cute::Stride<int64_t, cute::Int<1>, int64_t>>,
                 "A must be row-major (K contiguous)");
   static_assert(std::is_same_v<StrideB, cute::Stride<int64_t, cute::Int<1>, int64_t>>,
                 "B must be column-major in CUTLASS terms (N x K, K contiguous)");
   static_assert(std::is_same_v<StrideD, cute::Stride<int64_t, cute::Int<1>, int64_t>>,
                 "D must be row-major");
+};
+
+template <class Gemm_, int MaxSwizzle = 1>
+struct Int8GemmSm90 : Sm90TnGemm<Gemm_, MaxSwizzle> {
+  using Base = Sm90TnGemm<Gemm_, MaxSwizzle>;
+  using typename Base::Gemm, typename Base::GemmKernel, typename Base::Arguments,
+      typename Base::StrideA, typename Base::StrideB, typename Base::StrideD;
+
+  static_assert(std::is_same_v<typename GemmKernel::ElementD, int32_t>, "D must be int32");
+  static_assert(std::is_same_v<typename GemmKernel::ElementAccumulator, int32_t>,
+                "the accumulator must be int32");
   static_assert(cute::rank(typename GemmKernel::ProblemShape{}) == 4,
                 "the problem shape must be (M, N, K, L)");
 
