@@ -276,7 +276,7 @@ def test_arrays_for_takes_our_own_arrays_without_cupy(monkeypatch):
 def test_cublas_emulation_row_is_skipped_with_the_reason(monkeypatch, capsys):
     import numpy as np
 
-    from ozaki_cutlass.device import cublas
+    from ozaki_cutlass.device import cublas, cublas_emulation
     from ozaki_cutlass.tools import bench
 
     class Emulation:
@@ -284,7 +284,7 @@ def test_cublas_emulation_row_is_skipped_with_the_reason(monkeypatch, capsys):
 
         def __init__(self, a, b):
             if a == "old":
-                raise cublas.EmulationUnavailable("libcublas 13.0.2 has no FP64 emulation (cuBLAS 13.1 ...)")
+                raise cublas_emulation.EmulationUnavailable("libcublas 13.0.2 has no FP64 emulation (cuBLAS 13.1 ...)")
 
         def probe(self):
             return np.ones((2, 3)), Emulation.bits
@@ -398,7 +398,7 @@ def test_bench_main_end_to_end_on_fakes(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(bench, "forget_emulation", lambda: None)
     monkeypatch.setattr(bench, "compute_capability", lambda: (9, 0))
     monkeypatch.setattr(bench, "_energy_counter", lambda seconds: (object(), "energy: fake counter"))
-    monkeypatch.setattr(bench.cublas, "emulation_problem", lambda: None)
+    monkeypatch.setattr(bench, "emulation_problem", lambda: None)
     monkeypatch.setattr(bench.cublas, "version", lambda: (13, 1, 1))
     monkeypatch.setattr(bench.driver, "ensure_context", lambda ordinal=0: None)
     monkeypatch.setattr(bench.driver, "event_times", event_times)

@@ -56,7 +56,7 @@ def fake_library(monkeypatch):
         blas = FakeBlas()
         monkeypatch.setattr(cublas, "library", lambda: FakeLibraries(blas))
         monkeypatch.setattr(cublas, "version", lambda: have)
-        monkeypatch.setattr(cublas, "_EMULATION_STATE", [])
+        monkeypatch.setattr(cublas_emulation, "_EMULATION_STATE", [])
         return blas
 
     return install
@@ -64,14 +64,14 @@ def fake_library(monkeypatch):
 
 def test_a_library_older_than_13_1_is_refused_with_its_version(fake_library):
     fake_library(have=(13, 0, 2))
-    why = cublas.emulation_problem()
+    why = cublas_emulation.emulation_problem()
     assert why is not None and "libcublas 13.0.2 has no FP64 emulation" in why and "13.1" in why
-    assert cublas.emulation_problem() == why  # remembered
+    assert cublas_emulation.emulation_problem() == why  # remembered
 
 
 def test_a_library_of_13_1_or_newer_has_it(fake_library):
     fake_library(have=(13, 1, 0))
-    assert cublas.emulation_problem() is None
+    assert cublas_emulation.emulation_problem() is None
 
 
 def test_no_libcublas_is_a_reason_not_a_crash(monkeypatch):
@@ -79,9 +79,9 @@ def test_no_libcublas_is_a_reason_not_a_crash(monkeypatch):
         raise cublas.NativeUnavailable("libcublas was not found")
 
     monkeypatch.setattr(cublas, "library", missing)
-    monkeypatch.setattr(cublas, "_EMULATION_STATE", [])
-    assert cublas.emulation_problem() == "libcublas is not usable here (libcublas was not found)"
-    with pytest.raises(cublas.EmulationUnavailable, match="not found"):
+    monkeypatch.setattr(cublas_emulation, "_EMULATION_STATE", [])
+    assert cublas_emulation.emulation_problem() == "libcublas is not usable here (libcublas was not found)"
+    with pytest.raises(cublas_emulation.EmulationUnavailable, match="not found"):
         cublas_emulation.fixed_point_dgemm()
 
 
@@ -121,7 +121,7 @@ def _plan(m, n, k):
 @pytest.fixture
 def emulator(fake_library, monkeypatch):
     blas = fake_library()
-    assert cublas.emulation_problem() is None
+    assert cublas_emulation.emulation_problem() is None
     FakeBuffer.made = []
     dgemms = []
     monkeypatch.setattr(driver, "DeviceBuffer", FakeBuffer)
@@ -187,8 +187,8 @@ def test_the_installed_libcublas_has_every_function_by_name(monkeypatch):
     """The real library (the nvidia-cublas wheel here): 13.1 or newer has each symbol."""
     if not cublas.available():
         pytest.skip("no libcublas here (the nvidia-cublas wheel is not installed)")
-    monkeypatch.setattr(cublas, "_EMULATION_STATE", [])
-    if cublas.version()[:2] < cublas.EMULATION_SINCE:
-        assert "has no FP64 emulation" in cublas.emulation_problem()
+    monkeypatch.setattr(cublas_emulation, "_EMULATION_STATE", [])
+    if cublas.version()[:2] < cublas_emulation.EMULATION_SINCE:
+        assert "has no FP64 emulation" in cublas_emulation.emulation_problem()
     else:
-        assert cublas.emulation_problem() is None
+        assert cublas_emulation.emulation_problem() is None

@@ -46,8 +46,8 @@ from . import driver
 from .layouts import CopyPlan, DgemmPlan, call_pointers
 
 __all__ = ["NativeUnavailable", "CublasError", "Handles", "LtDgemm", "available", "version", "library", "handles",
-           "lt_dgemm", "dgemm", "run_copy", "EMULATION_SINCE", "EmulationUnavailable",
-           "emulation_problem", "handle_dgemm", "current_context", "zgemm", "dgemm_strided_batched"]
+           "lt_dgemm", "dgemm", "run_copy", "handle_dgemm", "current_context", "zgemm",
+           "dgemm_strided_batched"]
 
 
 class NativeUnavailable(RuntimeError):
@@ -396,6 +396,17 @@ def dgemm(plan: DgemmPlan, alpha: float, beta: float, stream, *, pointers: tuple
     lt_dgemm(plan, context).run(found, a_ptr, b_ptr, c_ptr, alpha, beta, driver.stream_handle(stream))
 
 
+def _blas_start(plan: DgemmPlan, alpha, pointers, context, stream):
+    """What a call on the (context, thread)'s cuBLAS handle starts with: (the plan as run,
+    see :func:`_read_when_used`; the libraries; the handle, set to ``stream``; the (A, B, C)
+    pointers)."""
+    plan = _read_when_used(plan, alpha)
+    lib = library()
+    handle = handles(current_context() if context is None else context).blas()
+    lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, driver.stream_handle(stream))
+    return plan, lib, handle, call_pointers(plan, pointers)
+
+
 def zgemm(plan: DgemmPlan, ops: tuple[str, str], alpha: complex, beta: complex, stream, *,
           batched: tuple[tuple[int, int, int], int] | None = None, pointers: tuple[int, int, int] | None = None,
           context: int | None = None) -> None:
@@ -405,11 +416,7 @@ def zgemm(plan: DgemmPlan, ops: tuple[str, str], alpha: complex, beta: complex, 
     ``cublasZgemmStridedBatched``. Enqueued on the (context, thread)'s handle, no sync."""
     if plan.m == 0 or plan.n == 0 or (batched is not None and batched[1] == 0):
         return
-    plan = _read_when_used(plan, alpha)
-    a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
-    lib = library()
-    handle = handles(current_context() if context is None else context).blas()
-    lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, driver.stream_handle(stream))
+    plan, lib, handle, (a_ptr, b_ptr, c_ptr) = _blas_start(plan, alpha, pointers, context, stream)
     scalars = (ctypes.c_double * 4)(alpha.real, alpha.imag, beta.real, beta.imag)  # read before the call returns
     at = ctypes.addressof(scalars)
     op = {name: int(getattr(lib.blas.Operation, name)) for name in ops}
@@ -432,11 +439,7 @@ def dgemm_strided_batched(plan: DgemmPlan, strides: tuple[int, int, int], batch:
     for an operand shared by every problem). Does not synchronize."""
     if plan.m == 0 or plan.n == 0 or batch == 0:
         return
-    plan = _read_when_used(plan, alpha)
-    a_ptr, b_ptr, c_ptr = call_pointers(plan, pointers)
-    lib = library()
-    handle = handles(current_context() if context is None else context).blas()
-    lib.call("cublasSetStream_v2", lib.blas.set_stream, handle, driver.stream_handle(stream))
+    plan, lib, handle, (a_ptr, b_ptr, c_ptr) = _blas_start(plan, alpha, pointers, context, stream)
     alpha_at, beta_at = _HostScalar(alpha), _HostScalar(beta)
     lib.call(f"cublasDgemmStridedBatched(m={plan.m}, n={plan.n}, k={plan.k}, batch={batch})",
              lib.blas.dgemm_strided_batched, handle, lib.op_t if plan.transa else lib.op_n,
@@ -466,35 +469,3 @@ def run_copy(plan: CopyPlan, stream) -> None:
     p.WidthInBytes = plan.width
     p.Height = plan.height
     driver.check(cu.cuMemcpy2DAsync(p, driver.as_cu_stream(stream)), "cuMemcpy2DAsync")
-
-
-# --------------------------------------------------------------------------- cuBLAS's FP64 emulation
-
-# What ``ozaki_cutlass.device.cublas_emulation`` calls (never ``gemm``): cuBLAS 13.1 (CUDA
-# 13.0 Update 2) brought the fixed-point FP64 emulation's functions (the strategy setter
-# came with 12.9's FP32 emulation); nvmath's bindings have them all.
-EMULATION_SINCE = (13, 1)
-_EMULATION_STATE: list = []   # [""] once checked and usable, [reason] where it is not
-
-
-class EmulationUnavailable(RuntimeError):
-    """cuBLAS's FP64 emulation cannot be called here (the message says why)."""
-
-
-def _emulation_check() -> str:
-    try:
-        have = version()
-    except (NativeUnavailable, CublasError) as exc:
-        return f"libcublas is not usable here ({exc})"
-    if have[:2] < EMULATION_SINCE:
-        return (f"libcublas {'.'.join(map(str, have))} has no FP64 emulation "
-                "(cuBLAS 13.1, from CUDA 13.0 Update 2, brought it)")
-    return ""
-
-
-def emulation_problem() -> str | None:
-    """Why the libcublas in use cannot run cuBLAS's FP64 emulation (too old, or the library
-    missing), or None. Asked once (no GPU needed)."""
-    if not _EMULATION_STATE:  # two threads at once ask twice, to the same answer
-        _EMULATION_STATE.append(_emulation_check())
-    return _EMULATION_STATE[0] or None

@@ -5,8 +5,8 @@ into fixed-point INT8 slices sharing a power-of-two scale per row of A and colum
 slices multiplied on the INT8 tensor cores (the Ozaki scheme I; ours is scheme II, one
 INT8 product per modulus). ``ozaki_cutlass.gemm`` never runs it; the benchmark puts it
 next to native DGEMM and our paths. The functions are nvmath-python's bindings, loaded by
-``ozaki_cutlass.device.cublas`` (the version check is there:
-:func:`~ozaki_cutlass.device.cublas.emulation_problem`).
+``ozaki_cutlass.device.cublas``; :func:`emulation_problem` says where the libcublas in use is
+too old for them.
 
 How it is asked for: a cuBLAS handle of its own in math mode FP64_EMULATED_FIXEDPOINT with
 strategy EAGER (emulate wherever cuBLAS can; the default strategy emulates only where its
@@ -31,10 +31,39 @@ import numpy as np
 from . import cublas, driver
 from .layouts import DgemmPlan
 
-__all__ = ["fixed_point_workspace_bytes", "FixedPointDgemm", "fixed_point_dgemm", "forget_emulation"]
+__all__ = ["EMULATION_SINCE", "EmulationUnavailable", "emulation_problem", "fixed_point_workspace_bytes",
+           "FixedPointDgemm", "fixed_point_dgemm", "forget_emulation"]
+
+# cuBLAS 13.1 (CUDA 13.0 Update 2) brought the fixed-point FP64 emulation's functions (the
+# strategy setter came with 12.9's FP32 emulation); nvmath's bindings have them all.
+EMULATION_SINCE = (13, 1)
 
 _MANTISSA_CONTROL_DYNAMIC = 0           # cudaEmulationMantissaControl (cuBLAS's default)
 _DYNAMIC_MAX_MANTISSA_BITS = 79         # cuBLAS's default cap under dynamic control: 10 INT8 slices
+_EMULATION_STATE: list = []             # [""] once checked and usable, [reason] where it is not
+
+
+class EmulationUnavailable(RuntimeError):
+    """cuBLAS's FP64 emulation cannot be called here (the message says why)."""
+
+
+def _emulation_check() -> str:
+    try:
+        have = cublas.version()
+    except (cublas.NativeUnavailable, cublas.CublasError) as exc:
+        return f"libcublas is not usable here ({exc})"
+    if have[:2] < EMULATION_SINCE:
+        return (f"libcublas {'.'.join(map(str, have))} has no FP64 emulation "
+                "(cuBLAS 13.1, from CUDA 13.0 Update 2, brought it)")
+    return ""
+
+
+def emulation_problem() -> str | None:
+    """Why the libcublas in use cannot run cuBLAS's FP64 emulation (too old, or the library
+    missing), or None. Asked once (no GPU needed)."""
+    if not _EMULATION_STATE:  # two threads at once ask twice, to the same answer
+        _EMULATION_STATE.append(_emulation_check())
+    return _EMULATION_STATE[0] or None
 
 
 def fixed_point_workspace_bytes(m: int, n: int, k: int, max_mantissa_bits: int = _DYNAMIC_MAX_MANTISSA_BITS) -> int:
@@ -135,11 +164,11 @@ _LOCK = threading.Lock()
 
 def fixed_point_dgemm() -> FixedPointDgemm:
     """The :class:`FixedPointDgemm` of (current context, this thread), made on first use;
-    raises ``cublas.EmulationUnavailable`` (with the reason) where the libcublas in use has
+    raises :class:`EmulationUnavailable` (with the reason) where the libcublas in use has
     no FP64 emulation. :func:`forget_emulation` frees them."""
-    why = cublas.emulation_problem()
+    why = emulation_problem()
     if why is not None:
-        raise cublas.EmulationUnavailable(why)
+        raise EmulationUnavailable(why)
     key = (cublas.current_context(), threading.get_ident())
     found = _EMULATORS.get(key)
     if found is None:

@@ -35,7 +35,7 @@ import numpy as np
 from .. import config
 from ..api import gemm
 from ..device import cublas, driver, energy
-from ..device.cublas_emulation import forget_emulation
+from ..device.cublas_emulation import EmulationUnavailable, emulation_problem, forget_emulation
 from ..device.arch import compute_capability
 from ..options import resolve_moduli
 from ..paths.launch import PHASES
@@ -207,7 +207,7 @@ def _cublas_emulation(xa, xb, arrays, sample, ref) -> tuple[CublasEmulation | No
     try:
         emu = CublasEmulation(xa, xb)
         out, bits = emu.probe()
-    except (cublas.EmulationUnavailable, cublas.CublasError, driver.OutOfMemoryError, ValueError) as exc:
+    except (EmulationUnavailable, cublas.CublasError, driver.OutOfMemoryError, ValueError) as exc:
         return None, {"skipped": str(exc)}
     if bits < 0:
         return None, {"skipped": f"cuBLAS reported {bits} mantissa bits: it ran native DGEMM, not its emulation, "
@@ -236,7 +236,7 @@ def bench_main(args) -> int:
     driver.ensure_context()
     moduli = resolve_moduli(args.moduli)
     args.auto_mode, args.mode = args.mode, args.mode or "accurate"  # the auto row: as given (None: the contract's)
-    emulation_why = cublas.emulation_problem() if args.cublas_emulation else "--no-cublas-emulation"
+    emulation_why = emulation_problem() if args.cublas_emulation else "--no-cublas-emulation"
     meter, energy_line = _energy_counter(args.energy_seconds)
     stream = arrays.stream()
     rows = []

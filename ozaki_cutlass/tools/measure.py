@@ -300,7 +300,7 @@ class CublasEmulation:
     """C = A B through cuBLAS's own FP64 emulation (``ozaki_cutlass.device.cublas_emulation``:
     fixed-point INT8 slices, strategy eager, dynamic mantissa control) on device arrays
     ``a`` and ``b`` (CuPy or ours): each call returns a new array of their kind. Raises
-    ``cublas.EmulationUnavailable`` where the libcublas in use has no FP64 emulation, and
+    ``cublas_emulation.EmulationUnavailable`` where the libcublas in use has no FP64 emulation, and
     ValueError where cuBLAS cannot take the layouts."""
 
     def __init__(self, a, b):

@@ -13,7 +13,7 @@ import pytest
 import ozaki_cutlass
 from ozaki_cutlass.device import cublas, driver, energy
 from ozaki_cutlass.device.arrays import DeviceArray
-from ozaki_cutlass.device.cublas_emulation import forget_emulation
+from ozaki_cutlass.device.cublas_emulation import emulation_problem, forget_emulation
 from ozaki_cutlass.numerics.accuracy import dd_product, normwise_error, random_matrix, same_bits
 from ozaki_cutlass.tools import cli, demo, measure
 
@@ -34,7 +34,7 @@ def no_cupy(monkeypatch):
 
 
 def test_cublas_emulation_is_fp64_accurate(own, rng):
-    why = cublas.emulation_problem()
+    why = emulation_problem()
     if why is not None:
         pytest.skip(f"cuBLAS FP64 emulation not available: {why}")
     a, b = random_matrix(640, 384, 0.5, rng), random_matrix(384, 520, 0.5, rng)
@@ -57,8 +57,8 @@ def test_cublas_emulation_is_fp64_accurate(own, rng):
 
 def test_cublas_emulation_on_cupy_arrays_gives_the_same_bits(own, rng):
     cp = pytest.importorskip("cupy")
-    if cublas.emulation_problem() is not None:
-        pytest.skip(f"cuBLAS FP64 emulation not available: {cublas.emulation_problem()}")
+    if emulation_problem() is not None:
+        pytest.skip(f"cuBLAS FP64 emulation not available: {emulation_problem()}")
     a, b = random_matrix(300, 200, 1.0, rng), random_matrix(200, 100, 1.0, rng)
     ours = measure.CublasEmulation(own.upload(a), own.upload(b))()
     theirs = measure.CublasEmulation(cp.asarray(a), cp.asarray(b))()
@@ -71,8 +71,8 @@ def test_cublas_emulations_workspace_grows_behind_a_call_in_flight(own, rng):
     run on the old one, which is freed without cuCtxSynchronize (that would end any
     thread's capture): cuMemFree waits for the GPU's work. Each result has the bits of
     the same product run again afterwards."""
-    if cublas.emulation_problem() is not None:
-        pytest.skip(f"cuBLAS FP64 emulation not available: {cublas.emulation_problem()}")
+    if emulation_problem() is not None:
+        pytest.skip(f"cuBLAS FP64 emulation not available: {emulation_problem()}")
     forget_emulation()
     small = measure.CublasEmulation(own.upload(random_matrix(512, 768, 0.5, rng)),
                                     own.upload(random_matrix(768, 640, 0.5, rng)))
