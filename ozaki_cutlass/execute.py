@@ -20,7 +20,7 @@ from .paths.fused import run_fused
 from .paths.launch import KernelSet, Launch, PhaseTimer, replay_key, resolve_kernels
 from .paths.native import NO_LAYOUT, decide, native_plan, run_native
 from .paths.prologue import run_prologue
-from .paths.replay_lane import learn
+from .paths.replay_lane import lane_stream_key, learn
 from .paths.scale import zero_result
 from .paths.staged import run_staged
 from .paths.staged_batch import run_staged_batch
@@ -134,7 +134,7 @@ def _emulate(kern: KernelSet, launch: Launch, device: int, timer: PhaseTimer, ta
     "miss". ``OZAKI_SPECULATE=0`` turns this off."""
     overlap = config.overlap()  # A's and B's operands on two streams (OZAKI_OVERLAP=0: one); same bits
     run = _RUNS[kern.path]
-    with WORKSPACES.hold(device, launch.stream) as ws:
+    with WORKSPACES.hold(device, launch.stream, None if lane is None else lane_stream_key(lane)) as ws:
         capturing = _caller_capture(ws, target)
         if launch.alpha == 0.0 or launch.k == 0:
             zero_result(kern.stages, launch, ws)

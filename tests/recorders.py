@@ -24,15 +24,19 @@ class Gemm(Calls):
 
 class OnePool:
     """A workspace pool of one workspace, ``ws``, for every GPU and stream: ``hold`` locks
-    its ``lock`` for the block, as the pool's does (device.workspace.WorkspacePool)."""
+    its ``lock`` for the block, as the pool's does (device.workspace.WorkspacePool);
+    ``keys`` the stream keys its callers gave (None: the pool asks the driver)."""
 
     def __init__(self, ws):
         self.ws = ws
+        self.keys = []
 
-    def get(self, device, stream):
+    def get(self, device, stream, stream_key=None):
+        self.keys.append(stream_key)
         return self.ws
 
-    def hold(self, device, stream):
+    def hold(self, device, stream, stream_key=None):
+        self.keys.append(stream_key)
         return _Locked(self.ws)
 
 

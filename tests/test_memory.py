@@ -503,6 +503,22 @@ def test_a_workspace_the_replay_lane_uses_is_not_the_oldest(fake_alloc):
     assert pool.get(0, 1) is not lane
 
 
+def test_a_stream_key_the_caller_has_is_not_asked_again(fake_alloc, monkeypatch):
+    """``hold`` and ``get`` given the stream's key (the replay lane's, paths.replay_lane)
+    find the workspace the driver's key names without asking the driver."""
+    asked = []
+    ask = driver.stream_key
+    monkeypatch.setattr(driver, "stream_key", lambda handle: asked.append(handle) or ask(handle))
+    pool = WorkspacePool()
+    ws = pool.get(0, 11)
+    key = driver.stream_key(11)
+    assert asked == [11, 11]
+    with pool.hold(0, 11, key) as held:
+        assert held is ws
+    assert pool.get(0, 11, key) is ws and asked == [11, 11]
+    assert pool.get(0, 12, key) is ws  # the key names the stream: the handle is not read again
+
+
 def test_a_workspace_closed_before_its_lock_is_taken_is_not_used(fake_alloc):
     """Another thread's new stream may close a workspace between the pool's lookup and the
     call's lock: ``hold`` then takes another, open one (and the pool forgets the closed
@@ -510,8 +526,8 @@ def test_a_workspace_closed_before_its_lock_is_taken_is_not_used(fake_alloc):
     closed = []
 
     class Racing(WorkspacePool):
-        def get(self, device, stream):
-            ws = super().get(device, stream)
+        def get(self, device, stream, stream_key=None):
+            ws = super().get(device, stream, stream_key)
             if len(closed) < 2:  # closed by the other thread right after the lookup
                 ws.shed(close=True)
                 closed.append(ws)

@@ -70,7 +70,8 @@ def world(monkeypatch):
         log.append(("run", L.stream))
         return lambda C: log.append(("finish", C.stream, C.O.ptr, C.O.rs, C.O.cs, C.alpha, C.A.ptr, C.k))
 
-    monkeypatch.setattr(execute, "WORKSPACES", OnePool(ws))
+    pool = OnePool(ws)
+    monkeypatch.setattr(execute, "WORKSPACES", pool)
     monkeypatch.setattr(execute, "_RUNS", {"fused": run})
     context = [PRIMARY]   # the context current on the thread
     monkeypatch.setattr(RL.driver, "primary_context", lambda ordinal: PRIMARY)
@@ -92,7 +93,7 @@ def world(monkeypatch):
         result = None if entry is None else RL._replay(entry, alpha, allocate)
         return result, allocated, list(log)
 
-    yield types.SimpleNamespace(call=call, through_lane=through_lane, ws=ws, log=log, context=context)
+    yield types.SimpleNamespace(call=call, through_lane=through_lane, ws=ws, log=log, context=context, pool=pool)
     DECISIONS.clear()
 
 
@@ -112,6 +113,16 @@ def test_a_captured_or_replayed_call_leaves_its_lane(world, calls):
     # the call's launch without the arrays (the lane must not keep the caller's alive)
     assert entry.launch.A == L.A and entry.launch.B == L.B and entry.launch.O.ptr == L.O.ptr
     assert entry.launch.A.owner is entry.launch.B.owner is entry.launch.O.owner is None
+
+
+def test_a_lane_miss_takes_its_workspace_by_the_lanes_stream_key(world):
+    """The lane key holds the current stream's key (driver.stream_key, 3.4 us to ask): the
+    general path finds its workspace with it instead of asking the driver again; a call
+    without a lane key leaves the pool to ask."""
+    stream_key = ("id", 77)
+    world.call(lane=("replay", "the caller's arrays", stream_key, (15, None, None, "auto")))
+    world.call(lane=None)
+    assert world.pool.keys == [stream_key, None]
 
 
 def test_calls_without_a_lane_key_leave_none(world):

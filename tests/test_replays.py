@@ -228,8 +228,10 @@ def emulate(monkeypatch):
 
     ws, captured, capturing = workspace(False), workspace(True), [False]
     pools = {False: OnePool(ws), True: OnePool(captured)}
-    monkeypatch.setattr(execute, "WORKSPACES",
-                        types.SimpleNamespace(hold=lambda device, stream: pools[capturing[0]].hold(device, stream)))
+    def hold(device, stream, stream_key=None):
+        return pools[capturing[0]].hold(device, stream, stream_key)
+
+    monkeypatch.setattr(execute, "WORKSPACES", types.SimpleNamespace(hold=hold))
     monkeypatch.setattr(execute, "_RUNS", {"fused": run})
 
     def call(timings=False, **kw):

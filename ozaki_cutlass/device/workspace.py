@@ -215,13 +215,14 @@ class WorkspacePool:
         self._per_device = per_device
         self._spaces: dict[tuple[int, int], Workspace] = {}
 
-    def get(self, device: int, stream: int) -> Workspace:
+    def get(self, device: int, stream: int, stream_key=None) -> Workspace:
         """The workspace of ``stream`` on ``device`` (per thread for the per-thread default
-        stream: driver.stream_key, the driver's id of the stream). A new one closes and
-        forgets the least recently used idle ones of that GPU beyond ``per_device`` (a stream
-        or thread per task leaves nothing behind); one already kept is found with the
+        stream: driver.stream_key, the driver's id of the stream; ``stream_key``, where the
+        caller already has it, is taken instead of asking the driver again). A new one closes
+        and forgets the least recently used idle ones of that GPU beyond ``per_device`` (a
+        stream or thread per task leaves nothing behind); one already kept is found with the
         stream's id and a dict lookup."""
-        key = (device, driver.stream_key(stream))
+        key = (device, driver.stream_key(stream) if stream_key is None else stream_key)
         with self._lock:
             ws = self._spaces.pop(key, None)
             fresh = ws is None
@@ -243,12 +244,12 @@ class WorkspacePool:
                         self._forget(old_key, old)
         return ws
 
-    def hold(self, device: int, stream: int) -> Held:
+    def hold(self, device: int, stream: int, stream_key=None) -> Held:
         """``with pool.hold(device, stream) as ws:`` the workspace of ``stream`` on ``device``
-        (``get``) with its lock held for the block: a call's enqueuing. One that a new
-        stream's workspace closed between the lookup and the lock is forgotten here, and
-        another taken."""
-        return Held(self, device, stream)
+        (``get``, ``stream_key`` as there) with its lock held for the block: a call's
+        enqueuing. One that a new stream's workspace closed between the lookup and the lock
+        is forgotten here, and another taken."""
+        return Held(self, device, stream, stream_key)
 
     def _forget(self, key: tuple[int, int], ws: Workspace) -> None:
         """Drop ``ws`` (closed) where the pool still keeps it under ``key``."""
@@ -293,20 +294,21 @@ class WorkspacePool:
 class Held:
     """What :meth:`WorkspacePool.hold` returns: entered, the workspace, locked until the exit."""
 
-    __slots__ = ("pool", "device", "stream", "ws")
+    __slots__ = ("pool", "device", "stream", "key", "ws")
 
-    def __init__(self, pool: WorkspacePool, device: int, stream: int):
+    def __init__(self, pool: WorkspacePool, device: int, stream: int, stream_key=None):
         self.pool, self.device, self.stream = pool, device, stream
+        self.key = driver.stream_key(stream) if stream_key is None else stream_key
 
     def __enter__(self) -> Workspace:
         while True:
-            ws = self.pool.get(self.device, self.stream)
+            ws = self.pool.get(self.device, self.stream, self.key)
             ws.lock.acquire()
             if not ws.closed:
                 self.ws = ws
                 return ws
             ws.lock.release()  # closed for a new stream's after get found it: it goes, another comes
-            self.pool._forget((self.device, driver.stream_key(self.stream)), ws)
+            self.pool._forget((self.device, self.key), ws)
 
     def __exit__(self, *exc) -> None:
         self.ws.lock.release()
