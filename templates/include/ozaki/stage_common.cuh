@@ -1,7 +1,8 @@
 // Copyright (c) ozaki-cutlass authors. BSD-3-Clause.
 //
 // What the stage kernels share on the device: the vector sets they read, the launch
-// geometry, and the chunks of 16 k entries the int8 writers (coarse, residues) own.
+// geometry, the chunks of 16 k entries the int8 writers (coarse, residues) own, and the
+// L2 prefetch hints (shifts, combine).
 // All loops over work items are grid-stride loops with int64 indices; block shapes are
 // fixed: (32, 8) for the tiled kernels, 256 for the element-wise ones.
 
@@ -126,6 +127,35 @@ __device__ inline void store_chunk(int8_t* dst, const uint4& w, bool vector_stor
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) dst[i] = static_cast<int8_t>((words[i / 4] >> (8 * (i % 4))) & 0xff);
   }
+}
+
+// --- L2 prefetch hints (sm_90 and newer; nothing before, untimed there) ------------
+// No value depends on them. The shifts fetch whole rows of the bound ahead by the
+// bulk-copy unit, the combine each plane's bytes of an item by one line prefetch per line.
+
+// Fetches `bytes` bytes at `row` (16-byte aligned, a multiple of 16) into the L2 by the
+// bulk-copy unit (one instruction for the row).
+__device__ inline void prefetch_row_l2(const void* row, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(bytes) : "memory");
+#else
+  (void)row;
+  (void)bytes;
+#endif
+}
+
+// Fetches the bytes [p, last] of one row (at most 128 bytes: one line, or two where they
+// straddle a line boundary) into the L2, one prefetch.global.L2 per line.
+__device__ inline void prefetch_item_l2(const unsigned char* p, const unsigned char* last) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+  if (((reinterpret_cast<uintptr_t>(p) ^ reinterpret_cast<uintptr_t>(last)) & ~uintptr_t(127)) != 0) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(last));
+  }
+#else
+  (void)p;
+  (void)last;
+#endif
 }
 
 // Warp-uniform loop over the thread slots: every lane of a warp runs the same

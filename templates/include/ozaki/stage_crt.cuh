@@ -415,21 +415,6 @@ __host__ __device__ constexpr int tile_byte(int u, int h) {
   return kLimbBytes % 2 == 1 && 2 * u + 1 == kLimbBytes ? 2 * u + 1 - h : 2 * u + h;
 }
 
-// Fetches the bytes [p, last] of one row (at most 128 bytes: one line, or two where they
-// straddle a line boundary) into the L2, one prefetch.global.L2 per line; nothing before
-// sm_90 (untimed there). A hint: no value depends on it.
-__device__ inline void prefetch_item_l2(const unsigned char* p, const unsigned char* last) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-  if (((reinterpret_cast<uintptr_t>(p) ^ reinterpret_cast<uintptr_t>(last)) & ~uintptr_t(127)) != 0) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(last));
-  }
-#else
-  (void)p;
-  (void)last;
-#endif
-}
-
 // The fewest items a warp of crt_residue_mma_kernel has for it to prefetch: at 1000 x 1024
 // (3.8 a warp) the prefetch ran 1-5 % slower on an H100.
 inline constexpr int64_t kCombinePrefetchMinRounds = 4;

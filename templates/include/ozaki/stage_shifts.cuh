@@ -325,18 +325,6 @@ __device__ inline void finish_slice(const ShiftArgs<int32_t>& a, const int32_t* 
 
 inline constexpr int64_t kPrefetchMaxRounds = 32;
 
-// Fetches `bytes` bytes at `row` (16-byte aligned, a multiple of 16) into the L2 by the
-// bulk-copy unit (one instruction for the row); nothing before sm_90, which has no
-// cp.async.bulk. A hint: no value depends on it.
-__device__ inline void prefetch_row_l2(const void* row, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(bytes) : "memory");
-#else
-  (void)row;
-  (void)bytes;
-#endif
-}
-
 inline constexpr int64_t kOneReadMinColumns = 1024;
 inline constexpr int64_t kOneReadMaxColumns = 16384;
 
